@@ -1,0 +1,355 @@
+// Package agent runs nodeready on one node: it loads the configuration, runs
+// rounds of checks with backoff, releases the node through nodepatch, serves
+// health and metrics, and waits for the SIGTERM that the DaemonSet
+// controller's deletion of its pod brings.
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/nodeready/nodeready/checks"
+)
+
+// Config is the whole configuration. It comes from environment variables
+// only; the names follow the ConfigMap of the original kube-node-ready
+// DaemonSet mode so that such a ConfigMap works unchanged through envFrom.
+// The README's configuration table is checked against these tags.
+type Config struct {
+	NodeName     string `envconfig:"NODE_NAME" desc:"Name of the node to verify (downward API spec.nodeName); required unless --dry-run"`
+	PodName      string `envconfig:"POD_NAME" desc:"Own pod name (downward API), for logs and Events"`
+	PodNamespace string `envconfig:"POD_NAMESPACE" desc:"Own pod namespace (downward API), for logs and Events"`
+
+	TaintKey           string `envconfig:"TAINT_KEY" default:"node-ready/unverified" desc:"Key of the startup taint to remove"`
+	TaintValue         string `envconfig:"TAINT_VALUE" default:"true" desc:"Value of the startup taint (informational: every taint with the key and effect is removed)"`
+	TaintEffect        string `envconfig:"TAINT_EFFECT" default:"NoSchedule" desc:"Effect of the startup taint: NoSchedule, PreferNoSchedule or NoExecute"`
+	VerifiedLabel      string `envconfig:"VERIFIED_LABEL" default:"node-ready/verified" desc:"Label added to a verified node; the DaemonSet's node affinity must use the same key"`
+	VerifiedLabelValue string `envconfig:"VERIFIED_LABEL_VALUE" default:"true" desc:"Value of the verified label"`
+
+	InitialTimeout   time.Duration `envconfig:"INITIAL_TIMEOUT" default:"300s" desc:"Time from start after which failing checks are recorded as a failed verification"`
+	MaxRetries       int           `envconfig:"MAX_RETRIES" default:"5" desc:"Rounds of checks after which failing checks are recorded as a failed verification"`
+	RetryBackoff     string        `envconfig:"RETRY_BACKOFF" default:"exponential" desc:"Delay between rounds: exponential, linear or constant"`
+	RetryBackoffBase time.Duration `envconfig:"RETRY_BACKOFF_BASE" default:"1s" desc:"First delay between rounds"`
+	RetryBackoffMax  time.Duration `envconfig:"RETRY_BACKOFF_MAX" default:"30s" desc:"Longest delay between rounds; after a recorded failure, checks repeat at this interval"`
+	CheckTimeout     time.Duration `envconfig:"CHECK_TIMEOUT" default:"10s" desc:"Time limit of one check in one round"`
+
+	Checks List `envconfig:"CHECKS" default:"dns,tcp,apiserver,endpoints" desc:"Checks to run, comma-separated: dns, tcp, http, apiserver, endpoints"`
+
+	DNSTestDomains List   `envconfig:"DNS_TEST_DOMAINS" default:"kubernetes.default.svc.cluster.local" desc:"dns: names that must resolve"`
+	DNSNameserver  string `envconfig:"DNS_NAMESERVER" desc:"dns: host:port of the nameserver to ask; empty for the pod's resolv.conf"`
+
+	TCPTargets            List   `envconfig:"TCP_TARGETS" desc:"tcp: host:port list to connect to; empty for the API server's service address KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT"`
+	KubernetesServiceHost string `envconfig:"KUBERNETES_SERVICE_HOST" desc:"Set by the kubelet in every pod; the default tcp target"`
+	KubernetesServicePort string `envconfig:"KUBERNETES_SERVICE_PORT" default:"443" desc:"Set by the kubelet in every pod; the default tcp target's port"`
+
+	HTTPURLs           List   `envconfig:"HTTP_URLS" desc:"http: URLs to GET; required when CHECKS has http"`
+	HTTPExpectedStatus string `envconfig:"HTTP_EXPECTED_STATUS" default:"2xx" desc:"http: accepted status codes, such as 2xx, 200 or 200,204"`
+	HTTPCAFile         string `envconfig:"HTTP_CA_FILE" desc:"http: PEM file of CA certificates to trust instead of the system roots"`
+
+	APIServerProbe string `envconfig:"APISERVER_PROBE" default:"readyz" desc:"apiserver: readyz (GET /readyz) or node (GET the own Node)"`
+
+	EndpointsService string `envconfig:"ENDPOINTS_SERVICE" default:"default/kubernetes" desc:"endpoints: namespace/name of the Service whose EndpointSlices must have a ready endpoint"`
+	EndpointsConnect bool   `envconfig:"ENDPOINTS_CONNECT" default:"true" desc:"endpoints: also connect to one ready endpoint directly, bypassing the Service"`
+
+	EnableMetrics bool   `envconfig:"ENABLE_METRICS" default:"true" desc:"Serve /metrics (the /healthz and /readyz probes are served either way)"`
+	MetricsPort   int    `envconfig:"METRICS_PORT" default:"8080" desc:"Port of /metrics, /healthz and /readyz"`
+	LogLevel      string `envconfig:"LOG_LEVEL" default:"info" desc:"trace, debug, info, warn or error"`
+	LogFormat     string `envconfig:"LOG_FORMAT" default:"json" desc:"json, or console for people"`
+}
+
+// Names of the checks, as CHECKS takes them.
+const (
+	CheckDNS       = "dns"
+	CheckTCP       = "tcp"
+	CheckHTTP      = "http"
+	CheckAPIServer = "apiserver"
+	CheckEndpoints = "endpoints"
+)
+
+// KnownChecks lists every check name CHECKS accepts.
+var KnownChecks = []string{CheckDNS, CheckTCP, CheckHTTP, CheckAPIServer, CheckEndpoints}
+
+var (
+	taintEffects = []string{string(corev1.TaintEffectNoSchedule), string(corev1.TaintEffectPreferNoSchedule), string(corev1.TaintEffectNoExecute)}
+	backoffs     = []string{"exponential", "linear", "constant"}
+	logLevels    = []string{"trace", "debug", "info", "warn", "error"}
+	logFormats   = []string{"json", "console"}
+)
+
+// ConfigError is a bad environment variable: which one, its value, and what
+// is accepted. Its message is the one line the agent prints before exit 2.
+type ConfigError struct {
+	Var, Value, Accepted string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("invalid configuration: %s=%q: %s", e.Var, e.Value, e.Accepted)
+}
+
+// List is a comma-separated environment variable. Items are trimmed and
+// empty items dropped, so "a, b," is [a b].
+type List []string
+
+// Decode implements envconfig.Decoder.
+func (l *List) Decode(value string) error {
+	*l = nil
+	for item := range strings.SplitSeq(value, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			*l = append(*l, item)
+		}
+	}
+	return nil
+}
+
+func (l List) String() string { return strings.Join(l, ",") }
+
+// LoadConfig reads the configuration from the environment and validates it.
+// In dry-run mode NODE_NAME may be empty.
+func LoadConfig(dryRun bool) (Config, error) {
+	var c Config
+	if err := envconfig.Process("", &c); err != nil {
+		var pe *envconfig.ParseError
+		if errors.As(err, &pe) {
+			return c, &ConfigError{Var: pe.KeyName, Value: pe.Value, Accepted: acceptedType(pe.TypeName)}
+		}
+		return c, fmt.Errorf("invalid configuration: %w", err)
+	}
+	return c, c.Validate(dryRun)
+}
+
+func acceptedType(typeName string) string {
+	switch typeName {
+	case "time.Duration":
+		return "not a duration: use a number with a unit, such as 10s, 5m or 1h30m"
+	case "int":
+		return "not a whole number"
+	case "bool":
+		return "use true or false"
+	default:
+		return "cannot be read as " + typeName
+	}
+}
+
+// Validate checks every value and returns the first bad one as a *ConfigError.
+func (c *Config) Validate(dryRun bool) error {
+	for _, v := range c.validators(dryRun) {
+		if err := v(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Selected reports whether CHECKS includes the check name.
+func (c *Config) Selected(name string) bool { return slices.Contains(c.Checks, name) }
+
+// TCPAddresses is TCP_TARGETS, or the API server's service address when
+// TCP_TARGETS is empty: the IP, so the tcp check does not depend on DNS.
+func (c *Config) TCPAddresses() []string {
+	if len(c.TCPTargets) > 0 {
+		return c.TCPTargets
+	}
+	if c.KubernetesServiceHost == "" {
+		return nil
+	}
+	return []string{net.JoinHostPort(c.KubernetesServiceHost, c.KubernetesServicePort)}
+}
+
+// EndpointsRef splits ENDPOINTS_SERVICE; a bare name is in "default".
+func (c *Config) EndpointsRef() (namespace, name string) {
+	if ns, n, ok := strings.Cut(c.EndpointsService, "/"); ok {
+		return ns, n
+	}
+	return "default", c.EndpointsService
+}
+
+func (c *Config) validators(dryRun bool) []func() error {
+	return []func() error{
+		func() error {
+			if c.NodeName == "" && !dryRun {
+				return &ConfigError{"NODE_NAME", "", "required: set it from the downward API (fieldRef spec.nodeName), or use --dry-run"}
+			}
+			return dns1123("NODE_NAME", c.NodeName, true)
+		},
+		func() error { return qualifiedName("TAINT_KEY", c.TaintKey) },
+		func() error { return labelValue("TAINT_VALUE", c.TaintValue) },
+		func() error { return oneOf("TAINT_EFFECT", c.TaintEffect, taintEffects) },
+		func() error { return qualifiedName("VERIFIED_LABEL", c.VerifiedLabel) },
+		func() error { return labelValue("VERIFIED_LABEL_VALUE", c.VerifiedLabelValue) },
+		func() error { return positive("INITIAL_TIMEOUT", c.InitialTimeout) },
+		func() error {
+			if c.MaxRetries < 1 {
+				return &ConfigError{"MAX_RETRIES", strconv.Itoa(c.MaxRetries), "must be at least 1"}
+			}
+			return nil
+		},
+		func() error { return oneOf("RETRY_BACKOFF", c.RetryBackoff, backoffs) },
+		func() error { return positive("RETRY_BACKOFF_BASE", c.RetryBackoffBase) },
+		func() error {
+			if c.RetryBackoffMax < c.RetryBackoffBase {
+				return &ConfigError{"RETRY_BACKOFF_MAX", c.RetryBackoffMax.String(), "must not be shorter than RETRY_BACKOFF_BASE (" + c.RetryBackoffBase.String() + ")"}
+			}
+			return nil
+		},
+		func() error { return positive("CHECK_TIMEOUT", c.CheckTimeout) },
+		c.validateChecks,
+		func() error {
+			if !c.Selected(CheckDNS) {
+				return nil
+			}
+			if len(c.DNSTestDomains) == 0 {
+				return &ConfigError{"DNS_TEST_DOMAINS", "", "required when CHECKS has dns: a comma-separated list of names"}
+			}
+			for _, d := range c.DNSTestDomains {
+				// DNS is case-insensitive and a trailing dot only marks the
+				// name as absolute, so both are accepted.
+				if err := dns1123("DNS_TEST_DOMAINS", strings.TrimSuffix(strings.ToLower(d), "."), false); err != nil {
+					err.(*ConfigError).Value = d
+					return err
+				}
+			}
+			return nil
+		},
+		func() error {
+			if c.DNSNameserver == "" {
+				return nil
+			}
+			return hostPort("DNS_NAMESERVER", c.DNSNameserver)
+		},
+		func() error {
+			for _, t := range c.TCPTargets {
+				if err := hostPort("TCP_TARGETS", t); err != nil {
+					return err
+				}
+			}
+			if c.Selected(CheckTCP) && len(c.TCPAddresses()) == 0 && !dryRun {
+				return &ConfigError{"TCP_TARGETS", "", "required when CHECKS has tcp and KUBERNETES_SERVICE_HOST is not set: a comma-separated list of host:port"}
+			}
+			return nil
+		},
+		func() error {
+			if c.KubernetesServiceHost == "" {
+				return nil
+			}
+			return hostPort("KUBERNETES_SERVICE_PORT", net.JoinHostPort(c.KubernetesServiceHost, c.KubernetesServicePort))
+		},
+		func() error {
+			if c.Selected(CheckHTTP) && len(c.HTTPURLs) == 0 {
+				return &ConfigError{"HTTP_URLS", "", "required when CHECKS has http: a comma-separated list of http:// or https:// URLs"}
+			}
+			for _, raw := range c.HTTPURLs {
+				u, err := url.Parse(raw)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					return &ConfigError{"HTTP_URLS", raw, "not a URL: use http://host[:port]/path or https://..."}
+				}
+			}
+			return nil
+		},
+		func() error {
+			if _, err := checks.ParseStatusMatcher(c.HTTPExpectedStatus); err != nil {
+				return &ConfigError{"HTTP_EXPECTED_STATUS", c.HTTPExpectedStatus, "use status codes or classes, comma-separated, such as 2xx, 200 or 200,204"}
+			}
+			return nil
+		},
+		func() error {
+			if c.HTTPCAFile == "" {
+				return nil
+			}
+			if _, err := checks.NewHTTPClient(c.HTTPCAFile); err != nil {
+				return &ConfigError{"HTTP_CA_FILE", c.HTTPCAFile, fmt.Sprintf("must be a readable PEM file with at least one certificate (%v)", err)}
+			}
+			return nil
+		},
+		func() error { return oneOf("APISERVER_PROBE", c.APIServerProbe, checks.APIServerModes) },
+		func() error {
+			ns, name := c.EndpointsRef()
+			if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Label(name)) > 0 {
+				return &ConfigError{"ENDPOINTS_SERVICE", c.EndpointsService, "use namespace/name of a Service, such as default/kubernetes"}
+			}
+			return nil
+		},
+		func() error {
+			if c.MetricsPort < 1 || c.MetricsPort > 65535 {
+				return &ConfigError{"METRICS_PORT", strconv.Itoa(c.MetricsPort), "must be a port from 1 to 65535"}
+			}
+			return nil
+		},
+		func() error { return oneOf("LOG_LEVEL", c.LogLevel, logLevels) },
+		func() error { return oneOf("LOG_FORMAT", c.LogFormat, logFormats) },
+	}
+}
+
+func (c *Config) validateChecks() error {
+	if len(c.Checks) == 0 {
+		return &ConfigError{"CHECKS", "", "name at least one check: " + strings.Join(KnownChecks, ", ")}
+	}
+	seen := map[string]bool{}
+	for _, name := range c.Checks {
+		if !slices.Contains(KnownChecks, name) {
+			return &ConfigError{"CHECKS", c.Checks.String(), fmt.Sprintf("unknown check %q: use %s", name, strings.Join(KnownChecks, ", "))}
+		}
+		if seen[name] {
+			return &ConfigError{"CHECKS", c.Checks.String(), fmt.Sprintf("check %q is named twice", name)}
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
+func oneOf(name, value string, accepted []string) error {
+	if slices.Contains(accepted, value) {
+		return nil
+	}
+	return &ConfigError{name, value, "use one of " + strings.Join(accepted, ", ")}
+}
+
+func positive(name string, d time.Duration) error {
+	if d > 0 {
+		return nil
+	}
+	return &ConfigError{name, d.String(), "must be longer than 0, such as 10s"}
+}
+
+func qualifiedName(name, value string) error {
+	if errs := validation.IsQualifiedName(value); len(errs) > 0 {
+		return &ConfigError{name, value, "not a valid label or taint key: " + strings.Join(errs, "; ")}
+	}
+	return nil
+}
+
+func labelValue(name, value string) error {
+	if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+		return &ConfigError{name, value, "not a valid label or taint value: " + strings.Join(errs, "; ")}
+	}
+	return nil
+}
+
+func dns1123(name, value string, allowEmpty bool) error {
+	if value == "" && allowEmpty {
+		return nil
+	}
+	if errs := validation.IsDNS1123Subdomain(value); len(errs) > 0 {
+		return &ConfigError{name, value, "not a valid DNS name: " + strings.Join(errs, "; ")}
+	}
+	return nil
+}
+
+func hostPort(name, value string) error {
+	host, port, err := net.SplitHostPort(value)
+	if err == nil && host != "" {
+		if p, perr := strconv.Atoi(port); perr == nil && p >= 1 && p <= 65535 {
+			return nil
+		}
+	}
+	return &ConfigError{name, value, "use host:port, such as 10.96.0.1:443 or [fd00::1]:443"}
+}

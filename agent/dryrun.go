@@ -1,0 +1,45 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeready/nodeready/checks"
+)
+
+// DryRun runs every check that can run from here once, prints a table to
+// out, and returns the exit code: 0 when every check that ran passed, 1
+// otherwise. It never writes to a cluster: it has no patcher at all. client
+// may be nil, and then the API checks are shown as skipped.
+func DryRun(ctx context.Context, cfg Config, client kubernetes.Interface, out io.Writer) int {
+	list, err := buildChecks(cfg, client)
+	if err != nil {
+		fmt.Fprintf(out, "nodeready: %v\n", err)
+		return 2
+	}
+	results := checks.RunAll(ctx, list, cfg.CheckTimeout)
+
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tTARGET\tRESULT\tDURATION\tDETAIL")
+	counts := map[string]int{}
+	for _, r := range results {
+		counts[r.Status()]++
+		detail := ""
+		if r.Err != nil {
+			detail = strings.ReplaceAll(r.Err.Error(), "\n", " ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, r.Target, r.Status(), r.Duration.Round(time.Millisecond/10), detail)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(out, "%d passed, %d failed, %d skipped\n", counts["pass"], counts["fail"], counts["skip"])
+	if counts["fail"] > 0 {
+		return 1
+	}
+	return 0
+}

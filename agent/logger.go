@@ -1,0 +1,28 @@
+package agent
+
+import (
+	"io"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// NewLogger builds the one root logger: JSON by default, LOG_FORMAT=console
+// for people. Fields that hold for the whole run are bound here once.
+func NewLogger(c Config, w io.Writer) zerolog.Logger {
+	if c.LogFormat == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	level, err := zerolog.ParseLevel(c.LogLevel)
+	if err != nil {
+		level = zerolog.InfoLevel // unreachable after Validate
+	}
+	ctx := zerolog.New(w).Level(level).With().Timestamp()
+	if c.NodeName != "" {
+		ctx = ctx.Str("node", c.NodeName)
+	}
+	if c.PodName != "" {
+		ctx = ctx.Str("pod", c.PodNamespace+"/"+c.PodName)
+	}
+	return ctx.Logger()
+}

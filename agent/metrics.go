@@ -1,0 +1,104 @@
+package agent
+
+import (
+	"runtime"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/nodeready/nodeready/checks"
+)
+
+// metrics live on the agent's own registry, so a process runs exactly the
+// collectors below and tests can run several agents side by side. Label
+// values come from closed sets only: check names and fixed results, never an
+// error text, address or URL.
+type metrics struct {
+	registry       *prometheus.Registry
+	checkDuration  *prometheus.HistogramVec
+	checkSuccess   *prometheus.GaugeVec
+	checksTotal    *prometheus.CounterVec
+	rounds         prometheus.Counter
+	failures       prometheus.Counter
+	patches        *prometheus.CounterVec
+	verified       prometheus.Gauge
+	timeToVerified prometheus.Gauge
+}
+
+// BuildInfo identifies the binary; main sets it from -ldflags.
+type BuildInfo struct {
+	Version, Revision string
+}
+
+func newMetrics(build BuildInfo) *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		checkDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nodeready_check_duration_seconds",
+			Help:    "Duration of one check against one target.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9), // 1 ms to about 65 s
+		}, []string{"check"}),
+		checkSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeready_check_success",
+			Help: "Whether every target of the check passed in the last round (1) or not (0).",
+		}, []string{"check"}),
+		checksTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeready_checks_total",
+			Help: "Checks run, by check and result (pass or fail).",
+		}, []string{"check", "result"}),
+		rounds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeready_rounds_total",
+			Help: "Rounds of checks run.",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeready_verification_failures_total",
+			Help: "Times the retries or the initial timeout ran out with checks still failing.",
+		}),
+		patches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeready_node_patches_total",
+			Help: "Attempts to release the node, by result (patched, unchanged or error).",
+		}, []string{"result"}),
+		verified: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodeready_verified",
+			Help: "Whether this agent has verified and released its node (1) or not (0).",
+		}),
+		timeToVerified: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodeready_time_to_verified_seconds",
+			Help: "Time from the agent's start to the confirmed release of its node.",
+		}),
+	}
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "nodeready_build_info",
+		Help:        "Build information of the running agent; the value is always 1.",
+		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "goversion": runtime.Version()},
+	})
+	buildInfo.Set(1)
+	m.registry.MustRegister(m.checkDuration, m.checkSuccess, m.checksTotal, m.rounds, m.failures,
+		m.patches, m.verified, m.timeToVerified, buildInfo,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// recordRound records the results of one completed round.
+func (m *metrics) recordRound(results []checks.Result) {
+	m.rounds.Inc()
+	success := map[string]bool{}
+	for _, r := range results {
+		if r.Skipped() {
+			continue
+		}
+		m.checkDuration.WithLabelValues(r.Name).Observe(r.Duration.Seconds())
+		m.checksTotal.WithLabelValues(r.Name, r.Status()).Inc()
+		if _, seen := success[r.Name]; !seen {
+			success[r.Name] = true
+		}
+		success[r.Name] = success[r.Name] && r.Passed()
+	}
+	for name, ok := range success {
+		v := 0.0
+		if ok {
+			v = 1
+		}
+		m.checkSuccess.WithLabelValues(name).Set(v)
+	}
+}

@@ -1,0 +1,104 @@
+package checks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+var _ Check = (*APIServer)(nil)
+
+// APIServer modes.
+const (
+	// APIServerReadyz GETs /readyz: the API server is reachable from the node
+	// and says it is ready.
+	APIServerReadyz = "readyz"
+	// APIServerNode GETs the agent's own Node: the path to the API server
+	// works, and so do authentication and the agent's RBAC.
+	APIServerNode = "node"
+)
+
+// APIServerModes lists the accepted modes, the default first, for config
+// validation and its messages.
+var APIServerModes = []string{APIServerReadyz, APIServerNode}
+
+// APIServer passes when the API server answers a request made with the
+// agent's own client.
+type APIServer struct {
+	client   kubernetes.Interface
+	mode     string
+	nodeName string
+}
+
+// NewAPIServer returns an API server check. mode is one of APIServerModes
+// (empty means "readyz"); nodeName is used by mode "node" only.
+func NewAPIServer(client kubernetes.Interface, mode string, nodeName string) *APIServer {
+	if mode == "" {
+		mode = APIServerReadyz
+	}
+	return &APIServer{client: client, mode: mode, nodeName: nodeName}
+}
+
+// Name implements Check.
+func (c *APIServer) Name() string { return "apiserver" }
+
+// Target implements Check.
+func (c *APIServer) Target() string {
+	switch c.mode {
+	case APIServerReadyz:
+		return "/readyz"
+	case APIServerNode:
+		return "node/" + c.nodeName
+	default:
+		return c.mode
+	}
+}
+
+// Run implements Check.
+func (c *APIServer) Run(ctx context.Context) error {
+	switch c.mode {
+	case APIServerReadyz:
+		return c.readyz(ctx)
+	case APIServerNode:
+		return c.node(ctx)
+	default:
+		return fmt.Errorf("unknown apiserver mode %q, want one of %s", c.mode, strings.Join(APIServerModes, ", "))
+	}
+}
+
+func (c *APIServer) readyz(ctx context.Context) error {
+	rc := c.client.Discovery().RESTClient()
+	if rc == nil {
+		// The fake clientset has no REST client.
+		return errors.New("get /readyz: client has no REST client")
+	}
+	// Error, unlike Raw, decodes a Status body into the server's own message.
+	if err := rc.Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
+		return fmt.Errorf("get /readyz: %w", explainForbidden(err))
+	}
+	return nil
+}
+
+func (c *APIServer) node(ctx context.Context) error {
+	if c.nodeName == "" {
+		return errors.New("get node: no node name (NODE_NAME)")
+	}
+	if _, err := c.client.CoreV1().Nodes().Get(ctx, c.nodeName, metav1.GetOptions{}); err != nil {
+		return fmt.Errorf("get node %q: %w", c.nodeName, explainForbidden(err))
+	}
+	return nil
+}
+
+// explainForbidden says plainly that a 403 is a permissions problem, which
+// retrying will not fix.
+func explainForbidden(err error) error {
+	if apierrors.IsForbidden(err) {
+		return fmt.Errorf("forbidden, check the agent's RBAC and admission policies: %w", err)
+	}
+	return err
+}

@@ -1,0 +1,164 @@
+package checks_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeready/nodeready/checks"
+)
+
+// funcCheck is a Check made of a function, for tests of Execute and RunAll.
+type funcCheck struct {
+	name, target string
+	run          func(ctx context.Context) error
+}
+
+func (c funcCheck) Name() string                  { return c.name }
+func (c funcCheck) Target() string                { return c.target }
+func (c funcCheck) Run(ctx context.Context) error { return c.run(ctx) }
+
+// sleepCheck takes d unless ctx ends first.
+func sleepCheck(target string, d time.Duration) funcCheck {
+	return funcCheck{name: "sleep", target: target, run: func(ctx context.Context) error {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("sleep: %w", ctx.Err())
+		}
+	}}
+}
+
+func TestExecute(t *testing.T) {
+	tests := []struct {
+		name       string
+		check      funcCheck
+		timeout    time.Duration
+		wantStatus string
+		wantErr    []string
+		wantIs     error
+	}{
+		{
+			name:       "pass",
+			check:      funcCheck{name: "ok", target: "t", run: func(context.Context) error { return nil }},
+			timeout:    time.Second,
+			wantStatus: "pass",
+		},
+		{
+			name:       "fail keeps the error",
+			check:      funcCheck{name: "bad", target: "t", run: func(context.Context) error { return errors.New("boom") }},
+			timeout:    time.Second,
+			wantStatus: "fail",
+			wantErr:    []string{"boom"},
+		},
+		{
+			name: "skip",
+			check: funcCheck{name: "skip", target: "t", run: func(context.Context) error {
+				return fmt.Errorf("no kubeconfig: %w", checks.ErrSkipped)
+			}},
+			timeout:    time.Second,
+			wantStatus: "skip",
+			wantIs:     checks.ErrSkipped,
+		},
+		{
+			name:       "panic becomes a failure",
+			check:      funcCheck{name: "panic", target: "t", run: func(context.Context) error { panic("kaboom") }},
+			timeout:    time.Second,
+			wantStatus: "fail",
+			wantErr:    []string{"panic: kaboom"},
+		},
+		{
+			name:       "timeout names the limit",
+			check:      sleepCheck("t", time.Minute),
+			timeout:    100 * time.Millisecond,
+			wantStatus: "fail",
+			wantErr:    []string{"sleep: context deadline exceeded", "(timed out after 100ms)"},
+			wantIs:     context.DeadlineExceeded,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := checks.Execute(t.Context(), tt.check, tt.timeout)
+
+			assert.Equal(t, tt.check.name, res.Name)
+			assert.Equal(t, tt.check.target, res.Target)
+			assert.Equal(t, tt.wantStatus, res.Status())
+			assert.Less(t, res.Duration, tt.timeout+time.Second)
+			if tt.wantStatus == "pass" {
+				assert.NoError(t, res.Err)
+				return
+			}
+			require.Error(t, res.Err)
+			for _, s := range tt.wantErr {
+				assert.Contains(t, res.Err.Error(), s)
+			}
+			if tt.wantIs != nil {
+				assert.ErrorIs(t, res.Err, tt.wantIs)
+			}
+		})
+	}
+}
+
+func TestExecuteParentCancelIsAbort(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(50*time.Millisecond, cancel)
+
+	res := checks.Execute(ctx, sleepCheck("t", time.Minute), 10*time.Second)
+
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Err.Error(), "(aborted: context canceled)")
+	assert.NotContains(t, res.Err.Error(), "timed out")
+	assert.ErrorIs(t, res.Err, context.Canceled)
+	assert.Less(t, res.Duration, 5*time.Second)
+}
+
+func TestRunAllIsConcurrentAndOrdered(t *testing.T) {
+	cs := []checks.Check{
+		sleepCheck("a", 300*time.Millisecond),
+		sleepCheck("b", 300*time.Millisecond),
+		sleepCheck("c", 300*time.Millisecond),
+	}
+
+	start := time.Now()
+	results := checks.RunAll(t.Context(), cs, 5*time.Second)
+	elapsed := time.Since(start)
+
+	// Sequential would take 900 ms; the margin is for slow CI, not a goal.
+	assert.Less(t, elapsed, 600*time.Millisecond)
+	require.Len(t, results, len(cs))
+	for i, r := range results {
+		assert.Equal(t, cs[i].Target(), r.Target)
+		assert.True(t, r.Passed(), "result %d: %v", i, r.Err)
+	}
+}
+
+func TestRunAllSurvivesPanic(t *testing.T) {
+	cs := []checks.Check{
+		funcCheck{name: "ok", target: "a", run: func(context.Context) error { return nil }},
+		funcCheck{name: "panic", target: "b", run: func(context.Context) error { panic("kaboom") }},
+	}
+
+	results := checks.RunAll(t.Context(), cs, time.Second)
+
+	require.Len(t, results, 2)
+	assert.True(t, results[0].Passed())
+	assert.Equal(t, "fail", results[1].Status())
+}
+
+func BenchmarkRunAll(b *testing.B) {
+	cs := make([]checks.Check, 5)
+	for i := range cs {
+		cs[i] = sleepCheck(fmt.Sprint(i), 200*time.Millisecond)
+	}
+	for b.Loop() {
+		checks.RunAll(b.Context(), cs, 5*time.Second)
+	}
+}

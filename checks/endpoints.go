@@ -1,0 +1,112 @@
+package checks
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+)
+
+var _ Check = (*Endpoints)(nil)
+
+// Endpoints passes when a Service has at least one ready endpoint in its
+// discovery.k8s.io/v1 EndpointSlices.
+//
+// With connect set it also opens a TCP connection to one ready endpoint
+// directly, by pod IP. A DNS, TCP or HTTP check against the Service address
+// goes through service routing (kube-proxy, IPVS or eBPF rules on this node)
+// and passes as soon as any path works; the direct connection proves that
+// this node's pod network reaches a backend, which service routing depends on
+// but can hide.
+type Endpoints struct {
+	client    kubernetes.Interface
+	namespace string
+	service   string
+	connect   bool
+	dialer    *net.Dialer
+}
+
+// NewEndpoints returns a check of the Service namespace/service. With connect
+// it dials a ready endpoint with d (a zero net.Dialer when nil).
+func NewEndpoints(client kubernetes.Interface, namespace, service string, connect bool, d *net.Dialer) *Endpoints {
+	if d == nil {
+		d = &net.Dialer{}
+	}
+	return &Endpoints{client: client, namespace: namespace, service: service, connect: connect, dialer: d}
+}
+
+// Name implements Check.
+func (c *Endpoints) Name() string { return "endpoints" }
+
+// Target implements Check.
+func (c *Endpoints) Target() string { return c.namespace + "/" + c.service }
+
+// Run implements Check.
+func (c *Endpoints) Run(ctx context.Context) error {
+	selector := labels.Set{discoveryv1.LabelServiceName: c.service}.String()
+	slices, err := c.client.DiscoveryV1().EndpointSlices(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return fmt.Errorf("list EndpointSlices of %s: %w", c.Target(), explainForbidden(err))
+	}
+	if len(slices.Items) == 0 {
+		return fmt.Errorf("no EndpointSlices for %s", c.Target())
+	}
+	ready, addr := false, ""
+	for i := range slices.Items {
+		a, ok := readyAddress(&slices.Items[i])
+		ready = ready || ok
+		if a != "" {
+			addr = a
+			break
+		}
+	}
+	if !ready {
+		noun := "EndpointSlices"
+		if len(slices.Items) == 1 {
+			noun = "EndpointSlice"
+		}
+		return fmt.Errorf("no ready endpoints in %d %s of %s", len(slices.Items), noun, c.Target())
+	}
+	if !c.connect {
+		return nil
+	}
+	if addr == "" {
+		return fmt.Errorf("connect to a ready endpoint of %s: no ready endpoint with a TCP port", c.Target())
+	}
+	conn, err := dialTCP(ctx, c.dialer, addr)
+	if err != nil {
+		return fmt.Errorf("connect to endpoint of %s: %w", c.Target(), err)
+	}
+	return conn.Close()
+}
+
+// readyAddress reports whether the slice has a ready endpoint and returns
+// "host:port" of the first one on the slice's first TCP port, or "" when the
+// slice has no TCP port. The first TCP port rather than the first port,
+// because a Service like kube-dns lists UDP 53 first. A nil Ready condition
+// counts as ready, as the API documents.
+func readyAddress(s *discoveryv1.EndpointSlice) (string, bool) {
+	port := ""
+	for _, p := range s.Ports {
+		if p.Port != nil && (p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP) {
+			port = strconv.Itoa(int(*p.Port))
+			break
+		}
+	}
+	for _, ep := range s.Endpoints {
+		if len(ep.Addresses) == 0 || (ep.Conditions.Ready != nil && !*ep.Conditions.Ready) {
+			continue
+		}
+		if port == "" {
+			return "", true
+		}
+		return net.JoinHostPort(ep.Addresses[0], port), true
+	}
+	return "", false
+}

@@ -1,0 +1,134 @@
+// Command nodeready verifies a new Kubernetes node and releases it for
+// workloads: see README.md. main is wiring only: flags, configuration,
+// logger, client and exit code.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nodeready/nodeready/agent"
+)
+
+// Set with -ldflags "-X main.version=... -X main.revision=...".
+var (
+	version  = "dev"
+	revision = "unknown"
+)
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1 // dry-run checks failed, or the agent could not start
+	exitConfig = 2 // bad flags or environment
+)
+
+func main() {
+	started := time.Now()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, newClient, started))
+}
+
+// newClientFunc builds the Kubernetes client; tests count its calls to prove
+// that bad configuration stops the agent before any client exists.
+type newClientFunc func(dryRun bool) (kubernetes.Interface, error)
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient newClientFunc, started time.Time) int {
+	fs := flag.NewFlagSet("nodeready", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dryRun := fs.Bool("dry-run", false, "run every check that can run from here once, print a table, write nothing")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: nodeready [--dry-run | --version]\n\n"+
+			"Verifies this node and releases it for workloads. Configured through environment\n"+
+			"variables only:\n\n")
+		agent.PrintVariables(stderr)
+		fmt.Fprintf(stderr, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitConfig
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "nodeready: unexpected argument %q\n", fs.Arg(0))
+		return exitConfig
+	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "nodeready %s (revision %s, %s)\n", version, revision, runtime.Version())
+		return exitOK
+	}
+
+	cfg, err := agent.LoadConfig(*dryRun)
+	if err != nil {
+		fmt.Fprintf(stderr, "nodeready: %v\n", err)
+		return exitConfig
+	}
+	log := agent.NewLogger(cfg, stderr)
+
+	client, err := newClient(*dryRun)
+	if err != nil {
+		log.Error().Err(err).Msg("Could not create Kubernetes client")
+		return exitFailed
+	}
+	if *dryRun {
+		return agent.DryRun(ctx, cfg, client, stdout)
+	}
+	a, err := agent.New(cfg, log, client, agent.BuildInfo{Version: version, Revision: revision}, started)
+	if err == nil {
+		err = a.Run(ctx)
+	}
+	if err != nil {
+		log.Error().Err(err).Msg("Agent failed to start")
+		return exitFailed
+	}
+	return exitOK
+}
+
+// newClient uses KUBECONFIG when it is set (the e2e harness runs the binary
+// outside a container) and the in-cluster configuration otherwise. In
+// dry-run it also tries ~/.kube/config and returns nil when there is no
+// configuration at all, so the API checks are skipped, not failed.
+func newClient(dryRun bool) (kubernetes.Interface, error) {
+	cfg, err := restConfig(dryRun)
+	if err != nil || cfg == nil {
+		return nil, err
+	}
+	cfg.UserAgent = "nodeready/" + version
+	return kubernetes.NewForConfig(cfg)
+}
+
+func restConfig(dryRun bool) (*rest.Config, error) {
+	if path := os.Getenv("KUBECONFIG"); path != "" {
+		return clientcmd.BuildConfigFromFlags("", path)
+	}
+	if !dryRun {
+		return rest.InClusterConfig()
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		path := filepath.Join(home, ".kube", "config")
+		if _, err := os.Stat(path); err == nil {
+			return clientcmd.BuildConfigFromFlags("", path)
+		}
+	}
+	if cfg, err := rest.InClusterConfig(); err == nil {
+		return cfg, nil
+	}
+	return nil, nil
+}

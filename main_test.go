@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeready/nodeready/agent"
+)
+
+// cleanEnv unsets every variable the agent reads, then sets base, so a test
+// sees only what it sets (an empty variable is not the same as an unset one).
+func cleanEnv(t *testing.T, base map[string]string) {
+	t.Helper()
+	names := []string{"KUBECONFIG", "HOME"}
+	for _, v := range agent.Variables() {
+		names = append(names, v.Name)
+	}
+	for _, name := range names {
+		t.Setenv(name, "") // restores the old value after the test
+		require.NoError(t, os.Unsetenv(name))
+	}
+	for k, v := range base {
+		t.Setenv(k, v)
+	}
+}
+
+// countingClient fails the test's promise if it is ever called.
+type countingClient struct{ calls int }
+
+func (c *countingClient) new(bool) (kubernetes.Interface, error) {
+	c.calls++
+	return nil, nil
+}
+
+func TestBadConfigurationStopsBeforeAnyClient(t *testing.T) {
+	valid := map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string // the variable the message must name
+	}{
+		{"node name missing", map[string]string{"NODE_NAME": ""}, "NODE_NAME"},
+		{"node name invalid", map[string]string{"NODE_NAME": "Node_A"}, "NODE_NAME"},
+		{"taint key empty", map[string]string{"TAINT_KEY": ""}, "TAINT_KEY"},
+		{"taint key two slashes", map[string]string{"TAINT_KEY": "a/b/c"}, "TAINT_KEY"},
+		{"taint value with space", map[string]string{"TAINT_VALUE": "not ready"}, "TAINT_VALUE"},
+		{"taint effect unknown", map[string]string{"TAINT_EFFECT": "NoRun"}, "TAINT_EFFECT"},
+		{"taint effect wrong case", map[string]string{"TAINT_EFFECT": "noschedule"}, "TAINT_EFFECT"},
+		{"label key invalid", map[string]string{"VERIFIED_LABEL": "bad key!"}, "VERIFIED_LABEL"},
+		{"label value too long", map[string]string{"VERIFIED_LABEL_VALUE": strings.Repeat("x", 64)}, "VERIFIED_LABEL_VALUE"},
+		{"timeout without unit", map[string]string{"INITIAL_TIMEOUT": "300"}, "INITIAL_TIMEOUT"},
+		{"timeout negative", map[string]string{"INITIAL_TIMEOUT": "-5s"}, "INITIAL_TIMEOUT"},
+		{"timeout zero", map[string]string{"INITIAL_TIMEOUT": "0s"}, "INITIAL_TIMEOUT"},
+		{"retries negative", map[string]string{"MAX_RETRIES": "-1"}, "MAX_RETRIES"},
+		{"retries zero", map[string]string{"MAX_RETRIES": "0"}, "MAX_RETRIES"},
+		{"retries not a number", map[string]string{"MAX_RETRIES": "five"}, "MAX_RETRIES"},
+		{"backoff unknown", map[string]string{"RETRY_BACKOFF": "fibonacci"}, "RETRY_BACKOFF"},
+		{"backoff base zero", map[string]string{"RETRY_BACKOFF_BASE": "0s"}, "RETRY_BACKOFF_BASE"},
+		{"backoff cap below base", map[string]string{"RETRY_BACKOFF_MAX": "100ms"}, "RETRY_BACKOFF_MAX"},
+		{"check timeout without unit", map[string]string{"CHECK_TIMEOUT": "10"}, "CHECK_TIMEOUT"},
+		{"unknown check", map[string]string{"CHECKS": "dns,ping"}, "CHECKS"},
+		{"no checks", map[string]string{"CHECKS": ""}, "CHECKS"},
+		{"check twice", map[string]string{"CHECKS": "dns,tcp,dns"}, "CHECKS"},
+		{"dns without names", map[string]string{"DNS_TEST_DOMAINS": " , "}, "DNS_TEST_DOMAINS"},
+		{"dns name invalid", map[string]string{"DNS_TEST_DOMAINS": "kubernetes.default,bad_name!.com"}, "DNS_TEST_DOMAINS"},
+		{"nameserver without port", map[string]string{"DNS_NAMESERVER": "10.96.0.10"}, "DNS_NAMESERVER"},
+		{"tcp target without port", map[string]string{"TCP_TARGETS": "10.0.0.1"}, "TCP_TARGETS"},
+		{"tcp target port out of range", map[string]string{"TCP_TARGETS": "10.0.0.1:443,db:99999"}, "TCP_TARGETS"},
+		{"tcp without any target", map[string]string{"KUBERNETES_SERVICE_HOST": ""}, "TCP_TARGETS"},
+		{"service port not a number", map[string]string{"KUBERNETES_SERVICE_PORT": "https"}, "KUBERNETES_SERVICE_PORT"},
+		{"http without urls", map[string]string{"CHECKS": "http"}, "HTTP_URLS"},
+		{"http url wrong scheme", map[string]string{"CHECKS": "http", "HTTP_URLS": "ftp://example.com/"}, "HTTP_URLS"},
+		{"http url without host", map[string]string{"CHECKS": "http", "HTTP_URLS": "http://"}, "HTTP_URLS"},
+		{"http status out of range", map[string]string{"HTTP_EXPECTED_STATUS": "600"}, "HTTP_EXPECTED_STATUS"},
+		{"http status class malformed", map[string]string{"HTTP_EXPECTED_STATUS": "2x"}, "HTTP_EXPECTED_STATUS"},
+		{"http ca file missing", map[string]string{"HTTP_CA_FILE": "/nonexistent/ca.pem"}, "HTTP_CA_FILE"},
+		{"apiserver probe unknown", map[string]string{"APISERVER_PROBE": "healthz"}, "APISERVER_PROBE"},
+		{"endpoints service malformed", map[string]string{"ENDPOINTS_SERVICE": "a/b/c"}, "ENDPOINTS_SERVICE"},
+		{"endpoints connect not a bool", map[string]string{"ENDPOINTS_CONNECT": "maybe"}, "ENDPOINTS_CONNECT"},
+		{"metrics flag not a bool", map[string]string{"ENABLE_METRICS": "yes please"}, "ENABLE_METRICS"},
+		{"metrics port zero", map[string]string{"METRICS_PORT": "0"}, "METRICS_PORT"},
+		{"metrics port not a number", map[string]string{"METRICS_PORT": "http"}, "METRICS_PORT"},
+		{"log level unknown", map[string]string{"LOG_LEVEL": "verbose"}, "LOG_LEVEL"},
+		{"log format unknown", map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cleanEnv(t, valid)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var stdout, stderr bytes.Buffer
+			client := &countingClient{}
+			code := run(t.Context(), nil, &stdout, &stderr, client.new, time.Now())
+
+			assert.Equal(t, exitConfig, code)
+			assert.Zero(t, client.calls, "no client may be created for a bad configuration")
+			msg := stderr.String()
+			assert.Contains(t, msg, tt.want+"=", "the message names the variable")
+			assert.Equal(t, 1, strings.Count(msg, "\n"), "one line: %q", msg)
+			assert.Empty(t, stdout.String())
+		})
+	}
+}
+
+func TestFlags(t *testing.T) {
+	cleanEnv(t, nil)
+	tests := []struct {
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{[]string{"--version"}, exitOK, "nodeready dev", ""},
+		{[]string{"--help"}, exitOK, "", "DNS_TEST_DOMAINS"},
+		{[]string{"--no-such-flag"}, exitConfig, "", "flag provided but not defined"},
+		{[]string{"verify"}, exitConfig, "", `unexpected argument "verify"`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			client := &countingClient{}
+			assert.Equal(t, tt.code, run(t.Context(), tt.args, &stdout, &stderr, client.new, time.Now()))
+			assert.Contains(t, stdout.String(), tt.stdout)
+			assert.Contains(t, stderr.String(), tt.stderr)
+			assert.Zero(t, client.calls)
+		})
+	}
+}
+
+// TestDryRunWithoutKubeconfig runs --dry-run as a laptop would: no
+// kubeconfig, no in-cluster configuration. The API checks are skipped, the
+// others run, and the exit code follows the checks that ran.
+func TestDryRunWithoutKubeconfig(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closedAddr := closed.Addr().String()
+	require.NoError(t, closed.Close())
+
+	tests := []struct {
+		name   string
+		target string
+		code   int
+		result string
+	}{
+		{"reachable target passes", ln.Addr().String(), exitOK, "1 passed, 0 failed, 2 skipped"},
+		{"refused target fails", closedAddr, exitFailed, "0 passed, 1 failed, 2 skipped"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cleanEnv(t, map[string]string{"HOME": t.TempDir(), "CHECKS": "tcp,apiserver,endpoints", "TCP_TARGETS": tt.target})
+			var stdout, stderr bytes.Buffer
+			code := run(t.Context(), []string{"--dry-run"}, &stdout, &stderr, newClient, time.Now())
+
+			assert.Equal(t, tt.code, code, "stderr: %s", stderr.String())
+			out := stdout.String()
+			assert.Contains(t, out, "CHECK")
+			assert.Regexp(t, `(?m)^apiserver\s+-\s+skip\s.*no kubeconfig`, out)
+			assert.Regexp(t, `(?m)^endpoints\s+default/kubernetes\s+skip\s`, out)
+			assert.Contains(t, out, tt.result)
+		})
+	}
+}

@@ -1,0 +1,167 @@
+// Package nodepatch releases the agent's own Node: it adds the verified label
+// and removes the startup taint in one optimistic write, then reads the node
+// back to confirm. Every other taint, label and annotation survives, also
+// when other controllers write the node at the same moment.
+package nodepatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+// FieldManager names nodeready's writes in managedFields and audit logs.
+const FieldManager = "nodeready"
+
+// Outcome says what Release did to the node.
+type Outcome string
+
+const (
+	// Patched: the label was added and/or the taint removed by this call.
+	Patched Outcome = "patched"
+	// Unchanged: the node was already verified; nothing was written.
+	Unchanged Outcome = "unchanged"
+)
+
+// Sentinel errors for outcomes callers branch on.
+var (
+	// ErrForbidden: RBAC or an admission policy refused the write. Retrying
+	// does not help; the installation is wrong.
+	ErrForbidden = errors.New("forbidden")
+	// ErrNodeNotFound: the node was deleted (or NODE_NAME is wrong).
+	ErrNodeNotFound = errors.New("node not found")
+	// errNotConfirmed: the write went through but the read-back shows the
+	// node is not verified (the taint came back, the label was removed).
+	errNotConfirmed = errors.New("read-back does not show the node verified")
+)
+
+// Spec is what a verified node looks like.
+type Spec struct {
+	// Taint to remove: every taint with this key and effect, whatever its value.
+	Taint corev1.Taint
+	// Label to set.
+	LabelKey, LabelValue string
+}
+
+// Patcher releases one node.
+type Patcher struct {
+	client  kubernetes.Interface
+	node    string
+	spec    Spec
+	backoff wait.Backoff
+}
+
+// conflictBackoff bounds the re-read/recompute/retry cycle. Writers that
+// race us (the node lifecycle controller, CNI agents) finish in milliseconds,
+// so short, jittered steps win quickly; eight steps span about five seconds.
+var conflictBackoff = wait.Backoff{Steps: 8, Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.5}
+
+// New returns a Patcher for the node named node.
+func New(client kubernetes.Interface, node string, spec Spec) *Patcher {
+	return &Patcher{client: client, node: node, spec: spec, backoff: conflictBackoff}
+}
+
+// Release makes the node verified: label present, startup taint gone. It
+// writes nothing when the node already is. A lost optimistic lock (409, or
+// 422 from a failed JSON Patch test) and a read-back that does not confirm
+// are retried with a fresh read; everything else is returned at once.
+func (p *Patcher) Release(ctx context.Context) (Outcome, error) {
+	outcome := Unchanged
+	err := p.retry(ctx, func() error {
+		node, err := p.get(ctx)
+		if err != nil {
+			return err
+		}
+		patch := p.plan(node)
+		if patch == nil {
+			return nil
+		}
+		if _, err := p.client.CoreV1().Nodes().Patch(ctx, p.node, types.JSONPatchType, patch,
+			metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+			return p.classify("patch", err)
+		}
+		outcome = Patched
+		node, err = p.get(ctx)
+		if err != nil {
+			return err
+		}
+		if !p.Verified(node) {
+			return errNotConfirmed
+		}
+		return nil
+	})
+	return outcome, err
+}
+
+// Verified reports whether node carries the label and none of the startup taints.
+func (p *Patcher) Verified(node *corev1.Node) bool {
+	return node.Labels[p.spec.LabelKey] == p.spec.LabelValue && !p.hasTaint(node)
+}
+
+func (p *Patcher) get(ctx context.Context) (*corev1.Node, error) {
+	node, err := p.client.CoreV1().Nodes().Get(ctx, p.node, metav1.GetOptions{})
+	if err != nil {
+		return nil, p.classify("get", err)
+	}
+	return node, nil
+}
+
+func (p *Patcher) hasTaint(node *corev1.Node) bool {
+	for _, t := range node.Spec.Taints {
+		if p.matches(t) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Patcher) matches(t corev1.Taint) bool {
+	return t.Key == p.spec.Taint.Key && t.Effect == p.spec.Taint.Effect
+}
+
+// classify wraps API errors so callers can branch with errors.Is and people
+// read what to do.
+func (p *Patcher) classify(verb string, err error) error {
+	switch {
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("%s node %s: %w: check the ClusterRole and the admission policy: %w", verb, p.node, ErrForbidden, err)
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%s node %s: %w: %w", verb, p.node, ErrNodeNotFound, err)
+	default:
+		return fmt.Errorf("%s node %s: %w", verb, p.node, err)
+	}
+}
+
+// retry runs fn until it succeeds, fails for good, ctx ends or the backoff
+// runs out; then the last error is returned. It is retry.OnError with a
+// context, so a SIGTERM during a conflict storm is not slept through.
+func (p *Patcher) retry(ctx context.Context, fn func() error) error {
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, p.backoff, func(context.Context) (bool, error) {
+		last = fn()
+		switch {
+		case last == nil:
+			return true, nil
+		case retriable(last):
+			return false, nil
+		default:
+			return false, last
+		}
+	})
+	if wait.Interrupted(err) && ctx.Err() == nil && last != nil {
+		return last // the backoff ran out: report why
+	}
+	return err
+}
+
+func retriable(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsInvalid(err) || errors.Is(err, errNotConfirmed)
+}

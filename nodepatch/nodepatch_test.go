@@ -1,0 +1,276 @@
+package nodepatch
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+const nodeName = "node-a"
+
+var (
+	startup   = corev1.Taint{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	foreign   = corev1.Taint{Key: "example.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
+	notReady  = corev1.Taint{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC).Local()}}
+	otherEff  = corev1.Taint{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoExecute}
+	spec      = Spec{Taint: startup, LabelKey: "node-ready/verified", LabelValue: "true"}
+	nodeGVR   = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	fastRetry = wait.Backoff{Steps: 8, Duration: 0}
+)
+
+func newNode(labels map[string]string, taints ...corev1.Taint) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: nodeName, ResourceVersion: "1", Labels: labels, Annotations: map[string]string{"example.com/owner": "team-a"}},
+		Spec:       corev1.NodeSpec{Taints: taints},
+	}
+}
+
+func newPatcher(t *testing.T, node *corev1.Node) (*Patcher, *fake.Clientset) {
+	t.Helper()
+	client := fake.NewClientset(node)
+	p := New(client, nodeName, spec)
+	p.backoff = fastRetry
+	return p, client
+}
+
+func getNode(t *testing.T, client *fake.Clientset) *corev1.Node {
+	t.Helper()
+	n, err := client.Tracker().Get(nodeGVR, "", nodeName)
+	require.NoError(t, err)
+	return n.(*corev1.Node)
+}
+
+// verbs lists the verbs of the recorded actions, in order.
+func verbs(client *fake.Clientset) []string {
+	var out []string
+	for _, a := range client.Actions() {
+		out = append(out, a.GetVerb())
+	}
+	return out
+}
+
+func TestReleaseKeepsEverythingElse(t *testing.T) {
+	tests := []struct {
+		name       string
+		node       *corev1.Node
+		wantTaints []corev1.Taint
+		wantLabels map[string]string
+		want       Outcome
+		wantVerbs  []string
+	}{
+		{
+			name:       "taint removed, label added, foreign taints and labels kept",
+			node:       newNode(map[string]string{"pool": "gpu"}, foreign, startup, notReady),
+			wantTaints: []corev1.Taint{foreign, notReady},
+			wantLabels: map[string]string{"pool": "gpu", "node-ready/verified": "true"},
+			want:       Patched,
+			wantVerbs:  []string{"get", "patch", "get"},
+		},
+		{
+			name:       "already verified node is not written",
+			node:       newNode(map[string]string{"pool": "gpu", "node-ready/verified": "true"}, foreign),
+			wantTaints: []corev1.Taint{foreign},
+			wantLabels: map[string]string{"pool": "gpu", "node-ready/verified": "true"},
+			want:       Unchanged,
+			wantVerbs:  []string{"get"},
+		},
+		{
+			name:       "node without the taint still gets the label",
+			node:       newNode(map[string]string{"pool": "gpu"}, foreign),
+			wantTaints: []corev1.Taint{foreign},
+			wantLabels: map[string]string{"pool": "gpu", "node-ready/verified": "true"},
+			want:       Patched,
+			wantVerbs:  []string{"get", "patch", "get"},
+		},
+		{
+			name:       "labelled node loses only the taint",
+			node:       newNode(map[string]string{"node-ready/verified": "true"}, startup),
+			wantTaints: []corev1.Taint{},
+			wantLabels: map[string]string{"node-ready/verified": "true"},
+			want:       Patched,
+			wantVerbs:  []string{"get", "patch", "get"},
+		},
+		{
+			name:       "label with another value is set to the configured one",
+			node:       newNode(map[string]string{"node-ready/verified": "false"}),
+			wantLabels: map[string]string{"node-ready/verified": "true"},
+			want:       Patched,
+			wantVerbs:  []string{"get", "patch", "get"},
+		},
+		{
+			name:       "same key with another effect is not ours and stays",
+			node:       newNode(nil, otherEff, startup),
+			wantTaints: []corev1.Taint{otherEff},
+			wantLabels: map[string]string{"node-ready/verified": "true"},
+			want:       Patched,
+			wantVerbs:  []string{"get", "patch", "get"},
+		},
+		{
+			name:       "duplicate startup taints are all removed",
+			node:       newNode(map[string]string{"pool": "a"}, startup, foreign, corev1.Taint{Key: startup.Key, Value: "other", Effect: startup.Effect}),
+			wantTaints: []corev1.Taint{foreign},
+			wantLabels: map[string]string{"pool": "a", "node-ready/verified": "true"},
+			want:       Patched,
+			wantVerbs:  []string{"get", "patch", "get"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, client := newPatcher(t, tt.node)
+			got, err := p.Release(t.Context())
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.wantVerbs, verbs(client))
+
+			n := getNode(t, client)
+			assert.Equal(t, tt.wantLabels, n.Labels)
+			assert.ElementsMatch(t, tt.wantTaints, n.Spec.Taints)
+			assert.Equal(t, map[string]string{"example.com/owner": "team-a"}, n.Annotations)
+			assert.True(t, p.Verified(n))
+		})
+	}
+}
+
+func TestPlanLocksTaintsWithTest(t *testing.T) {
+	p := New(nil, nodeName, spec)
+	node := newNode(map[string]string{"a": "b"}, foreign, startup)
+	var ops []operation
+	require.NoError(t, json.Unmarshal(p.plan(node), &ops))
+	require.Len(t, ops, 3)
+	assert.Equal(t, "test", ops[0].Op)
+	assert.Equal(t, "/spec/taints", ops[0].Path)
+	assert.Len(t, ops[0].Value, 2, "the test carries the whole list as read")
+	assert.Equal(t, "replace", ops[1].Op)
+	assert.Equal(t, "/metadata/labels/node-ready~1verified", ops[2].Path)
+
+	// No labels at all: the map is created under a resourceVersion test.
+	node = newNode(nil)
+	node.ResourceVersion = "42"
+	require.NoError(t, json.Unmarshal(p.plan(node), &ops))
+	require.Len(t, ops, 2)
+	assert.Equal(t, operation{Op: "test", Path: "/metadata/resourceVersion", Value: "42"}, ops[0])
+	assert.Equal(t, "/metadata/labels", ops[1].Path)
+}
+
+// failPatches makes the first n patches fail with err, after letting a
+// concurrent writer change the node (as the lost race would).
+func failPatches(client *fake.Clientset, n int, err error, concurrent func(*corev1.Node)) *int {
+	calls := 0
+	client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		calls++
+		if calls > n {
+			return false, nil, nil
+		}
+		if concurrent != nil {
+			obj, _ := client.Tracker().Get(nodeGVR, "", nodeName)
+			node := obj.(*corev1.Node).DeepCopy()
+			concurrent(node)
+			_ = client.Tracker().Update(nodeGVR, node, "")
+		}
+		return true, nil, err
+	})
+	return &calls
+}
+
+func TestReleaseRetriesLostLocks(t *testing.T) {
+	gr := schema.GroupResource{Resource: "nodes"}
+	tests := map[string]error{
+		"409 conflict":          apierrors.NewConflict(gr, nodeName, nil),
+		"422 failed patch test": apierrors.NewInvalid(schema.GroupKind{Kind: "Node"}, nodeName, nil),
+	}
+	for name, apiErr := range tests {
+		t.Run(name, func(t *testing.T) {
+			p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup))
+			addTaint := func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, foreign) }
+			calls := failPatches(client, 2, apiErr, addTaint)
+
+			got, err := p.Release(t.Context())
+			require.NoError(t, err)
+			assert.Equal(t, Patched, got)
+			assert.Equal(t, 3, *calls, "two lost locks, then the write")
+			assert.Equal(t, []string{"get", "patch", "get", "patch", "get", "patch", "get"}, verbs(client),
+				"every retry starts from a fresh read")
+
+			n := getNode(t, client)
+			assert.Equal(t, []corev1.Taint{foreign, foreign}, n.Spec.Taints, "the concurrent writers' taints survive")
+			assert.Equal(t, "true", n.Labels["node-ready/verified"])
+		})
+	}
+}
+
+func TestReleaseGivesUpOnPermanentErrors(t *testing.T) {
+	gr := schema.GroupResource{Resource: "nodes"}
+	t.Run("403 is reported and not spun on", func(t *testing.T) {
+		p, client := newPatcher(t, newNode(nil, startup))
+		calls := failPatches(client, 100, apierrors.NewForbidden(gr, nodeName, assert.AnError), nil)
+		_, err := p.Release(t.Context())
+		require.ErrorIs(t, err, ErrForbidden)
+		assert.Contains(t, err.Error(), "ClusterRole")
+		assert.Equal(t, 1, *calls)
+		assert.Equal(t, []corev1.Taint{startup}, getNode(t, client).Spec.Taints, "nothing written")
+	})
+	t.Run("deleted node", func(t *testing.T) {
+		p, client := newPatcher(t, newNode(nil, startup))
+		require.NoError(t, client.Tracker().Delete(nodeGVR, "", nodeName))
+		_, err := p.Release(t.Context())
+		require.ErrorIs(t, err, ErrNodeNotFound)
+		assert.Equal(t, []string{"get"}, verbs(client))
+	})
+	t.Run("lock lost on every attempt ends after the backoff", func(t *testing.T) {
+		p, client := newPatcher(t, newNode(nil, startup))
+		calls := failPatches(client, 100, apierrors.NewConflict(gr, nodeName, nil), nil)
+		_, err := p.Release(t.Context())
+		require.True(t, apierrors.IsConflict(err), "got %v", err)
+		assert.Equal(t, fastRetry.Steps, *calls)
+	})
+}
+
+func TestReleaseConfirmsByReadingBack(t *testing.T) {
+	// The taint comes back right after our write (a registration re-merge):
+	// the read-back catches it and the release is done again.
+	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup))
+	patches := 0
+	client.PrependReactor("patch", "nodes", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		patches++
+		return false, nil, nil
+	})
+	gets := 0
+	client.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		gets++
+		if gets == 2 { // the first read-back
+			obj, _ := client.Tracker().Get(nodeGVR, "", nodeName)
+			node := obj.(*corev1.Node).DeepCopy()
+			node.Spec.Taints = append(node.Spec.Taints, startup)
+			require.NoError(t, client.Tracker().Update(nodeGVR, node, ""))
+		}
+		return false, nil, nil
+	})
+	got, err := p.Release(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, Patched, got)
+	assert.Equal(t, 2, patches)
+	assert.True(t, p.Verified(getNode(t, client)))
+}
+
+func TestReleaseHonoursContext(t *testing.T) {
+	p, client := newPatcher(t, newNode(nil, startup))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	client.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, ctx.Err()
+	})
+	_, err := p.Release(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+}
