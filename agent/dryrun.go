@@ -23,8 +23,11 @@ func DryRun(ctx context.Context, cfg Config, client kubernetes.Interface, out io
 		fmt.Fprintf(out, "nodeready: %v\n", err)
 		return 2
 	}
-	results := checks.RunAll(ctx, list, cfg.CheckTimeout)
+	return printDryRun(out, checks.RunAll(ctx, list, cfg.CheckTimeout))
+}
 
+// printDryRun writes the table and returns the exit code.
+func printDryRun(out io.Writer, results []checks.Result) int {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tTARGET\tRESULT\tDURATION\tDETAIL")
 	counts := map[string]int{}

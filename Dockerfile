@@ -1,0 +1,20 @@
+# syntax=docker/dockerfile:1
+# Multi-arch: docker buildx build --platform linux/amd64,linux/arm64 .
+# The builder runs on the build machine's platform and cross-compiles.
+FROM --platform=$BUILDPLATFORM golang:1.26 AS build
+ARG TARGETOS TARGETARCH
+ARG VERSION=dev REVISION=unknown
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY . .
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+    go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" \
+    -o /out/nodeready .
+
+# Static binary, no shell, no package manager, non-root.
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/nodeready /nodeready
+USER 65532:65532
+ENTRYPOINT ["/nodeready"]

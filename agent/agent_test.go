@@ -1,0 +1,261 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/nodepatch"
+)
+
+// fakeCheck passes or fails as its switch says, and can block until its
+// context ends.
+type fakeCheck struct {
+	name  string
+	fail  atomic.Bool
+	block bool
+	runs  atomic.Int32
+}
+
+func (c *fakeCheck) Name() string   { return c.name }
+func (c *fakeCheck) Target() string { return "target-" + c.name }
+func (c *fakeCheck) Run(ctx context.Context) error {
+	c.runs.Add(1)
+	if c.block {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if c.fail.Load() {
+		return errors.New("broken")
+	}
+	return nil
+}
+
+// fakeNode records releases and fails them while err is set.
+type fakeNode struct {
+	mu    sync.Mutex
+	err   error
+	calls int
+}
+
+func (n *fakeNode) Release(context.Context) (nodepatch.Outcome, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.calls++
+	if n.err != nil {
+		return "", n.err
+	}
+	return nodepatch.Patched, nil
+}
+
+func (n *fakeNode) set(err error) { n.mu.Lock(); n.err = err; n.mu.Unlock() }
+func (n *fakeNode) count() int    { n.mu.Lock(); defer n.mu.Unlock(); return n.calls }
+
+func testAgent(t *testing.T, node releaser, cs ...checks.Check) *Agent {
+	t.Helper()
+	cfg := defaultConfig(t)
+	cfg.MetricsPort = 0 // any free port
+	cfg.RetryBackoffBase = time.Millisecond
+	cfg.RetryBackoffMax = 5 * time.Millisecond
+	cfg.CheckTimeout = time.Second
+	return &Agent{cfg: cfg, log: zerolog.New(io.Discard), checks: cs, node: node,
+		metrics: newMetrics(BuildInfo{Version: "test", Revision: "abc"}), started: time.Now()}
+}
+
+// runAgent runs a in the background and returns its cancel and its result.
+func runAgent(t *testing.T, a *Agent) (context.CancelFunc, <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(cancel)
+	return cancel, done
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, cond, 5*time.Second, time.Millisecond, what)
+}
+
+func TestRunReleasesThenWaitsForSIGTERM(t *testing.T) {
+	node := &fakeNode{}
+	a := testAgent(t, node, &fakeCheck{name: "dns"}, &fakeCheck{name: "tcp"})
+	cancel, done := runAgent(t, a)
+
+	waitFor(t, "verified", a.verified.Load)
+	assert.Equal(t, 1, node.count())
+	select {
+	case err := <-done:
+		t.Fatalf("the agent returned on its own after success: %v", err)
+	case <-time.After(50 * time.Millisecond): // a DaemonSet pod must keep running
+	}
+	assert.Equal(t, 1.0, testutil.ToFloat64(a.metrics.verified))
+	assert.Equal(t, 1.0, testutil.ToFloat64(a.metrics.patches.WithLabelValues("patched")))
+	assert.Positive(t, testutil.ToFloat64(a.metrics.timeToVerified))
+
+	cancel() // the SIGTERM
+	require.NoError(t, <-done)
+	assert.Equal(t, 1, node.count(), "no write after success")
+}
+
+func TestRunAbortDuringChecksWritesNothing(t *testing.T) {
+	node := &fakeNode{}
+	blocking := &fakeCheck{name: "dns", block: true}
+	a := testAgent(t, node, blocking)
+	a.cfg.CheckTimeout = time.Minute
+	cancel, done := runAgent(t, a)
+
+	waitFor(t, "check started", func() bool { return blocking.runs.Load() == 1 })
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "an abort is not a failure")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the agent did not stop at once on SIGTERM")
+	}
+	assert.Zero(t, node.count(), "no write on abort")
+	assert.Zero(t, testutil.ToFloat64(a.metrics.failures), "no failure recorded on abort")
+	assert.Zero(t, testutil.ToFloat64(a.metrics.rounds), "an aborted round is not recorded")
+	assert.False(t, a.verified.Load())
+}
+
+func TestRunRecordsFailureOnceAndReleasesWhenHealed(t *testing.T) {
+	node := &fakeNode{}
+	broken := &fakeCheck{name: "dns"}
+	broken.fail.Store(true)
+	a := testAgent(t, node, broken, &fakeCheck{name: "tcp"})
+	a.cfg.MaxRetries = 3
+	_, done := runAgent(t, a)
+
+	waitFor(t, "failure recorded", func() bool { return testutil.ToFloat64(a.metrics.failures) == 1 })
+	waitFor(t, "checks go on after the failure", func() bool { return broken.runs.Load() >= 6 })
+	assert.Equal(t, 1.0, testutil.ToFloat64(a.metrics.failures), "recorded once, not every round")
+	assert.Zero(t, node.count(), "a failing node is never released")
+	assert.Equal(t, 0.0, testutil.ToFloat64(a.metrics.checkSuccess.WithLabelValues("dns")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(a.metrics.checkSuccess.WithLabelValues("tcp")))
+
+	broken.fail.Store(false) // the node heals
+	waitFor(t, "released after healing", a.verified.Load)
+	assert.Equal(t, 1, node.count())
+	assert.Empty(t, done)
+}
+
+func TestRunKeepsTryingWhenReleaseIsForbidden(t *testing.T) {
+	node := &fakeNode{}
+	node.set(nodepatch.ErrForbidden)
+	a := testAgent(t, node, &fakeCheck{name: "dns"})
+	a.cfg.RetryBackoffBase = 20 * time.Millisecond
+	a.cfg.RetryBackoffMax = 20 * time.Millisecond
+	_, _ = runAgent(t, a)
+
+	waitFor(t, "retried", func() bool { return node.count() >= 3 })
+	assert.False(t, a.verified.Load())
+	assert.Positive(t, testutil.ToFloat64(a.metrics.patches.WithLabelValues("error")))
+
+	node.set(nil) // RBAC fixed
+	waitFor(t, "released once allowed", a.verified.Load)
+}
+
+func TestProbesAndMetrics(t *testing.T) {
+	node := &fakeNode{}
+	gate := &fakeCheck{name: "dns"}
+	gate.fail.Store(true)
+	a := testAgent(t, node, gate)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	addr, err := a.serve(ctx)
+	require.NoError(t, err)
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+
+	code, _ := get("/healthz")
+	assert.Equal(t, http.StatusOK, code)
+	code, _ = get("/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code, "not ready before verification")
+
+	a.metrics.recordRound(checks.RunAll(ctx, []checks.Check{gate}, time.Second))
+	a.verified.Store(true)
+	code, _ = get("/readyz")
+	assert.Equal(t, http.StatusOK, code)
+	code, body := get("/metrics")
+	assert.Equal(t, http.StatusOK, code)
+	for _, name := range []string{"nodeready_build_info{", "nodeready_checks_total{check=\"dns\",result=\"fail\"} 1", "nodeready_check_duration_seconds_bucket", "go_goroutines"} {
+		assert.Contains(t, body, name)
+	}
+}
+
+func TestMetricsFollowConventions(t *testing.T) {
+	m := newMetrics(BuildInfo{Version: "v1", Revision: "abc"})
+	m.recordRound([]checks.Result{{Name: "dns", Duration: time.Millisecond}, {Name: "tcp", Err: errors.New("refused")}})
+	problems, err := testutil.GatherAndLint(m.registry)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+}
+
+func TestMetricsServerOffKeepsProbes(t *testing.T) {
+	a := testAgent(t, &fakeNode{})
+	a.cfg.EnableMetrics = false
+	addr, err := a.serve(t.Context())
+	require.NoError(t, err)
+	for path, want := range map[string]int{"/healthz": 200, "/metrics": 404} {
+		resp, err := http.Get("http://" + addr + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, want, resp.StatusCode, path)
+	}
+}
+
+func TestBackoffShapes(t *testing.T) {
+	within := func(t *testing.T, want, got time.Duration) {
+		t.Helper()
+		assert.GreaterOrEqual(t, got, want)
+		assert.LessOrEqual(t, got, want+time.Duration(float64(want)*jitter))
+	}
+	s := time.Second
+	tests := map[string][]time.Duration{
+		"exponential": {s, 2 * s, 4 * s, 8 * s, 10 * s, 10 * s},
+		"linear":      {s, 2 * s, 3 * s, 4 * s, 5 * s, 6 * s, 7 * s, 8 * s, 9 * s, 10 * s, 10 * s},
+		"constant":    {s, s, s, s},
+	}
+	for kind, want := range tests {
+		t.Run(kind, func(t *testing.T) {
+			b := newBackoff(Config{RetryBackoff: kind, RetryBackoffBase: s, RetryBackoffMax: 10 * s})
+			for i, w := range want {
+				got := b.Step()
+				t.Logf("round %d: %s", i+1, got)
+				within(t, w, got)
+			}
+		})
+	}
+}
+
+func TestDryRunTable(t *testing.T) {
+	cfg := defaultConfig(t)
+	pass, fail := &fakeCheck{name: "dns"}, &fakeCheck{name: "tcp"}
+	fail.fail.Store(true)
+	var out strings.Builder
+	// Built-in checks are replaced by fakes through the table printer's input.
+	code := printDryRun(&out, checks.RunAll(t.Context(), []checks.Check{pass, fail, skip("apiserver", "-", "no kubeconfig")}, cfg.CheckTimeout))
+	assert.Equal(t, 1, code)
+	assert.Regexp(t, `(?m)^dns\s+target-dns\s+pass\s`, out.String())
+	assert.Regexp(t, `(?m)^tcp\s+target-tcp\s+fail\s.*broken`, out.String())
+	assert.Regexp(t, `(?m)^apiserver\s+-\s+skip\s.*no kubeconfig`, out.String())
+	assert.Contains(t, out.String(), "1 passed, 1 failed, 1 skipped")
+}
