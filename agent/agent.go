@@ -19,7 +19,11 @@ import (
 // releaser is what the agent needs of nodepatch; tests substitute it.
 type releaser interface {
 	Release(ctx context.Context) (nodepatch.Outcome, error)
+	Settle(ctx context.Context, window time.Duration) (int, error)
 }
+
+// releaseBudget bounds a release that Settle starts as its window closes.
+const releaseBudget = 5 * time.Second
 
 // Agent verifies and releases one node.
 type Agent struct {
@@ -30,6 +34,8 @@ type Agent struct {
 	metrics  *metrics
 	started  time.Time
 	verified atomic.Bool
+	// released is when the release was confirmed, before the settle window.
+	released time.Time
 }
 
 // New wires an agent for the node in cfg. started is the process start, from
@@ -91,7 +97,7 @@ func (a *Agent) verify(ctx context.Context) bool {
 		}
 		if len(problems) == 0 {
 			a.verified.Store(true)
-			elapsed := time.Since(a.started)
+			elapsed := a.released.Sub(a.started)
 			a.metrics.verified.Set(1)
 			a.metrics.timeToVerified.Set(elapsed.Seconds())
 			ev := log.Info()
@@ -145,18 +151,42 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) []string {
 		if ctx.Err() != nil {
 			return nil
 		}
-		a.metrics.patches.WithLabelValues("error").Inc()
-		ev := log.Warn()
-		if errors.Is(err, nodepatch.ErrForbidden) || errors.Is(err, nodepatch.ErrNodeNotFound) {
-			ev = log.Error()
-		}
-		ev.Err(err).Msg("Could not release node")
-		return []string{"release: " + err.Error()}
+		return a.releaseFailed(log, err)
 	}
+	a.released = time.Now()
 	a.metrics.patches.WithLabelValues(string(outcome)).Inc()
 	log.Info().Str("outcome", string(outcome)).Str("taint", a.taint()).Str("label", a.cfg.VerifiedLabel).
 		Msg("Released node")
+
+	// The label is on, so the DaemonSet controller is about to delete the
+	// pod: the SIGTERM must not cut the settle window short, or a taint
+	// merged back now would stay. The window is bounded well inside the
+	// termination grace period.
+	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.SettleTime+releaseBudget)
+	defer cancel()
+	again, err := a.node.Settle(settleCtx, a.cfg.SettleTime)
+	if again > 0 {
+		log.Warn().Int("times", again).Str("taint", a.taint()).Msg("Startup taint came back after the release, removed it again")
+	}
+	if err != nil {
+		return a.releaseFailed(log, err)
+	}
 	return nil
+}
+
+// releaseFailed records a release that did not go through and returns it
+// as the round's problem.
+func (a *Agent) releaseFailed(log zerolog.Logger, err error) []string {
+	a.metrics.patches.WithLabelValues("error").Inc()
+	ev := log.Warn()
+	switch {
+	case errors.Is(err, nodepatch.ErrNotRegistered):
+		ev = log.Info()
+	case errors.Is(err, nodepatch.ErrForbidden), errors.Is(err, nodepatch.ErrNodeNotFound):
+		ev = log.Error()
+	}
+	ev.Err(err).Msg("Could not release node")
+	return []string{"release: " + err.Error()}
 }
 
 func (a *Agent) taint() string {

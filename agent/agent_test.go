@@ -60,6 +60,8 @@ func (n *fakeNode) Release(context.Context) (nodepatch.Outcome, error) {
 	return nodepatch.Patched, nil
 }
 
+func (n *fakeNode) Settle(context.Context, time.Duration) (int, error) { return 0, nil }
+
 func (n *fakeNode) set(err error) { n.mu.Lock(); n.err = err; n.mu.Unlock() }
 func (n *fakeNode) count() int    { n.mu.Lock(); defer n.mu.Unlock(); return n.calls }
 

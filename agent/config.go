@@ -42,6 +42,7 @@ type Config struct {
 	RetryBackoffBase time.Duration `envconfig:"RETRY_BACKOFF_BASE" default:"1s" desc:"First delay between rounds"`
 	RetryBackoffMax  time.Duration `envconfig:"RETRY_BACKOFF_MAX" default:"30s" desc:"Longest delay between rounds; after a recorded failure, checks repeat at this interval"`
 	CheckTimeout     time.Duration `envconfig:"CHECK_TIMEOUT" default:"10s" desc:"Time limit of one check in one round"`
+	SettleTime       time.Duration `envconfig:"SETTLE_TIME" default:"5s" desc:"After the release, watch the own node this long and release it again if the startup taint comes back; 0 turns it off; keep it well below the pod's terminationGracePeriodSeconds"`
 
 	Checks List `envconfig:"CHECKS" default:"dns,tcp,apiserver,endpoints" desc:"Checks to run, comma-separated: dns, tcp, http, apiserver, endpoints"`
 
@@ -75,6 +76,10 @@ const (
 	CheckAPIServer = "apiserver"
 	CheckEndpoints = "endpoints"
 )
+
+// maxSettleTime keeps the settle window, which a SIGTERM does not cut short,
+// inside the DaemonSet's 30 s termination grace period with room to spare.
+const maxSettleTime = 20 * time.Second
 
 // KnownChecks lists every check name CHECKS accepts.
 var KnownChecks = []string{CheckDNS, CheckTCP, CheckHTTP, CheckAPIServer, CheckEndpoints}
@@ -202,6 +207,12 @@ func (c *Config) validators(dryRun bool) []func() error {
 			return nil
 		},
 		func() error { return positive("CHECK_TIMEOUT", c.CheckTimeout) },
+		func() error {
+			if c.SettleTime < 0 || c.SettleTime > maxSettleTime {
+				return &ConfigError{"SETTLE_TIME", c.SettleTime.String(), "must be from 0s (off) to " + maxSettleTime.String() + ", below the pod's termination grace period"}
+			}
+			return nil
+		},
 		c.validateChecks,
 		func() error {
 			if !c.Selected(CheckDNS) {

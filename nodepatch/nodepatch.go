@@ -38,6 +38,10 @@ var (
 	ErrForbidden = errors.New("forbidden")
 	// ErrNodeNotFound: the node was deleted (or NODE_NAME is wrong).
 	ErrNodeNotFound = errors.New("node not found")
+	// ErrNotRegistered: the node is Karpenter's and Karpenter has not
+	// registered it yet. Karpenter merges its startupTaints into the Node at
+	// registration, so a taint removed before that would come back.
+	ErrNotRegistered = errors.New("waiting for Karpenter to register the node (label karpenter.sh/registered=true)")
 	// errNotConfirmed: the write went through but the read-back shows the
 	// node is not verified (the taint came back, the label was removed).
 	errNotConfirmed = errors.New("read-back does not show the node verified")
@@ -57,7 +61,17 @@ type Patcher struct {
 	node    string
 	spec    Spec
 	backoff wait.Backoff
+	// confirmedRV is the resourceVersion of the last read that showed the
+	// node verified; Settle watches from there.
+	confirmedRV string
 }
+
+// Karpenter's node labels: a node with the first is Karpenter-managed, and
+// Karpenter sets the second once it has registered the node.
+const (
+	karpenterNodePoolLabel   = "karpenter.sh/nodepool"
+	karpenterRegisteredLabel = "karpenter.sh/registered"
+)
 
 // conflictBackoff bounds the re-read/recompute/retry cycle. Writers that
 // race us (the node lifecycle controller, CNI agents) finish in milliseconds,
@@ -80,8 +94,12 @@ func (p *Patcher) Release(ctx context.Context) (Outcome, error) {
 		if err != nil {
 			return err
 		}
+		if _, managed := node.Labels[karpenterNodePoolLabel]; managed && node.Labels[karpenterRegisteredLabel] != "true" {
+			return ErrNotRegistered
+		}
 		patch := p.plan(node)
 		if patch == nil {
+			p.confirmedRV = node.ResourceVersion
 			return nil
 		}
 		if _, err := p.client.CoreV1().Nodes().Patch(ctx, p.node, types.JSONPatchType, patch,
@@ -96,6 +114,7 @@ func (p *Patcher) Release(ctx context.Context) (Outcome, error) {
 		if !p.Verified(node) {
 			return errNotConfirmed
 		}
+		p.confirmedRV = node.ResourceVersion
 		return nil
 	})
 	return outcome, err

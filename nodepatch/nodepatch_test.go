@@ -274,3 +274,66 @@ func TestReleaseHonoursContext(t *testing.T) {
 	_, err := p.Release(ctx)
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+func TestReleaseWaitsForKarpenterRegistration(t *testing.T) {
+	p, client := newPatcher(t, newNode(map[string]string{"karpenter.sh/nodepool": "default"}, startup))
+	_, err := p.Release(t.Context())
+	require.ErrorIs(t, err, ErrNotRegistered)
+	assert.Equal(t, []string{"get"}, verbs(client), "no write before registration")
+
+	n := getNode(t, client)
+	n.Labels["karpenter.sh/registered"] = "true"
+	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	got, err := p.Release(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, Patched, got)
+}
+
+func TestSettleReleasesAgainWhenTheTaintComesBack(t *testing.T) {
+	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
+	_, err := p.Release(t.Context())
+	require.NoError(t, err)
+
+	type result struct {
+		again int
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		again, err := p.Settle(t.Context(), 2*time.Second)
+		done <- result{again, err}
+	}()
+	require.Eventually(t, func() bool {
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "watch" {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, time.Millisecond, "settle watches the node")
+	// The startup taint is merged back right after the release.
+	n := getNode(t, client)
+	n.Spec.Taints = append(n.Spec.Taints, startup)
+	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+
+	r := <-done
+	require.NoError(t, r.err)
+	assert.Equal(t, 1, r.again)
+	n = getNode(t, client)
+	assert.True(t, p.Verified(n), "the taint is gone again at the end of the window")
+	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
+}
+
+func TestSettleQuietWindow(t *testing.T) {
+	p, _ := newPatcher(t, newNode(nil, startup))
+	_, err := p.Settle(t.Context(), time.Second)
+	require.Error(t, err, "settle needs a release first")
+	_, err = p.Release(t.Context())
+	require.NoError(t, err)
+	again, err := p.Settle(t.Context(), 100*time.Millisecond)
+	require.NoError(t, err)
+	assert.Zero(t, again)
+	again, err = p.Settle(t.Context(), 0)
+	require.NoError(t, err)
+	assert.Zero(t, again)
+}
