@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -43,9 +44,9 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, newClient, started))
 }
 
-// newClientFunc builds the Kubernetes client; tests count its calls to prove
-// that bad configuration stops the agent before any client exists.
-type newClientFunc func(dryRun bool) (kubernetes.Interface, error)
+// newClientFunc builds the Kubernetes clients; tests count its calls to
+// prove that bad configuration stops the agent before any client exists.
+type newClientFunc func(dryRun bool) (agent.Clients, error)
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient newClientFunc, started time.Time) int {
 	fs := flag.NewFlagSet("nodeready", flag.ContinueOnError)
@@ -82,15 +83,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 	}
 	log := agent.NewLogger(cfg, stderr)
 
-	client, err := newClient(*dryRun)
+	clients, err := newClient(*dryRun)
 	if err != nil {
 		log.Error().Err(err).Msg("Could not create Kubernetes client")
 		return exitFailed
 	}
 	if *dryRun {
-		return agent.DryRun(ctx, cfg, client, stdout)
+		return agent.DryRun(ctx, cfg, clients.Kube, stdout)
 	}
-	a, err := agent.New(cfg, log, client, agent.BuildInfo{Version: version, Revision: revision}, started)
+	a, err := agent.New(cfg, log, clients, agent.BuildInfo{Version: version, Revision: revision}, started)
 	if err == nil {
 		err = a.Run(ctx)
 	}
@@ -105,13 +106,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 // outside a container) and the in-cluster configuration otherwise. In
 // dry-run it also tries ~/.kube/config and returns nil when there is no
 // configuration at all, so the API checks are skipped, not failed.
-func newClient(dryRun bool) (kubernetes.Interface, error) {
+func newClient(dryRun bool) (agent.Clients, error) {
 	cfg, err := restConfig(dryRun)
 	if err != nil || cfg == nil {
-		return nil, err
+		return agent.Clients{}, err
 	}
 	cfg.UserAgent = "nodeready/" + version
-	return kubernetes.NewForConfig(cfg)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return agent.Clients{}, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	return agent.Clients{Kube: kube, Dynamic: dyn}, err
 }
 
 func restConfig(dryRun bool) (*rest.Config, error) {

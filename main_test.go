@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/agent"
 )
@@ -35,9 +34,9 @@ func cleanEnv(t *testing.T, base map[string]string) {
 // countingClient fails the test's promise if it is ever called.
 type countingClient struct{ calls int }
 
-func (c *countingClient) new(bool) (kubernetes.Interface, error) {
+func (c *countingClient) new(bool) (agent.Clients, error) {
 	c.calls++
-	return nil, nil
+	return agent.Clients{}, nil
 }
 
 func TestBadConfigurationStopsBeforeAnyClient(t *testing.T) {

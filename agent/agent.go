@@ -10,38 +10,58 @@ import (
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/nodeready/nodeready/checks"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
-// releaser is what the agent needs of nodepatch; tests substitute it.
-type releaser interface {
-	Release(ctx context.Context) (nodepatch.Outcome, error)
+// nodeWriter is what the agent needs of nodepatch; tests substitute it.
+type nodeWriter interface {
+	Release(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error)
 	Settle(ctx context.Context, window time.Duration) (int, error)
+	SetCondition(ctx context.Context, c nodepatch.Condition) (bool, error)
+	Taint(ctx context.Context) (bool, error)
+	Replace(ctx context.Context, dyn dynamic.Interface) (string, error)
 }
 
-// releaseBudget bounds a release that Settle starts as its window closes.
-const releaseBudget = 5 * time.Second
+// Clients are the API clients of the agent. Dynamic is used only to find a
+// Karpenter NodeClaim (a custom resource) for FAILURE_ACTION=replace-node.
+type Clients struct {
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+}
+
+// afterBudget bounds the writes that follow a release (settle window aside):
+// they run after the SIGTERM that the release itself brings, so they must
+// finish well inside the termination grace period.
+const afterBudget = 5 * time.Second
 
 // Agent verifies and releases one node.
 type Agent struct {
 	cfg      Config
 	log      zerolog.Logger
 	checks   []checks.Check
-	node     releaser
+	node     nodeWriter
+	dynamic  dynamic.Interface
+	events   events.EventRecorder
+	nodeRef  *corev1.Node // what Events are about
 	metrics  *metrics
 	started  time.Time
 	verified atomic.Bool
 	// released is when the release was confirmed, before the settle window.
 	released time.Time
+	// failed: the failure was recorded; replaced: the failure action ran.
+	failed, replaced bool
+	shutdown         func()
 }
 
 // New wires an agent for the node in cfg. started is the process start, from
 // which the initial timeout and the time to verified are measured.
-func New(cfg Config, log zerolog.Logger, client kubernetes.Interface, build BuildInfo, started time.Time) (*Agent, error) {
-	list, err := buildChecks(cfg, client)
+func New(cfg Config, log zerolog.Logger, clients Clients, build BuildInfo, started time.Time) (*Agent, error) {
+	list, err := buildChecks(cfg, clients.Kube, started)
 	if err != nil {
 		return nil, err
 	}
@@ -50,13 +70,18 @@ func New(cfg Config, log zerolog.Logger, client kubernetes.Interface, build Buil
 		LabelKey:   cfg.VerifiedLabel,
 		LabelValue: cfg.VerifiedLabelValue,
 	}
+	recorder, shutdown := newRecorder(clients.Kube)
 	return &Agent{
-		cfg:     cfg,
-		log:     log,
-		checks:  list,
-		node:    nodepatch.New(client, cfg.NodeName, spec),
-		metrics: newMetrics(build),
-		started: started,
+		cfg:      cfg,
+		log:      log,
+		checks:   list,
+		node:     nodepatch.New(clients.Kube, cfg.NodeName, spec),
+		dynamic:  clients.Dynamic,
+		events:   recorder,
+		nodeRef:  nodeRef(cfg.NodeName),
+		metrics:  newMetrics(build),
+		started:  started,
+		shutdown: shutdown,
 	}, nil
 }
 
@@ -66,12 +91,18 @@ func New(cfg Config, log zerolog.Logger, client kubernetes.Interface, build Buil
 // agent never exits on its own, and an abort is not a failure. An error means
 // the agent could not start.
 func (a *Agent) Run(ctx context.Context) error {
+	if a.shutdown != nil {
+		defer a.shutdown()
+	}
 	addr, err := a.serve(ctx)
 	if err != nil {
 		return err
 	}
 	a.log.Info().Str("address", addr).Int("checks", len(a.checks)).Str("taint", a.taint()).
 		Str("label", a.cfg.VerifiedLabel+"="+a.cfg.VerifiedLabelValue).Msg("Started verification")
+	if a.cfg.ReverifyTaint {
+		a.retaint(ctx)
+	}
 	if !a.verify(ctx) {
 		a.log.Info().Str("reason", cause(ctx)).Msg("Aborted verification, node left as it was")
 		return nil
@@ -82,13 +113,12 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // verify runs rounds of checks until they pass and the node is released
-// (true) or ctx ends (false). Failures never end it: after MAX_RETRIES
-// rounds or INITIAL_TIMEOUT the failure is recorded once, and the rounds go
-// on at the capped backoff so a node that heals is released without anyone
-// restarting the pod.
+// (true) or ctx ends (false). After MAX_RETRIES rounds or INITIAL_TIMEOUT
+// the failure is recorded once and FAILURE_ACTION applies; with
+// keep-tainted the rounds go on at the capped backoff, so a node that heals
+// is released without anyone restarting the pod.
 func (a *Agent) verify(ctx context.Context) bool {
 	delays := newBackoff(a.cfg)
-	failed := false
 	for round := 1; ; round++ {
 		log := a.log.With().Int("attempt", round).Logger()
 		problems := a.round(ctx, log)
@@ -96,25 +126,16 @@ func (a *Agent) verify(ctx context.Context) bool {
 			return false
 		}
 		if len(problems) == 0 {
-			a.verified.Store(true)
-			elapsed := a.released.Sub(a.started)
-			a.metrics.verified.Set(1)
-			a.metrics.timeToVerified.Set(elapsed.Seconds())
-			ev := log.Info()
-			if failed {
-				ev = log.Warn().Bool("recovered", true)
-			}
-			ev.Float64("duration_seconds", elapsed.Seconds()).Msg("Verified node")
 			return true
 		}
-		if !failed && (round >= a.cfg.MaxRetries || time.Since(a.started) >= a.cfg.InitialTimeout) {
-			failed = true
-			a.metrics.failures.Inc()
-			log.Error().Strs("failing", problems).Dur("retry_interval", a.cfg.RetryBackoffMax).
-				Msg("Verification failed, node stays tainted and checks go on")
+		if !a.failed && (round >= a.cfg.MaxRetries || time.Since(a.started) >= a.cfg.InitialTimeout) {
+			a.recordFailure(ctx, log, round, problems)
+		}
+		if a.failed && a.act(ctx, log, problems) {
+			return true
 		}
 		delay := delays.Step()
-		if failed {
+		if a.failed {
 			delay = a.cfg.RetryBackoffMax
 		}
 		select {
@@ -146,37 +167,65 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) []string {
 	if len(problems) > 0 {
 		return problems
 	}
-	outcome, err := a.node.Release(ctx)
+	msg := fmt.Sprintf("All %d checks passed", len(results))
+	if a.failed {
+		msg += " after a failed verification"
+	}
+	if err := a.release(ctx, log, nodepatch.Condition{Status: corev1.ConditionTrue, Reason: nodepatch.ReasonVerified, Message: msg},
+		corev1.EventTypeNormal, "Verified"); err != nil {
+		return []string{"release: " + err.Error()}
+	}
+	return nil
+}
+
+// release releases the node with the completion annotations, reports the
+// condition and an Event, and settles. Everything after the write runs on a
+// context the SIGTERM does not cancel: the label makes the DaemonSet
+// controller delete the pod at once, and a half-reported release would
+// leave `kubectl describe node` telling an old story.
+func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.Condition, eventType, reason string) error {
+	elapsed := time.Since(a.started)
+	outcome, err := a.node.Release(ctx, map[string]string{
+		a.cfg.VerifiedLabel + "-at":       time.Now().UTC().Format(time.RFC3339),
+		a.cfg.VerifiedLabel + "-duration": elapsed.Round(time.Millisecond).String(),
+	})
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+		if ctx.Err() == nil {
+			a.releaseFailed(log, err)
 		}
-		return a.releaseFailed(log, err)
+		return err
 	}
 	a.released = time.Now()
 	a.metrics.patches.WithLabelValues(string(outcome)).Inc()
 	log.Info().Str("outcome", string(outcome)).Str("taint", a.taint()).Str("label", a.cfg.VerifiedLabel).
 		Msg("Released node")
 
-	// The label is on, so the DaemonSet controller is about to delete the
-	// pod: the SIGTERM must not cut the settle window short, or a taint
-	// merged back now would stay. The window is bounded well inside the
-	// termination grace period.
-	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.SettleTime+releaseBudget)
+	after, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterBudget+a.cfg.SettleTime)
 	defer cancel()
-	again, err := a.node.Settle(settleCtx, a.cfg.SettleTime)
+	a.setCondition(after, log, cond)
+	a.events.Eventf(a.nodeRef, nil, eventType, reason, "Release", "%s; released in %s", cond.Message, elapsed.Round(time.Millisecond))
+
+	again, err := a.node.Settle(after, a.cfg.SettleTime)
 	if again > 0 {
 		log.Warn().Int("times", again).Str("taint", a.taint()).Msg("Startup taint came back after the release, removed it again")
 	}
 	if err != nil {
-		return a.releaseFailed(log, err)
+		a.releaseFailed(log, err)
+		return err
 	}
+	a.verified.Store(true)
+	a.metrics.verified.Set(1)
+	a.metrics.timeToVerified.Set(a.released.Sub(a.started).Seconds())
+	ev := log.Info()
+	if a.failed {
+		ev = log.Warn().Bool("recovered", true)
+	}
+	ev.Str("reason", reason).Float64("duration_seconds", a.released.Sub(a.started).Seconds()).Msg("Verified node")
 	return nil
 }
 
-// releaseFailed records a release that did not go through and returns it
-// as the round's problem.
-func (a *Agent) releaseFailed(log zerolog.Logger, err error) []string {
+// releaseFailed records a release that did not go through.
+func (a *Agent) releaseFailed(log zerolog.Logger, err error) {
 	a.metrics.patches.WithLabelValues("error").Inc()
 	ev := log.Warn()
 	switch {
@@ -186,7 +235,17 @@ func (a *Agent) releaseFailed(log zerolog.Logger, err error) []string {
 		ev = log.Error()
 	}
 	ev.Err(err).Msg("Could not release node")
-	return []string{"release: " + err.Error()}
+}
+
+func (a *Agent) setCondition(ctx context.Context, log zerolog.Logger, c nodepatch.Condition) {
+	wrote, err := a.node.SetCondition(ctx, c)
+	if err != nil {
+		log.Warn().Err(err).Str("reason", c.Reason).Msg("Could not set node condition")
+		return
+	}
+	if wrote {
+		log.Debug().Str("reason", c.Reason).Msg("Set node condition")
+	}
 }
 
 func (a *Agent) taint() string {

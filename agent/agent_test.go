@@ -15,6 +15,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/nodeready/nodeready/checks"
 	"github.com/nodeready/nodeready/nodepatch"
@@ -43,14 +45,17 @@ func (c *fakeCheck) Run(ctx context.Context) error {
 	return nil
 }
 
-// fakeNode records releases and fails them while err is set.
+// fakeNode records what the agent writes and fails releases while err is set.
 type fakeNode struct {
-	mu    sync.Mutex
-	err   error
-	calls int
+	mu         sync.Mutex
+	err        error
+	calls      int
+	conditions []nodepatch.Condition
+	taints     int
+	replaces   int
 }
 
-func (n *fakeNode) Release(context.Context) (nodepatch.Outcome, error) {
+func (n *fakeNode) Release(context.Context, map[string]string) (nodepatch.Outcome, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.calls++
@@ -62,10 +67,56 @@ func (n *fakeNode) Release(context.Context) (nodepatch.Outcome, error) {
 
 func (n *fakeNode) Settle(context.Context, time.Duration) (int, error) { return 0, nil }
 
+func (n *fakeNode) SetCondition(_ context.Context, c nodepatch.Condition) (bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.conditions = append(n.conditions, c)
+	return true, nil
+}
+
+func (n *fakeNode) Taint(context.Context) (bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.taints++
+	return true, nil
+}
+
+func (n *fakeNode) Replace(context.Context, dynamic.Interface) (string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.replaces++
+	return "NodeClaim default-x", nil
+}
+
 func (n *fakeNode) set(err error) { n.mu.Lock(); n.err = err; n.mu.Unlock() }
 func (n *fakeNode) count() int    { n.mu.Lock(); defer n.mu.Unlock(); return n.calls }
+func (n *fakeNode) replaced() int { n.mu.Lock(); defer n.mu.Unlock(); return n.replaces }
 
-func testAgent(t *testing.T, node releaser, cs ...checks.Check) *Agent {
+// reasons lists the reasons of the conditions written, in order.
+func (n *fakeNode) reasons() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for _, c := range n.conditions {
+		out = append(out, c.Reason)
+	}
+	return out
+}
+
+// drain returns the Events recorded so far.
+func drain(r *events.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-r.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func testAgent(t *testing.T, node nodeWriter, cs ...checks.Check) *Agent {
 	t.Helper()
 	cfg := defaultConfig(t)
 	cfg.MetricsPort = 0 // any free port
@@ -73,6 +124,7 @@ func testAgent(t *testing.T, node releaser, cs ...checks.Check) *Agent {
 	cfg.RetryBackoffMax = 5 * time.Millisecond
 	cfg.CheckTimeout = time.Second
 	return &Agent{cfg: cfg, log: zerolog.New(io.Discard), checks: cs, node: node,
+		events: events.NewFakeRecorder(100), nodeRef: nodeRef("node-a"),
 		metrics: newMetrics(BuildInfo{Version: "test", Revision: "abc"}), started: time.Now()}
 }
 
@@ -260,4 +312,103 @@ func TestDryRunTable(t *testing.T) {
 	assert.Regexp(t, `(?m)^tcp\s+target-tcp\s+fail\s.*broken`, out.String())
 	assert.Regexp(t, `(?m)^apiserver\s+-\s+skip\s.*no kubeconfig`, out.String())
 	assert.Contains(t, out.String(), "1 passed, 1 failed, 1 skipped")
+}
+
+func TestConditionAndEventsTellTheStory(t *testing.T) {
+	node := &fakeNode{}
+	broken := &fakeCheck{name: "dns"}
+	broken.fail.Store(true)
+	a := testAgent(t, node, broken, &fakeCheck{name: "tcp"})
+	a.cfg.MaxRetries = 2
+	recorder := a.events.(*events.FakeRecorder)
+	_, _ = runAgent(t, a)
+
+	waitFor(t, "failure recorded", func() bool { return testutil.ToFloat64(a.metrics.failures) == 1 })
+	assert.Equal(t, []string{nodepatch.ReasonChecksFailed}, node.reasons())
+	failed := drain(recorder)
+	require.Len(t, failed, 2)
+	assert.Equal(t, "Warning CheckFailed dns target-dns: broken", failed[0])
+	assert.Contains(t, failed[1], "Warning VerificationFailed 1 of the checks still failing after 2 rounds")
+	assert.Contains(t, failed[1], "failure action: keep-tainted")
+
+	broken.fail.Store(false)
+	waitFor(t, "recovered", a.verified.Load)
+	assert.Equal(t, []string{nodepatch.ReasonChecksFailed, nodepatch.ReasonVerified}, node.reasons())
+	recovered := drain(recorder)
+	require.Len(t, recovered, 1)
+	assert.Contains(t, recovered[0], "Normal Verified All 2 checks passed after a failed verification")
+	assert.Zero(t, node.replaced())
+}
+
+func TestFailOpenReleasesAfterItsTime(t *testing.T) {
+	node := &fakeNode{}
+	broken := &fakeCheck{name: "dns"}
+	broken.fail.Store(true)
+	a := testAgent(t, node, broken)
+	a.cfg.MaxRetries = 1
+	a.cfg.FailureAction = FailOpen
+	a.cfg.FailOpenAfter = 100 * time.Millisecond
+	_, _ = runAgent(t, a)
+
+	waitFor(t, "failed open", a.verified.Load)
+	assert.GreaterOrEqual(t, time.Since(a.started), 100*time.Millisecond, "not before its time")
+	assert.Equal(t, 1, node.count())
+	assert.Equal(t, []string{nodepatch.ReasonChecksFailed, nodepatch.ReasonFailedOpen}, node.reasons())
+	var failedOpen []string
+	for _, e := range drain(a.events.(*events.FakeRecorder)) {
+		if strings.HasPrefix(e, "Warning FailedOpen") {
+			failedOpen = append(failedOpen, e)
+		}
+	}
+	require.Len(t, failedOpen, 1)
+	assert.Contains(t, failedOpen[0], "dns target-dns: broken")
+}
+
+func TestReplaceNodeOnceAfterFailure(t *testing.T) {
+	node := &fakeNode{}
+	broken := &fakeCheck{name: "dns"}
+	broken.fail.Store(true)
+	a := testAgent(t, node, broken)
+	a.cfg.MaxRetries = 2
+	a.cfg.FailureAction = ReplaceNode
+	_, _ = runAgent(t, a)
+
+	waitFor(t, "replaced", func() bool { return node.replaced() == 1 })
+	waitFor(t, "rounds go on", func() bool { return broken.runs.Load() >= 6 })
+	assert.Equal(t, 1, node.replaced(), "replaced once, not every round")
+	assert.Zero(t, node.count(), "a failing node is not released")
+	assert.Equal(t, []string{nodepatch.ReasonChecksFailed, nodepatch.ReasonReplacing}, node.reasons())
+}
+
+func TestReplaceNodeNeverOnAbort(t *testing.T) {
+	node := &fakeNode{}
+	blocking := &fakeCheck{name: "dns", block: true}
+	a := testAgent(t, node, blocking)
+	a.cfg.MaxRetries = 1
+	a.cfg.FailureAction = ReplaceNode
+	a.cfg.CheckTimeout = time.Minute
+	cancel, done := runAgent(t, a)
+
+	waitFor(t, "check started", func() bool { return blocking.runs.Load() == 1 })
+	cancel()
+	require.NoError(t, <-done)
+	assert.Zero(t, node.replaced())
+	assert.Empty(t, node.reasons(), "an abort writes no condition")
+	assert.Empty(t, drain(a.events.(*events.FakeRecorder)), "an abort records no Event")
+}
+
+func TestReverifyTaint(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		node := &fakeNode{}
+		a := testAgent(t, node, &fakeCheck{name: "dns"})
+		a.cfg.ReverifyTaint = on
+		_, _ = runAgent(t, a)
+		waitFor(t, "verified", a.verified.Load)
+		want := 0
+		if on {
+			want = 1
+			assert.Equal(t, nodepatch.ReasonVerifying, node.reasons()[0])
+		}
+		assert.Equal(t, want, node.taints)
+	}
 }

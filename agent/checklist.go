@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -13,7 +14,7 @@ import (
 // target, in the order of CHECKS. A check that cannot run where the agent is
 // (no kubeconfig in --dry-run, no target known) becomes a skipped check that
 // says why, so the dry-run table shows it instead of hiding it.
-func buildChecks(c Config, client kubernetes.Interface) ([]checks.Check, error) {
+func buildChecks(c Config, client kubernetes.Interface, started time.Time) ([]checks.Check, error) {
 	var list []checks.Check
 	for _, name := range c.Checks {
 		switch name {

@@ -62,6 +62,11 @@ type Config struct {
 	EndpointsService string `envconfig:"ENDPOINTS_SERVICE" default:"default/kubernetes" desc:"endpoints: namespace/name of the Service whose EndpointSlices must have a ready endpoint"`
 	EndpointsConnect bool   `envconfig:"ENDPOINTS_CONNECT" default:"true" desc:"endpoints: also connect to one ready endpoint directly, bypassing the Service"`
 
+	FailureAction    string        `envconfig:"FAILURE_ACTION" default:"keep-tainted" desc:"What a failed verification does: keep-tainted (keep checking), fail-open (release after FAIL_OPEN_AFTER) or replace-node (delete the node's Karpenter NodeClaim, else the Node; needs manifests/replace-node/)"`
+	FailOpenAfter    time.Duration `envconfig:"FAIL_OPEN_AFTER" default:"30m" desc:"fail-open: time from the agent's start after which a node with failing checks is released anyway"`
+	DeleteFailedNode bool          `envconfig:"DELETE_FAILED_NODE" default:"false" desc:"kube-node-ready's name for FAILURE_ACTION=replace-node; true selects it"`
+	ReverifyTaint    bool          `envconfig:"REVERIFY_TAINT" default:"false" desc:"Put the startup taint back when the agent starts on a node that has neither the label nor the taint (re-verification after the label was removed), so no new workloads land while it is checked again"`
+
 	EnableMetrics bool   `envconfig:"ENABLE_METRICS" default:"true" desc:"Serve /metrics (the /healthz and /readyz probes are served either way)"`
 	MetricsPort   int    `envconfig:"METRICS_PORT" default:"8080" desc:"Port of /metrics, /healthz and /readyz"`
 	LogLevel      string `envconfig:"LOG_LEVEL" default:"info" desc:"trace, debug, info, warn or error"`
@@ -295,9 +300,37 @@ func (c *Config) validators(dryRun bool) []func() error {
 			}
 			return nil
 		},
+		c.validateFailureAction,
 		func() error { return oneOf("LOG_LEVEL", c.LogLevel, logLevels) },
 		func() error { return oneOf("LOG_FORMAT", c.LogFormat, logFormats) },
 	}
+}
+
+// Failure actions, as FAILURE_ACTION takes them.
+const (
+	KeepTainted = "keep-tainted"
+	FailOpen    = "fail-open"
+	ReplaceNode = "replace-node"
+)
+
+var failureActions = []string{KeepTainted, FailOpen, ReplaceNode}
+
+// validateFailureAction also resolves DELETE_FAILED_NODE, the original
+// kube-node-ready switch, into FAILURE_ACTION=replace-node.
+func (c *Config) validateFailureAction() error {
+	if err := oneOf("FAILURE_ACTION", c.FailureAction, failureActions); err != nil {
+		return err
+	}
+	if c.DeleteFailedNode {
+		if c.FailureAction == FailOpen {
+			return &ConfigError{"DELETE_FAILED_NODE", "true", "contradicts FAILURE_ACTION=fail-open: set one of them"}
+		}
+		c.FailureAction = ReplaceNode
+	}
+	if c.FailureAction == FailOpen {
+		return positive("FAIL_OPEN_AFTER", c.FailOpenAfter)
+	}
+	return nil
 }
 
 func (c *Config) validateChecks() error {

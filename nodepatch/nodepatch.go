@@ -64,6 +64,9 @@ type Patcher struct {
 	// confirmedRV is the resourceVersion of the last read that showed the
 	// node verified; Settle watches from there.
 	confirmedRV string
+	// last is the node as last read, so a condition write right after a
+	// release needs no read of its own.
+	last *corev1.Node
 }
 
 // Karpenter's node labels: a node with the first is Karpenter-managed, and
@@ -83,11 +86,12 @@ func New(client kubernetes.Interface, node string, spec Spec) *Patcher {
 	return &Patcher{client: client, node: node, spec: spec, backoff: conflictBackoff}
 }
 
-// Release makes the node verified: label present, startup taint gone. It
-// writes nothing when the node already is. A lost optimistic lock (409, or
-// 422 from a failed JSON Patch test) and a read-back that does not confirm
-// are retried with a fresh read; everything else is returned at once.
-func (p *Patcher) Release(ctx context.Context) (Outcome, error) {
+// Release makes the node verified: label present, startup taint gone, and,
+// in the same write, the given annotations set (the completion record). It
+// writes nothing when the node already is verified. A lost optimistic lock
+// (409, or 422 from a failed JSON Patch test) and a read-back that does not
+// confirm are retried with a fresh read; everything else is returned at once.
+func (p *Patcher) Release(ctx context.Context, annotations map[string]string) (Outcome, error) {
 	outcome := Unchanged
 	err := p.retry(ctx, func() error {
 		node, err := p.get(ctx)
@@ -97,7 +101,7 @@ func (p *Patcher) Release(ctx context.Context) (Outcome, error) {
 		if _, managed := node.Labels[karpenterNodePoolLabel]; managed && node.Labels[karpenterRegisteredLabel] != "true" {
 			return ErrNotRegistered
 		}
-		patch := p.plan(node)
+		patch := p.plan(node, annotations)
 		if patch == nil {
 			p.confirmedRV = node.ResourceVersion
 			return nil
@@ -130,6 +134,7 @@ func (p *Patcher) get(ctx context.Context) (*corev1.Node, error) {
 	if err != nil {
 		return nil, p.classify("get", err)
 	}
+	p.last = node
 	return node, nil
 }
 

@@ -129,7 +129,7 @@ func TestReleaseKeepsEverythingElse(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p, client := newPatcher(t, tt.node)
-			got, err := p.Release(t.Context())
+			got, err := p.Release(t.Context(), nil)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, tt.wantVerbs, verbs(client))
@@ -147,7 +147,7 @@ func TestPlanLocksTaintsWithTest(t *testing.T) {
 	p := New(nil, nodeName, spec)
 	node := newNode(map[string]string{"a": "b"}, foreign, startup)
 	var ops []operation
-	require.NoError(t, json.Unmarshal(p.plan(node), &ops))
+	require.NoError(t, json.Unmarshal(p.plan(node, nil), &ops))
 	require.Len(t, ops, 3)
 	assert.Equal(t, "test", ops[0].Op)
 	assert.Equal(t, "/spec/taints", ops[0].Path)
@@ -158,7 +158,7 @@ func TestPlanLocksTaintsWithTest(t *testing.T) {
 	// No labels at all: the map is created under a resourceVersion test.
 	node = newNode(nil)
 	node.ResourceVersion = "42"
-	require.NoError(t, json.Unmarshal(p.plan(node), &ops))
+	require.NoError(t, json.Unmarshal(p.plan(node, nil), &ops))
 	require.Len(t, ops, 2)
 	assert.Equal(t, operation{Op: "test", Path: "/metadata/resourceVersion", Value: "42"}, ops[0])
 	assert.Equal(t, "/metadata/labels", ops[1].Path)
@@ -196,7 +196,7 @@ func TestReleaseRetriesLostLocks(t *testing.T) {
 			addTaint := func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, foreign) }
 			calls := failPatches(client, 2, apiErr, addTaint)
 
-			got, err := p.Release(t.Context())
+			got, err := p.Release(t.Context(), nil)
 			require.NoError(t, err)
 			assert.Equal(t, Patched, got)
 			assert.Equal(t, 3, *calls, "two lost locks, then the write")
@@ -215,7 +215,7 @@ func TestReleaseGivesUpOnPermanentErrors(t *testing.T) {
 	t.Run("403 is reported and not spun on", func(t *testing.T) {
 		p, client := newPatcher(t, newNode(nil, startup))
 		calls := failPatches(client, 100, apierrors.NewForbidden(gr, nodeName, assert.AnError), nil)
-		_, err := p.Release(t.Context())
+		_, err := p.Release(t.Context(), nil)
 		require.ErrorIs(t, err, ErrForbidden)
 		assert.Contains(t, err.Error(), "ClusterRole")
 		assert.Equal(t, 1, *calls)
@@ -224,14 +224,14 @@ func TestReleaseGivesUpOnPermanentErrors(t *testing.T) {
 	t.Run("deleted node", func(t *testing.T) {
 		p, client := newPatcher(t, newNode(nil, startup))
 		require.NoError(t, client.Tracker().Delete(nodeGVR, "", nodeName))
-		_, err := p.Release(t.Context())
+		_, err := p.Release(t.Context(), nil)
 		require.ErrorIs(t, err, ErrNodeNotFound)
 		assert.Equal(t, []string{"get"}, verbs(client))
 	})
 	t.Run("lock lost on every attempt ends after the backoff", func(t *testing.T) {
 		p, client := newPatcher(t, newNode(nil, startup))
 		calls := failPatches(client, 100, apierrors.NewConflict(gr, nodeName, nil), nil)
-		_, err := p.Release(t.Context())
+		_, err := p.Release(t.Context(), nil)
 		require.True(t, apierrors.IsConflict(err), "got %v", err)
 		assert.Equal(t, fastRetry.Steps, *calls)
 	})
@@ -257,7 +257,7 @@ func TestReleaseConfirmsByReadingBack(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	got, err := p.Release(t.Context())
+	got, err := p.Release(t.Context(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, Patched, got)
 	assert.Equal(t, 2, patches)
@@ -271,27 +271,27 @@ func TestReleaseHonoursContext(t *testing.T) {
 	client.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, ctx.Err()
 	})
-	_, err := p.Release(ctx)
+	_, err := p.Release(ctx, nil)
 	require.ErrorIs(t, err, context.Canceled)
 }
 
 func TestReleaseWaitsForKarpenterRegistration(t *testing.T) {
 	p, client := newPatcher(t, newNode(map[string]string{"karpenter.sh/nodepool": "default"}, startup))
-	_, err := p.Release(t.Context())
+	_, err := p.Release(t.Context(), nil)
 	require.ErrorIs(t, err, ErrNotRegistered)
 	assert.Equal(t, []string{"get"}, verbs(client), "no write before registration")
 
 	n := getNode(t, client)
 	n.Labels["karpenter.sh/registered"] = "true"
 	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
-	got, err := p.Release(t.Context())
+	got, err := p.Release(t.Context(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, Patched, got)
 }
 
 func TestSettleReleasesAgainWhenTheTaintComesBack(t *testing.T) {
 	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
-	_, err := p.Release(t.Context())
+	_, err := p.Release(t.Context(), nil)
 	require.NoError(t, err)
 
 	type result struct {
@@ -328,7 +328,7 @@ func TestSettleQuietWindow(t *testing.T) {
 	p, _ := newPatcher(t, newNode(nil, startup))
 	_, err := p.Settle(t.Context(), time.Second)
 	require.Error(t, err, "settle needs a release first")
-	_, err = p.Release(t.Context())
+	_, err = p.Release(t.Context(), nil)
 	require.NoError(t, err)
 	again, err := p.Settle(t.Context(), 100*time.Millisecond)
 	require.NoError(t, err)

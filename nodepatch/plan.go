@@ -2,6 +2,8 @@ package nodepatch
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +16,9 @@ type operation struct {
 	Value any    `json:"value"`
 }
 
-// plan returns the JSON Patch that verifies node, or nil when it already is.
+// plan returns the JSON Patch that verifies node and sets annotations, or
+// nil when the node is already verified (then annotations are not written
+// either: an already verified node gets no write at all).
 //
 // spec.taints is an atomic list, so it is replaced whole, guarded by a test
 // of the whole list as read: if any writer changed a taint since, the test
@@ -22,7 +26,10 @@ type operation struct {
 // touches the others, so no lock is needed there. When the node has no labels
 // at all, the label map itself is created, guarded by a test of the
 // resourceVersion so a concurrent first label cannot be overwritten.
-func (p *Patcher) plan(node *corev1.Node) []byte {
+func (p *Patcher) plan(node *corev1.Node, annotations map[string]string) []byte {
+	if p.Verified(node) {
+		return nil
+	}
 	var ops []operation
 	if p.hasTaint(node) {
 		kept := make([]corev1.Taint, 0, len(node.Spec.Taints))
@@ -35,24 +42,39 @@ func (p *Patcher) plan(node *corev1.Node) []byte {
 			operation{Op: "test", Path: "/spec/taints", Value: node.Spec.Taints},
 			operation{Op: "replace", Path: "/spec/taints", Value: kept})
 	}
-	switch {
-	case node.Labels[p.spec.LabelKey] == p.spec.LabelValue:
-	case node.Labels == nil:
-		ops = append(ops,
-			operation{Op: "test", Path: "/metadata/resourceVersion", Value: node.ResourceVersion},
-			operation{Op: "add", Path: "/metadata/labels", Value: map[string]string{p.spec.LabelKey: p.spec.LabelValue}})
-	default:
-		ops = append(ops, operation{Op: "add", Path: "/metadata/labels/" + escape(p.spec.LabelKey), Value: p.spec.LabelValue})
-	}
-	if len(ops) == 0 {
-		return nil
-	}
+	ops = append(ops, mapOps(node, "/metadata/labels", node.Labels, map[string]string{p.spec.LabelKey: p.spec.LabelValue})...)
+	ops = append(ops, mapOps(node, "/metadata/annotations", node.Annotations, annotations)...)
+	return mustJSON(ops)
+}
+
+// mustJSON encodes a patch. Only strings and API types are encoded, so it
+// cannot fail.
+func mustJSON(ops []operation) []byte {
 	patch, err := json.Marshal(ops)
 	if err != nil {
-		// Only strings and API types are marshalled: this cannot fail.
 		panic(err)
 	}
 	return patch
+}
+
+// mapOps sets the keys of want in the string map at path. Adding a key never
+// touches the others, so no lock is needed, except when the map does not
+// exist yet: then it is created whole, guarded by a test of the
+// resourceVersion so a concurrent first key cannot be overwritten.
+func mapOps(node *corev1.Node, path string, have, want map[string]string) []operation {
+	var ops []operation
+	if have == nil && len(want) > 0 {
+		return []operation{
+			{Op: "test", Path: "/metadata/resourceVersion", Value: node.ResourceVersion},
+			{Op: "add", Path: path, Value: want},
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if v, ok := have[k]; !ok || v != want[k] {
+			ops = append(ops, operation{Op: "add", Path: path + "/" + escape(k), Value: want[k]})
+		}
+	}
+	return ops
 }
 
 // escape encodes a map key as a JSON Pointer reference token (RFC 6901).

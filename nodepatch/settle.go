@@ -67,7 +67,7 @@ func (p *Patcher) Settle(ctx context.Context, window time.Duration) (int, error)
 				continue
 			}
 			again++
-			if _, err := p.Release(ctx); err != nil {
+			if _, err := p.Release(ctx, nil); err != nil {
 				return again, err
 			}
 		}

@@ -1,0 +1,155 @@
+package nodepatch
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func TestReleaseWritesAnnotationsInTheSameWrite(t *testing.T) {
+	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup))
+	done := map[string]string{"node-ready/verified-at": "2026-11-21T08:00:00Z", "node-ready/verification-duration": "1.5s"}
+	_, err := p.Release(t.Context(), done)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"get", "patch", "get"}, verbs(client), "one write")
+	n := getNode(t, client)
+	assert.Equal(t, "team-a", n.Annotations["example.com/owner"])
+	assert.Equal(t, "1.5s", n.Annotations["node-ready/verification-duration"])
+
+	// Already verified: the annotations are not rewritten.
+	client.ClearActions()
+	_, err = p.Release(t.Context(), map[string]string{"node-ready/verified-at": "later"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"get"}, verbs(client))
+}
+
+func TestSetConditionWritesOnlyChanges(t *testing.T) {
+	node := newNode(nil, startup)
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
+	p, client := newPatcher(t, node)
+
+	failing := Condition{Status: corev1.ConditionFalse, Reason: ReasonChecksFailed, Message: "dns x: no such host"}
+	wrote, err := p.SetCondition(t.Context(), failing)
+	require.NoError(t, err)
+	assert.True(t, wrote)
+	wrote, err = p.SetCondition(t.Context(), failing)
+	require.NoError(t, err)
+	assert.False(t, wrote, "the same condition again is not written")
+
+	var patches []k8stesting.PatchAction
+	for _, a := range client.Actions() {
+		if pa, ok := a.(k8stesting.PatchAction); ok {
+			patches = append(patches, pa)
+		}
+	}
+	require.Len(t, patches, 1)
+	assert.Equal(t, "status", patches[0].GetSubresource())
+
+	n := getNode(t, client)
+	require.Len(t, n.Status.Conditions, 2, "the kubelet's condition stays")
+	assert.Equal(t, "KubeletReady", condition(n, corev1.NodeReady).Reason)
+	assert.Equal(t, ReasonChecksFailed, condition(n, ConditionType).Reason)
+
+	// Recovery: status changes, so the transition time moves.
+	wrote, err = p.SetCondition(t.Context(), Condition{Status: corev1.ConditionTrue, Reason: ReasonVerified, Message: "ok"})
+	require.NoError(t, err)
+	assert.True(t, wrote)
+	assert.Equal(t, corev1.ConditionTrue, condition(getNode(t, client), ConditionType).Status)
+}
+
+func condition(n *corev1.Node, typ corev1.NodeConditionType) corev1.NodeCondition {
+	for _, c := range n.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return corev1.NodeCondition{}
+}
+
+func TestTaintForReverification(t *testing.T) {
+	tests := []struct {
+		name   string
+		node   *corev1.Node
+		wrote  bool
+		taints []corev1.Taint
+	}{
+		{"unlabelled node without taints gets it", newNode(map[string]string{"pool": "a"}), true, []corev1.Taint{startup}},
+		{"other taints are kept", newNode(map[string]string{"pool": "a"}, foreign), true, []corev1.Taint{foreign, startup}},
+		{"already tainted: no write", newNode(nil, startup), false, []corev1.Taint{startup}},
+		{"still verified: no write", newNode(map[string]string{"node-ready/verified": "true"}), false, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, client := newPatcher(t, tt.node)
+			wrote, err := p.Taint(t.Context())
+			require.NoError(t, err)
+			assert.Equal(t, tt.wrote, wrote)
+			assert.Equal(t, tt.taints, getNode(t, client).Spec.Taints)
+		})
+	}
+}
+
+func nodeClaim(name, node string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+		"metadata": map[string]any{"name": name, "uid": "uid-" + name},
+		"status":   map[string]any{"nodeName": node},
+	}}
+	return u
+}
+
+func TestReplace(t *testing.T) {
+	scheme := runtime.NewScheme()
+	listKinds := map[schema.GroupVersionResource]string{NodeClaims: "NodeClaimList"}
+
+	t.Run("the node's NodeClaim is deleted, the Node is not", func(t *testing.T) {
+		p, client := newPatcher(t, newNode(nil, startup))
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, listKinds, nodeClaim("default-a", "other-node"), nodeClaim("default-b", nodeName))
+		what, err := p.Replace(t.Context(), dyn)
+		require.NoError(t, err)
+		assert.Equal(t, "NodeClaim default-b", what)
+		_, err = dyn.Resource(NodeClaims).Get(t.Context(), "default-b", metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err))
+		_, err = dyn.Resource(NodeClaims).Get(t.Context(), "default-a", metav1.GetOptions{})
+		assert.NoError(t, err, "another node's NodeClaim stays")
+		assert.NotNil(t, getNode(t, client))
+	})
+	t.Run("without a NodeClaim the Node is deleted", func(t *testing.T) {
+		p, client := newPatcher(t, newNode(nil, startup))
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, listKinds, nodeClaim("default-a", "other-node"))
+		what, err := p.Replace(t.Context(), dyn)
+		require.NoError(t, err)
+		assert.Equal(t, "Node "+nodeName, what)
+		_, err = client.Tracker().Get(nodeGVR, "", nodeName)
+		assert.True(t, apierrors.IsNotFound(err))
+	})
+	t.Run("without Karpenter the Node is deleted", func(t *testing.T) {
+		p, client := newPatcher(t, newNode(nil, startup))
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, listKinds)
+		dyn.PrependReactor("list", "nodeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewNotFound(NodeClaims.GroupResource(), "")
+		})
+		what, err := p.Replace(t.Context(), dyn)
+		require.NoError(t, err)
+		assert.Equal(t, "Node "+nodeName, what)
+		_, err = client.Tracker().Get(nodeGVR, "", nodeName)
+		assert.True(t, apierrors.IsNotFound(err))
+	})
+	t.Run("forbidden is reported", func(t *testing.T) {
+		p, client := newPatcher(t, newNode(nil, startup))
+		client.PrependReactor("delete", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, nodeName, assert.AnError)
+		})
+		_, err := p.Replace(t.Context(), nil)
+		require.ErrorIs(t, err, ErrForbidden)
+	})
+}

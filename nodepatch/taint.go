@@ -1,0 +1,43 @@
+package nodepatch
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Taint puts the startup taint back on a node that is being verified again
+// (its label was removed), so no new workloads land on it while the checks
+// run. It writes only when the node has neither the label nor the taint,
+// under the same lock as Release: a test of the whole taint list as read.
+func (p *Patcher) Taint(ctx context.Context) (bool, error) {
+	tainted := false
+	err := p.retry(ctx, func() error {
+		node, err := p.get(ctx)
+		if err != nil {
+			return err
+		}
+		if p.hasTaint(node) || node.Labels[p.spec.LabelKey] == p.spec.LabelValue {
+			return nil
+		}
+		ops := []operation{
+			{Op: "test", Path: "/spec/taints", Value: node.Spec.Taints},
+			{Op: "add", Path: "/spec/taints/-", Value: p.spec.Taint},
+		}
+		if len(node.Spec.Taints) == 0 { // no list to append to yet
+			ops = []operation{
+				{Op: "test", Path: "/metadata/resourceVersion", Value: node.ResourceVersion},
+				{Op: "add", Path: "/spec/taints", Value: []corev1.Taint{p.spec.Taint}},
+			}
+		}
+		if _, err := p.client.CoreV1().Nodes().Patch(ctx, p.node, types.JSONPatchType, mustJSON(ops),
+			metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+			return p.classify("taint", err)
+		}
+		tainted = true
+		return nil
+	})
+	return tainted, err
+}
