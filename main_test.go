@@ -84,6 +84,34 @@ func TestBadConfigurationStopsBeforeAnyClient(t *testing.T) {
 		{"apiserver probe unknown", map[string]string{"APISERVER_PROBE": "healthz"}, "APISERVER_PROBE"},
 		{"endpoints service malformed", map[string]string{"ENDPOINTS_SERVICE": "a/b/c"}, "ENDPOINTS_SERVICE"},
 		{"endpoints connect not a bool", map[string]string{"ENDPOINTS_CONNECT": "maybe"}, "ENDPOINTS_CONNECT"},
+		{"daemonset without namespace", map[string]string{"DAEMONSETS": "kube-system/cilium,aws-node"}, "DAEMONSETS"},
+		{"daemonset name invalid", map[string]string{"DAEMONSETS": "kube-system/Cilium_Agent"}, "DAEMONSETS"},
+		{"daemonset selector malformed", map[string]string{"DAEMONSETS_SELECTOR": "tier in (node"}, "DAEMONSETS_SELECTOR"},
+		{"daemonset selector with a list", map[string]string{"DAEMONSETS": "kube-system/cilium", "DAEMONSETS_SELECTOR": "tier=node"}, "DAEMONSETS_SELECTOR"},
+		{"daemonset exclusion malformed", map[string]string{"DAEMONSETS_EXCLUDE": "cilium"}, "DAEMONSETS_EXCLUDE"},
+		{"daemonset exclusion with a list", map[string]string{"DAEMONSETS": "kube-system/cilium", "DAEMONSETS_EXCLUDE": "kube-system/aws-node"}, "DAEMONSETS_EXCLUDE"},
+		{"conditions without pairs", map[string]string{"CHECKS": "conditions", "NODE_CONDITIONS": " , "}, "NODE_CONDITIONS"},
+		{"condition without status", map[string]string{"NODE_CONDITIONS": "Ready"}, "NODE_CONDITIONS"},
+		{"condition status wrong case", map[string]string{"NODE_CONDITIONS": "Ready=true"}, "NODE_CONDITIONS"},
+		{"condition type invalid", map[string]string{"NODE_CONDITIONS": "Not Ready=False"}, "NODE_CONDITIONS"},
+		{"condition twice", map[string]string{"NODE_CONDITIONS": "Ready=True,Ready=False"}, "NODE_CONDITIONS"},
+		{"resources without minimums", map[string]string{"CHECKS": "resources"}, "REQUIRED_RESOURCES"},
+		{"resource without operator", map[string]string{"REQUIRED_RESOURCES": "nvidia.com/gpu=1"}, "REQUIRED_RESOURCES"},
+		{"resource name invalid", map[string]string{"REQUIRED_RESOURCES": "nvidia.com/g pu>=1"}, "REQUIRED_RESOURCES"},
+		{"resource quantity invalid", map[string]string{"REQUIRED_RESOURCES": "nvidia.com/gpu>=lots"}, "REQUIRED_RESOURCES"},
+		{"resource quantity negative", map[string]string{"REQUIRED_RESOURCES": "nvidia.com/gpu>=-1"}, "REQUIRED_RESOURCES"},
+		{"resource twice", map[string]string{"REQUIRED_RESOURCES": "nvidia.com/gpu>=1,nvidia.com/gpu>=2"}, "REQUIRED_RESOURCES"},
+		{"csi without drivers", map[string]string{"CHECKS": "csi"}, "CSI_DRIVERS"},
+		{"csi driver invalid", map[string]string{"CSI_DRIVERS": "ebs csi"}, "CSI_DRIVERS"},
+		{"csi allocatable not a bool", map[string]string{"CSI_REQUIRE_ALLOCATABLE": "sometimes"}, "CSI_REQUIRE_ALLOCATABLE"},
+		{"command missing", map[string]string{"CHECKS": "command"}, "CHECK_COMMAND"},
+		{"command relative", map[string]string{"CHECK_COMMAND": "warmup.sh"}, "CHECK_COMMAND"},
+		{"command with arguments in the path", map[string]string{"CHECK_COMMAND": "sh -c true"}, "CHECK_COMMAND"},
+		{"command arguments without command", map[string]string{"CHECK_COMMAND_ARGS": "--fast"}, "CHECK_COMMAND_ARGS"},
+		{"hold without unit", map[string]string{"MIN_HOLD_TIME": "30"}, "MIN_HOLD_TIME"},
+		{"hold negative", map[string]string{"MIN_HOLD_TIME": "-30s"}, "MIN_HOLD_TIME"},
+		{"hold named without a time", map[string]string{"CHECKS": "dns,hold"}, "MIN_HOLD_TIME"},
+		{"hold longer than the retries", map[string]string{"MIN_HOLD_TIME": "5m"}, "MIN_HOLD_TIME"},
 		{"metrics flag not a bool", map[string]string{"ENABLE_METRICS": "yes please"}, "ENABLE_METRICS"},
 		{"metrics port zero", map[string]string{"METRICS_PORT": "0"}, "METRICS_PORT"},
 		{"metrics port not a number", map[string]string{"METRICS_PORT": "http"}, "METRICS_PORT"},
@@ -131,6 +159,37 @@ func TestFlags(t *testing.T) {
 			assert.Contains(t, stdout.String(), tt.stdout)
 			assert.Contains(t, stderr.String(), tt.stderr)
 			assert.Zero(t, client.calls)
+		})
+	}
+}
+
+// TestNoop is the command of the pre-pull variant's warm-up init containers:
+// it must exit 0 at once in any image, whatever the environment, and write
+// nothing.
+func TestNoop(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+	}{
+		{"no environment", []string{"noop"}, nil},
+		{"bad configuration is not read", []string{"noop"}, map[string]string{"TAINT_EFFECT": "NoRun", "CHECKS": "ping"}},
+		{"arguments are ignored", []string{"noop", "--dry-run", "extra"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cleanEnv(t, tt.env)
+			var stdout, stderr bytes.Buffer
+			client := &countingClient{}
+			start := time.Now()
+
+			code := run(t.Context(), tt.args, &stdout, &stderr, client.new, start)
+
+			assert.Equal(t, exitOK, code)
+			assert.Empty(t, stdout.String())
+			assert.Empty(t, stderr.String())
+			assert.Zero(t, client.calls)
+			assert.Less(t, time.Since(start), time.Second)
 		})
 	}
 }

@@ -44,7 +44,7 @@ type Config struct {
 	CheckTimeout     time.Duration `envconfig:"CHECK_TIMEOUT" default:"10s" desc:"Time limit of one check in one round"`
 	SettleTime       time.Duration `envconfig:"SETTLE_TIME" default:"5s" desc:"After the release, watch the own node this long and release it again if the startup taint comes back; 0 turns it off; keep it well below the pod's terminationGracePeriodSeconds"`
 
-	Checks List `envconfig:"CHECKS" default:"dns,tcp,apiserver,endpoints" desc:"Checks to run, comma-separated: dns, tcp, http, apiserver, endpoints"`
+	Checks List `envconfig:"CHECKS" default:"dns,tcp,apiserver,endpoints" desc:"Checks to run, comma-separated: dns, tcp, http, apiserver, endpoints, and the gates daemonsets, conditions, resources, csi, command, hold"`
 
 	DNSTestDomains List   `envconfig:"DNS_TEST_DOMAINS" default:"kubernetes.default.svc.cluster.local" desc:"dns: names that must resolve"`
 	DNSNameserver  string `envconfig:"DNS_NAMESERVER" desc:"dns: host:port of the nameserver to ask; empty for the pod's resolv.conf"`
@@ -61,6 +61,22 @@ type Config struct {
 
 	EndpointsService string `envconfig:"ENDPOINTS_SERVICE" default:"default/kubernetes" desc:"endpoints: namespace/name of the Service whose EndpointSlices must have a ready endpoint"`
 	EndpointsConnect bool   `envconfig:"ENDPOINTS_CONNECT" default:"true" desc:"endpoints: also connect to one ready endpoint directly, bypassing the Service"`
+
+	DaemonSets         List   `envconfig:"DAEMONSETS" desc:"daemonsets: namespace/name of the DaemonSets that must have a Ready pod on the node; empty to discover every DaemonSet that runs on the node before and after the release"`
+	DaemonSetsSelector string `envconfig:"DAEMONSETS_SELECTOR" desc:"daemonsets: label selector that limits discovery, such as tier=node; empty for every DaemonSet"`
+	DaemonSetsExclude  List   `envconfig:"DAEMONSETS_EXCLUDE" desc:"daemonsets: namespace/name of DaemonSets that discovery leaves out"`
+
+	NodeConditions List `envconfig:"NODE_CONDITIONS" default:"Ready=True" desc:"conditions: Type=Status pairs the node must report, such as Ready=True,NetworkUnavailable=False"`
+
+	RequiredResources List `envconfig:"REQUIRED_RESOURCES" desc:"resources: minimums of the node's allocatable resources, such as nvidia.com/gpu>=1,example.com/fpga>=2; required when CHECKS has resources"`
+
+	CSIDrivers            List `envconfig:"CSI_DRIVERS" desc:"csi: CSI drivers that must be registered in the node's CSINode, such as ebs.csi.aws.com; required when CHECKS has csi"`
+	CSIRequireAllocatable bool `envconfig:"CSI_REQUIRE_ALLOCATABLE" default:"true" desc:"csi: also require the driver's allocatable volume count; false for drivers that report no volume limit"`
+
+	CommandPath string `envconfig:"CHECK_COMMAND" desc:"command: absolute path of a program that passes by exiting 0, run without a shell; required when CHECKS has command"`
+	CommandArgs List   `envconfig:"CHECK_COMMAND_ARGS" desc:"command: its arguments, comma-separated (an argument cannot contain a comma)"`
+
+	MinHoldTime time.Duration `envconfig:"MIN_HOLD_TIME" default:"0s" desc:"hold: keep the node tainted at least this long after the agent started; more than 0s adds the hold check even when CHECKS does not name it"`
 
 	FailureAction    string        `envconfig:"FAILURE_ACTION" default:"keep-tainted" desc:"What a failed verification does: keep-tainted (keep checking), fail-open (release after FAIL_OPEN_AFTER) or replace-node (delete the node's Karpenter NodeClaim, else the Node; needs manifests/replace-node/)"`
 	FailOpenAfter    time.Duration `envconfig:"FAIL_OPEN_AFTER" default:"30m" desc:"fail-open: time from the agent's start after which a node with failing checks is released anyway"`
@@ -80,6 +96,14 @@ const (
 	CheckHTTP      = "http"
 	CheckAPIServer = "apiserver"
 	CheckEndpoints = "endpoints"
+
+	// The gates: see gates.go.
+	CheckDaemonSets = "daemonsets"
+	CheckConditions = "conditions"
+	CheckResources  = "resources"
+	CheckCSI        = "csi"
+	CheckCommand    = "command"
+	CheckHold       = "hold"
 )
 
 // maxSettleTime keeps the settle window, which a SIGTERM does not cut short,
@@ -87,7 +111,8 @@ const (
 const maxSettleTime = 20 * time.Second
 
 // KnownChecks lists every check name CHECKS accepts.
-var KnownChecks = []string{CheckDNS, CheckTCP, CheckHTTP, CheckAPIServer, CheckEndpoints}
+var KnownChecks = []string{CheckDNS, CheckTCP, CheckHTTP, CheckAPIServer, CheckEndpoints,
+	CheckDaemonSets, CheckConditions, CheckResources, CheckCSI, CheckCommand, CheckHold}
 
 var (
 	taintEffects = []string{string(corev1.TaintEffectNoSchedule), string(corev1.TaintEffectPreferNoSchedule), string(corev1.TaintEffectNoExecute)}
@@ -219,6 +244,7 @@ func (c *Config) validators(dryRun bool) []func() error {
 			return nil
 		},
 		c.validateChecks,
+		c.validateGates,
 		func() error {
 			if !c.Selected(CheckDNS) {
 				return nil

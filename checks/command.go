@@ -1,0 +1,121 @@
+package checks
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+var _ Check = (*Command)(nil)
+
+const (
+	// commandTailBytes and commandTailLines bound the output an error
+	// carries: the end of it, where a script says why it failed.
+	commandTailBytes = 1 << 10
+	commandTailLines = 10
+	// commandWaitDelay bounds the wait for the output pipes after the
+	// command ended or was killed, in case something outside its process
+	// group still holds them open.
+	commandWaitDelay = time.Second
+)
+
+// Command passes when a program, run from the agent's container, exits 0. It
+// is how a site adds a gate of its own: a script mounted from a ConfigMap
+// that warms a cache, pulls a model or asks a local agent.
+//
+// The program runs without a shell, with the agent's environment (NODE_NAME
+// and the rest), in a process group of its own. When the check's time runs
+// out the whole group is killed, so the children of a script die with it;
+// anything the program leaves running when it ends is killed as well. Its
+// stdout and stderr are read together, and the last lines of them go into
+// the error.
+type Command struct {
+	path string
+	args []string
+}
+
+// NewCommand returns a check that runs path with args.
+func NewCommand(path string, args []string) *Command {
+	return &Command{path: path, args: args}
+}
+
+// Name implements Check.
+func (c *Command) Name() string { return "command" }
+
+// Target implements Check.
+func (c *Command) Target() string { return strings.Join(append([]string{c.path}, c.args...), " ") }
+
+// Run implements Check.
+func (c *Command) Run(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, c.path, c.args...)
+	out := &tailBuffer{max: commandTailBytes}
+	// One writer for both: exec then uses one pipe, and the output keeps
+	// the order in which the program wrote it.
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = commandWaitDelay
+	ownProcessGroup(cmd)
+	err := cmd.Run()
+	if cmd.Process == nil {
+		// It did not start; the error names the path: "fork/exec
+		// /etc/nodeready/warmup.sh: permission denied".
+		return err
+	}
+	_ = killProcessGroup(cmd) // leftovers; none is the usual case
+	if err == nil {
+		return nil
+	}
+	if tail := out.lines(commandTailLines); tail != "" {
+		return fmt.Errorf("run %s: %w, output:\n%s", c.path, err, tail)
+	}
+	return fmt.Errorf("run %s: %w, no output", c.path, err)
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	max int
+	buf []byte
+	cut bool // bytes were dropped from the front
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) >= t.max {
+		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
+		t.cut = true
+		return n, nil
+	}
+	if over := len(t.buf) + len(p) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+		t.cut = true
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+// lines returns at most n last lines, trimmed, with "..." first when output
+// was left out.
+func (t *tailBuffer) lines(n int) string {
+	b := bytes.TrimRight(t.buf, " \t\r\n")
+	cut := t.cut
+	if cut {
+		// The first line is a fragment.
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	lines := strings.Split(strings.ToValidUTF8(string(b), "\uFFFD"), "\n")
+	if len(lines) > n {
+		lines, cut = lines[len(lines)-n:], true
+	}
+	text := strings.Join(lines, "\n")
+	if text == "" {
+		return ""
+	}
+	if cut {
+		text = "...\n" + text
+	}
+	return text
+}

@@ -1,0 +1,88 @@
+package checks
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+)
+
+var _ Check = (*NodeCondition)(nil)
+
+// ConditionStatuses lists the statuses a node condition can have.
+var ConditionStatuses = []string{string(corev1.ConditionTrue), string(corev1.ConditionFalse), string(corev1.ConditionUnknown)}
+
+// ConditionWant is a node condition type and the status it must have, written
+// "Ready=True".
+type ConditionWant struct {
+	Type   corev1.NodeConditionType
+	Status corev1.ConditionStatus
+}
+
+// ParseConditionWant parses "Type=Status". The type is a condition type as
+// the kubelet or a node agent sets it (Ready, NetworkUnavailable,
+// example.com/GPUHealthy); the status is True, False or Unknown, spelled so.
+func ParseConditionWant(s string) (ConditionWant, error) {
+	typ, status, ok := strings.Cut(strings.TrimSpace(s), "=")
+	typ, status = strings.TrimSpace(typ), strings.TrimSpace(status)
+	if !ok {
+		return ConditionWant{}, fmt.Errorf("%q: want Type=Status, such as Ready=True", s)
+	}
+	if errs := validation.IsQualifiedName(typ); len(errs) > 0 {
+		return ConditionWant{}, fmt.Errorf("condition type %q: %s", typ, strings.Join(errs, "; "))
+	}
+	if !slices.Contains(ConditionStatuses, status) {
+		return ConditionWant{}, fmt.Errorf("status %q of %s: want one of %s", status, typ, strings.Join(ConditionStatuses, ", "))
+	}
+	return ConditionWant{Type: corev1.NodeConditionType(typ), Status: corev1.ConditionStatus(status)}, nil
+}
+
+// String returns the form ParseConditionWant accepts.
+func (w ConditionWant) String() string { return string(w.Type) + "=" + string(w.Status) }
+
+// NodeCondition passes when one condition of the node has the wanted status.
+// A condition the node does not report fails: nothing has vouched for it yet.
+type NodeCondition struct {
+	client   kubernetes.Interface
+	nodeName string
+	want     ConditionWant
+}
+
+// NewNodeCondition returns a check that the node nodeName reports want.
+func NewNodeCondition(client kubernetes.Interface, nodeName string, want ConditionWant) *NodeCondition {
+	return &NodeCondition{client: client, nodeName: nodeName, want: want}
+}
+
+// Name implements Check.
+func (c *NodeCondition) Name() string { return "conditions" }
+
+// Target implements Check.
+func (c *NodeCondition) Target() string { return c.want.String() }
+
+// Run implements Check.
+func (c *NodeCondition) Run(ctx context.Context) error {
+	node, err := getNode(ctx, c.client, c.nodeName)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(node.Status.Conditions, func(nc corev1.NodeCondition) bool { return nc.Type == c.want.Type })
+	if i < 0 {
+		return fmt.Errorf("node %s: no condition %s, want %s", node.Name, c.want.Type, c.want.Status)
+	}
+	got := node.Status.Conditions[i]
+	if got.Status == c.want.Status {
+		return nil
+	}
+	why := ""
+	switch {
+	case got.Reason != "" && got.Message != "":
+		why = fmt.Sprintf(" (%s: %s)", got.Reason, got.Message)
+	case got.Reason != "" || got.Message != "":
+		why = fmt.Sprintf(" (%s%s)", got.Reason, got.Message)
+	}
+	return fmt.Errorf("node %s: condition %s is %s, want %s%s", node.Name, got.Type, got.Status, c.want.Status, why)
+}

@@ -1,0 +1,329 @@
+package checks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+)
+
+var _ Check = (*DaemonSets)(nil)
+
+// DaemonSets passes when every required DaemonSet has a Ready pod (condition
+// Ready True, not just Running) on the node.
+//
+// The required DaemonSets are a fixed list, or discovered in every round as
+// the DaemonSet controller would place them: every DaemonSet whose pod
+// template's nodeName, nodeSelector, required node affinity (matchExpressions
+// and matchFields) and tolerations, with the tolerations the controller adds
+// to every DaemonSet pod, admit the node as it is now. A DaemonSet that does
+// not tolerate one of the node's NoSchedule or NoExecute taints, the startup
+// taint included, gets no pod before the release, so waiting for it could
+// never end: it is not required. A DaemonSet that stops matching the node
+// once the node carries the verified label runs only on unverified nodes,
+// like nodeready's own DaemonSet with its `DoesNotExist` affinity: it is not
+// required either.
+//
+// It is one check, not one per DaemonSet, because discovery happens in every
+// round: the set can change while the node waits (a DaemonSet created,
+// relabelled or deleted), and a round costs one node GET, one DaemonSet LIST
+// and one pod LIST whatever the number of DaemonSets. The error names every
+// DaemonSet that is not ready, so one line shows all that holds the node.
+type DaemonSets struct {
+	client   kubernetes.Interface
+	nodeName string
+	opts     DaemonSetsOptions
+}
+
+// DaemonSetsOptions says which DaemonSets are required.
+type DaemonSetsOptions struct {
+	// Names lists the required DaemonSets as "namespace/name". Empty means
+	// discovery.
+	Names []string
+	// Selector limits discovery to DaemonSets with matching labels; nil
+	// means every DaemonSet.
+	Selector labels.Selector
+	// Exclude lists DaemonSets, as "namespace/name", that discovery leaves
+	// out.
+	Exclude []string
+	// VerifiedLabel and VerifiedLabelValue are the label the release adds.
+	// A DaemonSet that stops matching the node once it has that label is not
+	// required. An empty VerifiedLabel turns this rule off.
+	VerifiedLabel, VerifiedLabelValue string
+}
+
+// NewDaemonSets returns a check of the DaemonSets opts names or discovers on
+// the node nodeName.
+func NewDaemonSets(client kubernetes.Interface, nodeName string, opts DaemonSetsOptions) *DaemonSets {
+	return &DaemonSets{client: client, nodeName: nodeName, opts: opts}
+}
+
+// Name implements Check.
+func (c *DaemonSets) Name() string { return "daemonsets" }
+
+// Target implements Check: the listed DaemonSets, or what discovery covers.
+func (c *DaemonSets) Target() string {
+	switch {
+	case len(c.opts.Names) > 0:
+		return strings.Join(c.opts.Names, ",")
+	case c.opts.Selector != nil && !c.opts.Selector.Empty():
+		return c.opts.Selector.String()
+	default:
+		return "all"
+	}
+}
+
+// daemonSetEntry is one required DaemonSet, or one that was named and cannot
+// be waited for, with what stands in the way.
+type daemonSetEntry struct {
+	key     string // namespace/name
+	ds      *appsv1.DaemonSet
+	problem string
+}
+
+// Run implements Check.
+func (c *DaemonSets) Run(ctx context.Context) error {
+	node, err := getNode(ctx, c.client, c.nodeName)
+	if err != nil {
+		return err
+	}
+	var entries []daemonSetEntry
+	if len(c.opts.Names) > 0 {
+		entries, err = c.named(ctx, node)
+	} else {
+		entries, err = c.discover(ctx, node)
+	}
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(entries, func(e daemonSetEntry) bool { return e.ds != nil }) {
+		if err := c.checkPods(ctx, node.Name, entries); err != nil {
+			return err
+		}
+	}
+	var problems []string
+	for _, e := range entries {
+		if e.problem != "" {
+			problems = append(problems, "daemonset "+e.key+": "+e.problem)
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// named resolves the listed DaemonSets, in their order. One that does not
+// exist or does not run on the node is a problem, not a reason to skip it:
+// it was named as required.
+func (c *DaemonSets) named(ctx context.Context, node *corev1.Node) ([]daemonSetEntry, error) {
+	verified := c.verifiedNode(node)
+	entries := make([]daemonSetEntry, 0, len(c.opts.Names))
+	for _, key := range c.opts.Names {
+		ns, name, _ := strings.Cut(key, "/")
+		ds, err := c.client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			entries = append(entries, daemonSetEntry{key: key, problem: "not found"})
+		case err != nil:
+			return nil, fmt.Errorf("get daemonset %s: %w", key, explainForbidden(err))
+		default:
+			e := daemonSetEntry{key: key, ds: ds}
+			if why := notRunning(ds, node, verified); why != "" {
+				e.ds, e.problem = nil, "does not run on "+node.Name+": "+why
+			}
+			entries = append(entries, e)
+		}
+	}
+	return entries, nil
+}
+
+// discover lists the DaemonSets that match the selector and keeps those the
+// controller runs on the node now and after the release, sorted by
+// namespace/name.
+func (c *DaemonSets) discover(ctx context.Context, node *corev1.Node) ([]daemonSetEntry, error) {
+	var opts metav1.ListOptions
+	if c.opts.Selector != nil {
+		opts.LabelSelector = c.opts.Selector.String()
+	}
+	list, err := c.client.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list daemonsets: %w", explainForbidden(err))
+	}
+	verified := c.verifiedNode(node)
+	var entries []daemonSetEntry
+	for i := range list.Items {
+		ds := &list.Items[i]
+		key := ds.Namespace + "/" + ds.Name
+		if ds.DeletionTimestamp != nil || slices.Contains(c.opts.Exclude, key) || notRunning(ds, node, verified) != "" {
+			continue
+		}
+		entries = append(entries, daemonSetEntry{key: key, ds: ds})
+	}
+	slices.SortFunc(entries, func(a, b daemonSetEntry) int { return strings.Compare(a.key, b.key) })
+	return entries, nil
+}
+
+// checkPods lists the pods on the node and records, for every required
+// DaemonSet, why none of its pods is Ready. RBAC cannot restrict a list to a
+// field selector, but the request always carries one: the API server returns
+// only the pods of this node.
+func (c *DaemonSets) checkPods(ctx context.Context, nodeName string, entries []daemonSetEntry) error {
+	selector := fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+	pods, err := c.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: selector})
+	if err != nil {
+		return fmt.Errorf("list pods on %s: %w", nodeName, explainForbidden(err))
+	}
+	byOwner := map[types.UID][]*corev1.Pod{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		ref := metav1.GetControllerOf(p)
+		if p.Spec.NodeName != nodeName || ref == nil || ref.Kind != "DaemonSet" {
+			continue
+		}
+		byOwner[ref.UID] = append(byOwner[ref.UID], p)
+	}
+	for i := range entries {
+		if e := &entries[i]; e.ds != nil {
+			e.problem = notReady(byOwner[e.ds.UID], nodeName)
+		}
+	}
+	return nil
+}
+
+// verifiedNode is node as it will be after the release, or nil when the
+// verified label is not known.
+func (c *DaemonSets) verifiedNode(node *corev1.Node) *corev1.Node {
+	if c.opts.VerifiedLabel == "" {
+		return nil
+	}
+	v := node.DeepCopy()
+	if v.Labels == nil {
+		v.Labels = map[string]string{}
+	}
+	v.Labels[c.opts.VerifiedLabel] = c.opts.VerifiedLabelValue
+	return v
+}
+
+// notRunning says why the DaemonSet controller does not run a pod of ds on
+// node now, or would stop once the node looks like verified (when not nil),
+// or returns "" when it runs one in both.
+func notRunning(ds *appsv1.DaemonSet, node, verified *corev1.Node) string {
+	if why := placement(ds, node); why != "" {
+		return why
+	}
+	if verified != nil && placement(ds, verified) != "" {
+		return "it runs only on unverified nodes (its node selector or affinity excludes the verified label)"
+	}
+	return ""
+}
+
+// placement applies the DaemonSet controller's predicates
+// (NodeShouldRunDaemonPod): the template's nodeName, its nodeSelector and
+// required node affinity, and its tolerations plus those the controller adds,
+// against the node's NoSchedule and NoExecute taints. It returns why the
+// controller places no pod on node, or "".
+func placement(ds *appsv1.DaemonSet, node *corev1.Node) string {
+	spec := &ds.Spec.Template.Spec
+	if spec.NodeName != "" && spec.NodeName != node.Name {
+		return "its pod template names node " + spec.NodeName
+	}
+	// Parse errors count as no match, as in the controller.
+	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: *spec}).Match(node); !ok {
+		return "its node selector or required node affinity does not match"
+	}
+	tolerations := append(slices.Clone(spec.Tolerations), daemonPodTolerations(spec.HostNetwork)...)
+	taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), node.Spec.Taints, tolerations,
+		func(t *corev1.Taint) bool {
+			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+		},
+		false, // the alpha Lt/Gt toleration operators: off by default, never matched here
+	)
+	if untolerated {
+		return "it does not tolerate the taint " + taint.ToString()
+	}
+	return ""
+}
+
+// daemonPodTolerations are the tolerations the DaemonSet controller adds to
+// every pod it creates (AddOrUpdateDaemonPodTolerations in
+// k8s.io/kubernetes/pkg/controller/daemon/util).
+func daemonPodTolerations(hostNetwork bool) []corev1.Toleration {
+	exists := func(key string, effect corev1.TaintEffect) corev1.Toleration {
+		return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: effect}
+	}
+	t := []corev1.Toleration{
+		exists(corev1.TaintNodeNotReady, corev1.TaintEffectNoExecute),
+		exists(corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute),
+		exists(corev1.TaintNodeDiskPressure, corev1.TaintEffectNoSchedule),
+		exists(corev1.TaintNodeMemoryPressure, corev1.TaintEffectNoSchedule),
+		exists(corev1.TaintNodePIDPressure, corev1.TaintEffectNoSchedule),
+		exists(corev1.TaintNodeUnschedulable, corev1.TaintEffectNoSchedule),
+	}
+	if hostNetwork {
+		t = append(t, exists(corev1.TaintNodeNetworkUnavailable, corev1.TaintEffectNoSchedule))
+	}
+	return t
+}
+
+// notReady returns "" when one of pods is Ready, and otherwise what a person
+// needs to know: "no pod on node-a", or "no Ready pod on node-a (1 pod,
+// Running, not Ready)".
+func notReady(pods []*corev1.Pod, nodeName string) string {
+	if len(pods) == 0 {
+		return "no pod on " + nodeName
+	}
+	states := make([]string, 0, len(pods))
+	for _, p := range pods {
+		if podReady(p) {
+			return ""
+		}
+		states = append(states, podState(p))
+	}
+	if len(pods) == 1 {
+		return fmt.Sprintf("no Ready pod on %s (1 pod, %s)", nodeName, states[0])
+	}
+	return fmt.Sprintf("no Ready pod on %s (%d pods: %s)", nodeName, len(pods), strings.Join(states, "; "))
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podState is "Running, not Ready", with "terminating" and the first reason a
+// container is waiting for when there are such.
+func podState(p *corev1.Pod) string {
+	phase := p.Status.Phase
+	if phase == "" {
+		phase = corev1.PodPending
+	}
+	parts := []string{string(phase), "not Ready"}
+	if p.DeletionTimestamp != nil {
+		parts = append(parts, "terminating")
+	}
+	for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+			parts = append(parts, cs.Name+" "+w.Reason)
+			break
+		}
+	}
+	return strings.Join(parts, ", ")
+}

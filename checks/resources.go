@@ -1,0 +1,87 @@
+package checks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+)
+
+var _ Check = (*Resource)(nil)
+
+// ResourceMinimum is a resource name and the least allocatable quantity the
+// node must offer, written "nvidia.com/gpu>=1".
+type ResourceMinimum struct {
+	Name corev1.ResourceName
+	Min  resource.Quantity
+}
+
+// ParseResourceMinimum parses "name>=quantity". The name is a resource name
+// (an extended resource such as nvidia.com/gpu, or cpu, memory,
+// hugepages-2Mi); the quantity is a Kubernetes quantity (1, 2, 500m, 4Gi) and
+// not negative.
+func ParseResourceMinimum(s string) (ResourceMinimum, error) {
+	name, qty, ok := strings.Cut(strings.TrimSpace(s), ">=")
+	name, qty = strings.TrimSpace(name), strings.TrimSpace(qty)
+	if !ok {
+		return ResourceMinimum{}, fmt.Errorf("%q: want name>=quantity, such as nvidia.com/gpu>=1", s)
+	}
+	if errs := validation.IsQualifiedName(name); len(errs) > 0 {
+		return ResourceMinimum{}, fmt.Errorf("resource name %q: %s", name, strings.Join(errs, "; "))
+	}
+	q, err := resource.ParseQuantity(qty)
+	if err != nil {
+		return ResourceMinimum{}, fmt.Errorf("quantity %q of %s: want a quantity such as 1, 500m or 4Gi", qty, name)
+	}
+	if q.Sign() < 0 {
+		return ResourceMinimum{}, fmt.Errorf("quantity %q of %s: must not be negative", qty, name)
+	}
+	return ResourceMinimum{Name: corev1.ResourceName(name), Min: q}, nil
+}
+
+// String returns the form ParseResourceMinimum accepts.
+func (m ResourceMinimum) String() string { return string(m.Name) + ">=" + m.Min.String() }
+
+// Resource passes when the node's allocatable amount of one resource reaches
+// a minimum: a device plugin has registered and advertises its devices. A
+// resource the node does not list fails, also for a minimum of 0.
+type Resource struct {
+	client   kubernetes.Interface
+	nodeName string
+	min      ResourceMinimum
+}
+
+// NewResource returns a check that the node nodeName has at least min.
+func NewResource(client kubernetes.Interface, nodeName string, min ResourceMinimum) *Resource {
+	return &Resource{client: client, nodeName: nodeName, min: min}
+}
+
+// Name implements Check.
+func (c *Resource) Name() string { return "resources" }
+
+// Target implements Check.
+func (c *Resource) Target() string { return c.min.String() }
+
+// Run implements Check.
+func (c *Resource) Run(ctx context.Context) error {
+	node, err := getNode(ctx, c.client, c.nodeName)
+	if err != nil {
+		return err
+	}
+	got, ok := node.Status.Allocatable[c.min.Name]
+	if !ok {
+		return fmt.Errorf("node %s: no allocatable %s, want at least %s", node.Name, c.min.Name, c.min.Min.String())
+	}
+	if got.Cmp(c.min.Min) >= 0 {
+		return nil
+	}
+	capacity := ""
+	if cp, ok := node.Status.Capacity[c.min.Name]; ok && cp.Cmp(got) != 0 {
+		capacity = " (capacity " + cp.String() + ")"
+	}
+	return fmt.Errorf("node %s: allocatable %s is %s%s, want at least %s", node.Name, c.min.Name, got.String(), capacity, c.min.Min.String())
+}
