@@ -1,0 +1,57 @@
+package controlplane
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// KubernetesVersion is the release that e2e/k8s/go.mod pins and scripts/build-control-plane.sh
+// builds; it names the cache directory of the binaries.
+const KubernetesVersion = "v1.36.3"
+
+// BinDirEnv overrides where the control plane binaries are looked up.
+const BinDirEnv = "NODEREADY_K8S_BIN"
+
+// DefaultBinDir returns $NODEREADY_K8S_BIN, or else <repo>/.cache/k8s/<version>/bin of the
+// repository that contains the working directory, where scripts/build-control-plane.sh
+// puts the binaries.
+func DefaultBinDir() (string, error) {
+	if dir := os.Getenv(BinDirEnv); dir != "" {
+		return dir, nil
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, ".cache", "k8s", KubernetesVersion, "bin"), nil
+}
+
+// repoRoot walks up from the working directory to the directory holding the build script.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find repository root: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "scripts", "build-control-plane.sh")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("find repository root: no scripts/build-control-plane.sh above the working directory; set " + BinDirEnv)
+		}
+		dir = parent
+	}
+}
+
+// checkBinaries fails with instructions when the control plane binaries are missing.
+func checkBinaries(binDir string) error {
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
+			return fmt.Errorf("control plane binaries: %w; build them once with scripts/build-control-plane.sh (or make e2e), which takes a few minutes", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package controlplane
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// StartForTest starts a control plane for a test or benchmark and stops it at cleanup. The
+// logs go to a temporary directory that is removed after a passing test and kept, with its
+// path and the end of the API server log reported, after a failing one.
+func StartForTest(t testing.TB) *ControlPlane {
+	t.Helper()
+	return StartForTestWith(t, Options{})
+}
+
+// StartForTestWith is StartForTest with extra options. Empty BinDir and LogDir are filled in
+// as StartForTest does.
+func StartForTestWith(t testing.TB, opts Options) *ControlPlane {
+	t.Helper()
+	if opts.BinDir == "" {
+		dir, err := DefaultBinDir()
+		if err != nil {
+			t.Fatalf("control plane binaries: %v", err)
+		}
+		opts.BinDir = dir
+	}
+	if err := checkBinaries(opts.BinDir); err != nil {
+		t.Fatal(err)
+	}
+	ownLogDir := opts.LogDir == ""
+	if ownLogDir {
+		dir, err := os.MkdirTemp("", "nodeready-e2e-logs-")
+		if err != nil {
+			t.Fatalf("create log dir: %v", err)
+		}
+		opts.LogDir = dir
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cp, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start control plane (logs in %s): %v", opts.LogDir, err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			cp.Stop()
+			if ownLogDir {
+				os.RemoveAll(opts.LogDir)
+			}
+			return
+		}
+		// Read the log before Stop, which would add the shutdown messages to its end.
+		tail := tailFile(filepath.Join(opts.LogDir, "kube-apiserver.log"), 40)
+		cp.Stop()
+		t.Logf("control plane logs kept in %s; last lines of kube-apiserver.log:\n%s", opts.LogDir, tail)
+	})
+	return cp
+}

@@ -1,0 +1,257 @@
+// Package security proves on a real API server that an agent can change only
+// its own node, and only the verified label and the startup taint on it.
+package security
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodeready/nodeready/e2e/controlplane"
+	"github.com/nodeready/nodeready/nodepatch"
+)
+
+const (
+	namespace      = "kube-system"
+	serviceAccount = "nodeready"
+)
+
+var (
+	startupTaint = corev1.Taint{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	foreignTaint = corev1.Taint{Key: "example.com/dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}
+	releaseSpec  = nodepatch.Spec{Taint: startupTaint, LabelKey: "node-ready/verified", LabelValue: "true"}
+)
+
+// write is one attempted node write.
+type write struct {
+	name   string
+	node   string
+	patch  string // JSON merge patch, or a JSON Patch when it starts with '['
+	status bool   // to the status subresource
+}
+
+func (w write) do(ctx context.Context, c kubernetes.Interface) error {
+	pt := types.MergePatchType
+	if w.patch[0] == '[' {
+		pt = types.JSONPatchType
+	}
+	var sub []string
+	if w.status {
+		sub = []string{"status"}
+	}
+	_, err := c.CoreV1().Nodes().Patch(ctx, w.node, pt, []byte(w.patch), metav1.PatchOptions{}, sub...)
+	return err
+}
+
+func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
+	cp := controlplane.StartForTest(t)
+	admin := cp.Client()
+	ctx := t.Context()
+	applyManifests(t, cp)
+
+	nodeA, nodeB := createNode(t, admin, "node-a"), createNode(t, admin, "node-b")
+	agentA := clientForToken(t, cp, boundToken(t, admin, agentPod(t, admin, nodeA)))
+	waitForPolicy(t, admin, agentA)
+
+	// Writes the agent on node A must never get through: to node B at all,
+	// and to its own node anything beyond the verified label and the startup taint.
+	forbidden := []write{
+		{"label node B", nodeB, `{"metadata":{"labels":{"node-ready/verified":"true"}}}`, false},
+		{"change a label of node B", nodeB, `{"metadata":{"labels":{"pool":"other"}}}`, false},
+		{"remove the startup taint of node B", nodeB, `{"spec":{"taints":[{"key":"example.com/dedicated","value":"infra","effect":"NoSchedule"}]}}`, false},
+		{"add a taint to node B", nodeB, `[{"op":"add","path":"/spec/taints/-","value":{"key":"evil","effect":"NoExecute"}}]`, false},
+		{"annotate node B", nodeB, `{"metadata":{"annotations":{"example.com/owner":"mallory"}}}`, false},
+		{"cordon node B", nodeB, `{"spec":{"unschedulable":true}}`, false},
+		{"change an unrelated label of node A", nodeA, `{"metadata":{"labels":{"pool":"other"}}}`, false},
+		{"remove an unrelated label of node A", nodeA, `{"metadata":{"labels":{"pool":null}}}`, false},
+		{"add a label to node A", nodeA, `{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`, false},
+		{"remove an unrelated taint of node A", nodeA, `{"spec":{"taints":[{"key":"node-ready/unverified","value":"true","effect":"NoSchedule"}]}}`, false},
+		{"add a taint to node A", nodeA, `[{"op":"add","path":"/spec/taints/-","value":{"key":"evil","effect":"NoExecute"}}]`, false},
+		{"cordon node A", nodeA, `{"spec":{"unschedulable":true}}`, false},
+		{"edit an annotation of node A", nodeA, `{"metadata":{"annotations":{"example.com/owner":"mallory"}}}`, false},
+		{"remove an annotation of node A", nodeA, `{"metadata":{"annotations":{"example.com/owner":null}}}`, false},
+		{"add an annotation to node A", nodeA, `{"metadata":{"annotations":{"example.com/new":"x"}}}`, false},
+		{"set the provider ID of node A", nodeA, `{"spec":{"providerID":"aws:///evil"}}`, false},
+		{"add a finalizer to node A", nodeA, `{"metadata":{"finalizers":["example.com/hold"]}}`, false},
+		{"report node A Ready in its status", nodeA, `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Faked"}]}}`, true},
+		{"raise node A's capacity", nodeA, `{"status":{"capacity":{"pods":"1000"}}}`, true},
+		{"write the condition of node B", nodeB, `{"status":{"conditions":[{"type":"node-ready/Verified","status":"True","reason":"Verified"}]}}`, true},
+	}
+	const repeats = 3
+	attempted, denied := 0, 0
+	try := func(t *testing.T, c kubernetes.Interface, w write, wantMessage string) {
+		t.Helper()
+		before := getNode(t, admin, w.node)
+		for range repeats {
+			attempted++
+			err := w.do(ctx, c)
+			if assert.Error(t, err, "%s got through", w.name) && assert.True(t, apierrors.IsForbidden(err), "%s: want 403, got %v", w.name, err) {
+				denied++
+				assert.Contains(t, err.Error(), wantMessage)
+			}
+		}
+		after := getNode(t, admin, w.node)
+		assert.Equal(t, before.ResourceVersion, after.ResourceVersion, "%s changed the node", w.name)
+	}
+	for _, w := range forbidden {
+		t.Run("pod-bound token: "+w.name, func(t *testing.T) {
+			want := "may change only its own node"
+			if w.node == nodeA {
+				want = "write to node " + nodeA + " refused"
+			}
+			try(t, agentA, w, want)
+		})
+	}
+
+	// A ServiceAccount token that is not bound to a pod names no node, so it
+	// may write no node at all, not even the release.
+	plain := clientForToken(t, cp, token(t, admin, nil))
+	noNode := append(forbidden, write{"release node A", nodeA,
+		`{"metadata":{"labels":{"node-ready/verified":"true"}},"spec":{"taints":[{"key":"example.com/dedicated","value":"infra","effect":"NoSchedule"}]}}`, false})
+	for _, w := range noNode {
+		t.Run("plain token: "+w.name, func(t *testing.T) { try(t, plain, w, "carries no node name") })
+	}
+
+	t.Logf("forbidden writes attempted: %d, denied: %d", attempted, denied)
+	assert.Equal(t, attempted, denied)
+	assert.Equal(t, (len(forbidden)+len(noNode))*repeats, attempted)
+
+	t.Run("the agent's own release still passes", func(t *testing.T) {
+		p := nodepatch.New(agentA, nodeA, releaseSpec)
+		outcome, err := p.Release(ctx, map[string]string{"node-ready/verified-at": "2026-11-21T08:00:00Z", "node-ready/verified-duration": "1s"})
+		require.NoError(t, err)
+		assert.Equal(t, nodepatch.Patched, outcome)
+		wrote, err := p.SetCondition(ctx, nodepatch.Condition{Status: corev1.ConditionTrue, Reason: nodepatch.ReasonVerified, Message: "All checks passed"})
+		require.NoError(t, err)
+		assert.True(t, wrote)
+		n := getNode(t, admin, nodeA)
+		assert.Equal(t, "true", n.Labels["node-ready/verified"])
+		assert.Equal(t, "1s", n.Annotations["node-ready/verified-duration"])
+		require.Len(t, n.Status.Conditions, 1)
+		assert.Equal(t, nodepatch.ConditionType, n.Status.Conditions[0].Type)
+		assert.Equal(t, "gpu", n.Labels["pool"])
+		assert.Equal(t, []corev1.Taint{foreignTaint}, n.Spec.Taints)
+		assert.Equal(t, "team-a", n.Annotations["example.com/owner"])
+
+		// Putting the startup taint back (re-verification) and releasing
+		// again are the agent's too.
+		_, err = agentA.CoreV1().Nodes().Patch(ctx, nodeA, types.JSONPatchType,
+			[]byte(`[{"op":"add","path":"/spec/taints/-","value":{"key":"node-ready/unverified","value":"true","effect":"NoSchedule"}}]`), metav1.PatchOptions{})
+		require.NoError(t, err)
+		outcome, err = p.Release(ctx, nil)
+		require.NoError(t, err)
+		assert.Equal(t, nodepatch.Patched, outcome)
+		outcome, err = p.Release(ctx, nil)
+		require.NoError(t, err)
+		assert.Equal(t, nodepatch.Unchanged, outcome)
+	})
+
+	t.Run("node B is untouched and admins are not restricted", func(t *testing.T) {
+		n := getNode(t, admin, nodeB)
+		assert.NotContains(t, n.Labels, "node-ready/verified")
+		assert.ElementsMatch(t, []corev1.Taint{startupTaint, foreignTaint}, n.Spec.Taints)
+		_, err := admin.CoreV1().Nodes().Patch(ctx, nodeB, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
+		require.NoError(t, err)
+	})
+}
+
+// waitForPolicy waits until the policy is in force: admission policies are
+// loaded asynchronously after they are created. The probe is a forbidden
+// write to a node made only for it, so no counted attempt can race the load.
+func waitForPolicy(t *testing.T, admin, agent kubernetes.Interface) {
+	t.Helper()
+	canary := createNode(t, admin, "canary")
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := agent.CoreV1().Nodes().Patch(ctx, canary, types.MergePatchType, []byte(`{"metadata":{"labels":{"canary":"x"}}}`), metav1.PatchOptions{})
+		if err == nil { // got through before the policy loaded: undo and wait
+			_, err = admin.CoreV1().Nodes().Patch(ctx, canary, types.MergePatchType, []byte(`{"metadata":{"labels":{"canary":null}}}`), metav1.PatchOptions{})
+			return false, err
+		}
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "nodeready: write to node"), nil
+	})
+	require.NoError(t, err, "the admission policy did not come into force")
+}
+
+func applyManifests(t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	binDir, err := controlplane.DefaultBinDir()
+	require.NoError(t, err)
+	out, err := exec.CommandContext(t.Context(), filepath.Join(binDir, "kubectl"), "--kubeconfig", cp.Kubeconfig(),
+		"apply", "-f", filepath.Join("..", "..", "manifests")).CombinedOutput()
+	require.NoError(t, err, "kubectl apply -f manifests/: %s", out)
+}
+
+func createNode(t *testing.T, c kubernetes.Interface, name string) string {
+	t.Helper()
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels:      map[string]string{"pool": "gpu", "kubernetes.io/hostname": name},
+			Annotations: map[string]string{"example.com/owner": "team-a"}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{startupTaint, foreignTaint}},
+	}
+	_, err := c.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return name
+}
+
+func getNode(t *testing.T, c kubernetes.Interface, name string) *corev1.Node {
+	t.Helper()
+	n, err := c.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return n
+}
+
+// agentPod creates a pod of the agent's ServiceAccount bound to node, as the
+// DaemonSet would; no kubelet runs it, it only anchors the token.
+func agentPod(t *testing.T, c kubernetes.Interface, node string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "nodeready-", Namespace: namespace},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: serviceAccount,
+			NodeName:           node,
+			Containers:         []corev1.Container{{Name: "nodeready", Image: "nodeready"}},
+		},
+	}
+	pod, err := c.CoreV1().Pods(namespace).Create(t.Context(), pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return pod
+}
+
+func boundToken(t *testing.T, c kubernetes.Interface, pod *corev1.Pod) string {
+	t.Helper()
+	return token(t, c, &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID})
+}
+
+// token asks the TokenRequest API for a token of the agent's ServiceAccount,
+// bound to ref when it is not nil.
+func token(t *testing.T, c kubernetes.Interface, ref *authenticationv1.BoundObjectReference) string {
+	t.Helper()
+	tr, err := c.CoreV1().ServiceAccounts(namespace).CreateToken(t.Context(), serviceAccount, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(3600)), BoundObjectRef: ref},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return tr.Status.Token
+}
+
+func clientForToken(t *testing.T, cp *controlplane.ControlPlane, token string) kubernetes.Interface {
+	t.Helper()
+	cfg := &rest.Config{Host: cp.APIServerURL(), BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAFile: cp.CAFile()}}
+	c, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return c
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from the
+# Kubernetes sources on the Go module proxy into .cache/k8s/<version>/bin. The e2e tests, the
+# demo and the benchmarks run these binaries.
+#
+# They are built from the module in e2e/k8s, which requires only Kubernetes, so every
+# dependency is at the version Kubernetes itself pins: nothing nodeready or the e2e tests
+# require can raise it.
+#
+# The first run compiles Kubernetes and takes several minutes; later runs return at once
+# unless a module these binaries are built from, this script or the Go toolchain changed.
+#
+# Usage: scripts/build-control-plane.sh [-f]   (-f rebuilds even when up to date)
+# Prints the bin directory on stdout. NODEREADY_K8S_BIN overrides where the binaries go.
+set -euo pipefail
+
+force=false
+case "${1:-}" in
+  -f | --force) force=true ;;
+  "") ;;
+  *)
+    echo "usage: $0 [-f]" >&2
+    exit 2
+    ;;
+esac
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+k8s_dir="${repo_root}/e2e/k8s"
+
+log() { echo "build-control-plane: $*" >&2; }
+
+module_version() { go -C "${k8s_dir}" list -m -f '{{.Version}}' "$1"; }
+
+k8s_version="$(module_version k8s.io/kubernetes)"
+etcd_version="$(module_version go.etcd.io/etcd/server/v3)"
+bin_dir="${NODEREADY_K8S_BIN:-${repo_root}/.cache/k8s/${k8s_version}/bin}"
+
+# name=package; etcd is renamed because go build would call it "server".
+components=(
+  "etcd=go.etcd.io/etcd/server/v3"
+  "kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver"
+  "kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager"
+  "kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler"
+  "kubectl=k8s.io/kubernetes/cmd/kubectl"
+)
+
+# One build at a time: a second run waits for the first, then finds the binaries up to date.
+mkdir -p "${bin_dir}"
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"${bin_dir}/.build.lock"
+  if ! flock -n 9; then
+    log "waiting for another build into ${bin_dir}..."
+    flock 9
+  fi
+fi
+
+# The stamp records what the binaries were built from: the versions of every module they
+# link, this script and the toolchain. Any change rebuilds them all.
+all_pkgs=()
+for c in "${components[@]}"; do all_pkgs+=("${c#*=}"); done
+stamp_file="${bin_dir}/.build-stamp"
+stamp="$(
+  {
+    go -C "${k8s_dir}" list -deps \
+      -f '{{with .Module}}{{.Path}} {{.Version}}{{with .Replace}} => {{.Path}} {{.Version}}{{end}}{{end}}' \
+      "${all_pkgs[@]}" | sort -u
+    cat "${BASH_SOURCE[0]}"
+  } | sha256sum | cut -d' ' -f1
+) $(go env GOVERSION)"
+
+missing=()
+for c in "${components[@]}"; do
+  name="${c%%=*}"
+  if [[ "${force}" == true || ! -x "${bin_dir}/${name}" ]] ||
+    [[ "$(cat "${stamp_file}" 2>/dev/null || true)" != "${stamp}" ]]; then
+    missing+=("${c}")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  log "up to date (${k8s_version}, etcd ${etcd_version})"
+  echo "${bin_dir}"
+  exit 0
+fi
+
+names=()
+pkgs=()
+for c in "${missing[@]}"; do
+  names+=("${c%%=*}")
+  pkgs+=("${c#*=}")
+done
+log "Building ${names[*]} (Kubernetes ${k8s_version}, etcd ${etcd_version}) into ${bin_dir}"
+log "First run only: this compiles Kubernetes from source and takes several minutes..."
+
+# The same flags as Kubernetes' hack/lib/version.sh, so `kubectl version` and /version report
+# the real release. A -X for a package a binary does not link is ignored.
+major="${k8s_version#v}"
+major="${major%%.*}"
+minor="${k8s_version#v*.}"
+minor="${minor%%.*}"
+build_date="$(date -u ${SOURCE_DATE_EPOCH:+--date=@${SOURCE_DATE_EPOCH}} +%Y-%m-%dT%H:%M:%SZ)"
+ldflags=(-s -w)
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=(
+    -X "${pkg}.gitVersion=${k8s_version}"
+    -X "${pkg}.gitMajor=${major}"
+    -X "${pkg}.gitMinor=${minor}"
+    -X "${pkg}.gitTreeState=clean"
+    -X "${pkg}.buildDate=${build_date}"
+  )
+done
+
+# Build into a scratch directory and move the binaries into place only once all of them are
+# built, so an interrupted or failed build never leaves a half-written binary, and tests
+# running meanwhile keep using the previous ones.
+work_dir="$(mktemp -d "${bin_dir}/.build.XXXXXX")"
+trap 'rm -rf "${work_dir}"' EXIT
+
+start=${SECONDS}
+# One go build for all packages: it shares the compile of common packages and runs
+# GOMAXPROCS actions at a time, which on a small machine beats separate parallel builds.
+(
+  cd "${k8s_dir}"
+  CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags[*]}" -o "${work_dir}/" "${pkgs[@]}"
+)
+rm -f "${stamp_file}"
+for c in "${missing[@]}"; do
+  name="${c%%=*}"
+  pkg="${c#*=}"
+  built="${pkg##*/}"
+  [[ "${built}" =~ ^v[0-9]+$ ]] && built="$(basename "$(dirname "${pkg}")")"
+  mv -f "${work_dir}/${built}" "${bin_dir}/${name}"
+done
+echo "${stamp}" >"${stamp_file}"
+
+log "built ${names[*]} in $((SECONDS - start))s"
+echo "${bin_dir}"
