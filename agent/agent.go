@@ -34,9 +34,10 @@ type Clients struct {
 	Dynamic dynamic.Interface
 }
 
-// afterBudget bounds the writes that follow a release (settle window aside):
-// they run after the SIGTERM that the release itself brings, so they must
-// finish well inside the termination grace period.
+// afterBudget bounds each of the release and the writes that follow it
+// (settle window aside): they run on after the SIGTERM that the release
+// itself brings, so together they stay well inside the termination grace
+// period.
 const afterBudget = 5 * time.Second
 
 // Agent verifies and releases one node.
@@ -51,8 +52,10 @@ type Agent struct {
 	metrics  *metrics
 	started  time.Time
 	verified atomic.Bool
-	// released is when the release was confirmed, before the settle window.
-	released time.Time
+	// Phase times of the verification, for the log: when the first round
+	// began (start-up ends), when the last round's checks ended, and when
+	// the release was confirmed (before the settle window).
+	firstRound, checked, released time.Time
 	// failed: the failure was recorded; replaced: the failure action ran.
 	failed, replaced bool
 	shutdown         func()
@@ -121,12 +124,15 @@ func (a *Agent) verify(ctx context.Context) bool {
 	delays := newBackoff(a.cfg)
 	for round := 1; ; round++ {
 		log := a.log.With().Int("attempt", round).Logger()
-		problems := a.round(ctx, log)
+		if round == 1 {
+			a.firstRound = time.Now()
+		}
+		released, problems := a.round(ctx, log)
+		if released {
+			return true
+		}
 		if ctx.Err() != nil {
 			return false
-		}
-		if len(problems) == 0 {
-			return true
 		}
 		if !a.failed && (round >= a.cfg.MaxRetries || time.Since(a.started) >= a.cfg.InitialTimeout) {
 			a.recordFailure(ctx, log, round, problems)
@@ -147,12 +153,16 @@ func (a *Agent) verify(ctx context.Context) bool {
 }
 
 // round runs every check concurrently and, when all pass, releases the node.
-// It returns what stands in the way, for people: empty means released.
-func (a *Agent) round(ctx context.Context, log zerolog.Logger) []string {
+// It reports whether the node was released, or else what stands in the way,
+// for people. A SIGTERM during the checks aborts the round (nothing released,
+// no problems recorded); once the checks have passed, the release is carried
+// through, so an ended context never hides a write that happened.
+func (a *Agent) round(ctx context.Context, log zerolog.Logger) (bool, []string) {
 	results := checks.RunAll(ctx, a.checks, a.cfg.CheckTimeout)
 	if ctx.Err() != nil {
-		return nil // aborted: nothing is recorded
+		return false, nil // aborted: nothing is recorded
 	}
+	a.checked = time.Now()
 	a.metrics.recordRound(results)
 	var problems []string
 	for _, r := range results {
@@ -165,7 +175,7 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) []string {
 			Float64("duration_seconds", r.Duration.Seconds()).AnErr("error", r.Err).Msg("Ran check")
 	}
 	if len(problems) > 0 {
-		return problems
+		return false, problems
 	}
 	msg := fmt.Sprintf("All %d checks passed", len(results))
 	if a.failed {
@@ -173,26 +183,27 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) []string {
 	}
 	if err := a.release(ctx, log, nodepatch.Condition{Status: corev1.ConditionTrue, Reason: nodepatch.ReasonVerified, Message: msg},
 		corev1.EventTypeNormal, "Verified"); err != nil {
-		return []string{"release: " + err.Error()}
+		return false, []string{"release: " + err.Error()}
 	}
-	return nil
+	return true, nil
 }
 
 // release releases the node with the completion annotations, reports the
-// condition and an Event, and settles. Everything after the write runs on a
-// context the SIGTERM does not cancel: the label makes the DaemonSet
-// controller delete the pod at once, and a half-reported release would
-// leave `kubectl describe node` telling an old story.
+// condition and an Event, and settles. It all runs on a context the SIGTERM
+// does not cancel, bounded well inside the termination grace period: the
+// label makes the DaemonSet controller delete the pod at once (often before
+// the read-back), and a release cut short would be a write nobody reports,
+// leaving `kubectl describe node` telling an old story.
 func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.Condition, eventType, reason string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*afterBudget+a.cfg.SettleTime)
+	defer cancel()
 	elapsed := time.Since(a.started)
 	outcome, err := a.node.Release(ctx, map[string]string{
 		a.cfg.VerifiedLabel + "-at":       time.Now().UTC().Format(time.RFC3339),
 		a.cfg.VerifiedLabel + "-duration": elapsed.Round(time.Millisecond).String(),
 	})
 	if err != nil {
-		if ctx.Err() == nil {
-			a.releaseFailed(log, err)
-		}
+		a.releaseFailed(log, err)
 		return err
 	}
 	a.released = time.Now()
@@ -200,12 +211,10 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.
 	log.Info().Str("outcome", string(outcome)).Str("taint", a.taint()).Str("label", a.cfg.VerifiedLabel).
 		Msg("Released node")
 
-	after, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterBudget+a.cfg.SettleTime)
-	defer cancel()
-	a.setCondition(after, log, cond)
+	a.setCondition(ctx, log, cond)
 	a.events.Eventf(a.nodeRef, nil, eventType, reason, "Release", "%s; released in %s", cond.Message, elapsed.Round(time.Millisecond))
 
-	again, err := a.node.Settle(after, a.cfg.SettleTime)
+	again, err := a.node.Settle(ctx, a.cfg.SettleTime)
 	if again > 0 {
 		log.Warn().Int("times", again).Str("taint", a.taint()).Msg("Startup taint came back after the release, removed it again")
 	}
@@ -220,7 +229,11 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.
 	if a.failed {
 		ev = log.Warn().Bool("recovered", true)
 	}
-	ev.Str("reason", reason).Float64("duration_seconds", a.released.Sub(a.started).Seconds()).Msg("Verified node")
+	ev.Str("reason", reason).Float64("duration_seconds", a.released.Sub(a.started).Seconds()).
+		Float64("startup_seconds", a.firstRound.Sub(a.started).Seconds()).
+		Float64("checks_seconds", a.checked.Sub(a.firstRound).Seconds()).
+		Float64("release_seconds", a.released.Sub(a.checked).Seconds()).
+		Msg("Verified node")
 	return nil
 }
 

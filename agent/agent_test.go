@@ -47,6 +47,7 @@ func (c *fakeCheck) Run(ctx context.Context) error {
 
 // fakeNode records what the agent writes and fails releases while err is set.
 type fakeNode struct {
+	onRelease  func() // runs inside Release, as a SIGTERM arriving during the write
 	mu         sync.Mutex
 	err        error
 	calls      int
@@ -55,7 +56,13 @@ type fakeNode struct {
 	replaces   int
 }
 
-func (n *fakeNode) Release(context.Context, map[string]string) (nodepatch.Outcome, error) {
+func (n *fakeNode) Release(ctx context.Context, _ map[string]string) (nodepatch.Outcome, error) {
+	if n.onRelease != nil {
+		n.onRelease()
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.calls++
@@ -411,4 +418,45 @@ func TestReverifyTaint(t *testing.T) {
 		}
 		assert.Equal(t, want, node.taints)
 	}
+}
+
+// TestSIGTERMDuringReleaseIsCarriedThrough: the label makes the DaemonSet
+// controller delete the pod at once, often while the release is still
+// reading the node back. Checks passed, so the release is finished and
+// reported, not taken for an abort.
+func TestSIGTERMDuringReleaseIsCarriedThrough(t *testing.T) {
+	node := &fakeNode{}
+	a := testAgent(t, node, &fakeCheck{name: "dns"})
+	var logs syncBuffer
+	a.log = zerolog.New(&logs)
+	ctx, cancel := context.WithCancel(t.Context())
+	node.onRelease = cancel
+	require.NoError(t, a.Run(ctx))
+
+	assert.True(t, a.verified.Load(), "the release went through and is reported")
+	assert.Equal(t, 1.0, testutil.ToFloat64(a.metrics.verified))
+	assert.Equal(t, []string{nodepatch.ReasonVerified}, node.reasons(), "the condition is written after the SIGTERM")
+	events := drain(a.events.(*events.FakeRecorder))
+	require.Len(t, events, 1)
+	assert.Contains(t, events[0], "Normal Verified")
+	assert.Contains(t, logs.String(), "Stopped after verification")
+	assert.NotContains(t, logs.String(), "Aborted", "a verified node is not reported as an abort")
+}
+
+// syncBuffer is a log sink safe for the agent's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -108,7 +108,7 @@ const (
 
 // maxSettleTime keeps the settle window, which a SIGTERM does not cut short,
 // inside the DaemonSet's 30 s termination grace period with room to spare.
-const maxSettleTime = 20 * time.Second
+const maxSettleTime = 15 * time.Second
 
 // KnownChecks lists every check name CHECKS accepts.
 var KnownChecks = []string{CheckDNS, CheckTCP, CheckHTTP, CheckAPIServer, CheckEndpoints,
