@@ -101,6 +101,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 	if *dryRun {
 		return agent.DryRun(ctx, cfg, clients.Kube, stdout)
 	}
+	if clients.Kube == nil {
+		log.Error().Msg("No Kubernetes configuration: set KUBECONFIG, or run in a pod")
+		return exitFailed
+	}
 	a, err := agent.New(cfg, log, clients, agent.BuildInfo{Version: version, Revision: revision}, started)
 	if err == nil {
 		err = a.Run(ctx)

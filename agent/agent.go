@@ -177,6 +177,18 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (bool, []string) 
 	if len(problems) > 0 {
 		return false, problems
 	}
+	if left := a.cfg.MinHoldTime - time.Since(a.started); left > 0 {
+		// MIN_HOLD_TIME is waiting, not failing: it never counts toward
+		// a recorded failure. The checks run once more when it ends, so
+		// the release reflects the node as it is then.
+		log.Info().Dur("left", left).Msg("Checks passed, holding the taint for MIN_HOLD_TIME")
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case <-time.After(left):
+		}
+		return a.round(ctx, log)
+	}
 	msg := fmt.Sprintf("All %d checks passed", len(results))
 	if a.failed {
 		msg += " after a failed verification"

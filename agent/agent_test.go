@@ -460,3 +460,34 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestMinHoldTimeWaitsWithoutFailing: checks that pass before the hold ends
+// wait for it, run once more, and then release; the waiting never counts
+// as a failure, however few rounds MAX_RETRIES allows.
+func TestMinHoldTimeWaitsWithoutFailing(t *testing.T) {
+	node := &fakeNode{}
+	check := &fakeCheck{name: "dns"}
+	a := testAgent(t, node, check)
+	a.cfg.MinHoldTime = 300 * time.Millisecond
+	a.cfg.MaxRetries = 1
+	_, _ = runAgent(t, a)
+
+	waitFor(t, "released after the hold", a.verified.Load)
+	assert.GreaterOrEqual(t, a.released.Sub(a.started), 300*time.Millisecond, "not before the hold ends")
+	assert.Equal(t, int32(2), check.runs.Load(), "the checks run again when the hold ends")
+	assert.Equal(t, 1, node.count())
+	assert.Zero(t, testutil.ToFloat64(a.metrics.failures), "holding is not failing")
+}
+
+func TestMinHoldTimeAbort(t *testing.T) {
+	node := &fakeNode{}
+	check := &fakeCheck{name: "dns"}
+	a := testAgent(t, node, check)
+	a.cfg.MinHoldTime = time.Hour
+	cancel, done := runAgent(t, a)
+
+	waitFor(t, "checks ran", func() bool { return check.runs.Load() == 1 })
+	cancel()
+	require.NoError(t, <-done)
+	assert.Zero(t, node.count(), "a SIGTERM during the hold writes nothing")
+}

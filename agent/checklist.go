@@ -59,16 +59,13 @@ func buildChecks(c Config, client kubernetes.Interface, started time.Time) ([]ch
 				continue
 			}
 			list = append(list, checks.NewEndpoints(client, ns, svc, c.EndpointsConnect, nil))
-		case CheckDaemonSets, CheckConditions, CheckResources, CheckCSI, CheckCommand, CheckHold:
+		case CheckDaemonSets, CheckConditions, CheckResources, CheckCSI, CheckCommand:
 			gates, err := gateChecks(name, c, client, started)
 			if err != nil {
 				return nil, err
 			}
 			list = append(list, gates...)
 		}
-	}
-	if c.holdImplied() {
-		list = append(list, checks.NewHold(c.MinHoldTime, started))
 	}
 	return list, nil
 }

@@ -44,7 +44,7 @@ type Config struct {
 	CheckTimeout     time.Duration `envconfig:"CHECK_TIMEOUT" default:"10s" desc:"Time limit of one check in one round"`
 	SettleTime       time.Duration `envconfig:"SETTLE_TIME" default:"5s" desc:"After the release, watch the own node this long and release it again if the startup taint comes back; 0 turns it off; keep it well below the pod's terminationGracePeriodSeconds"`
 
-	Checks List `envconfig:"CHECKS" default:"dns,tcp,apiserver,endpoints" desc:"Checks to run, comma-separated: dns, tcp, http, apiserver, endpoints, and the gates daemonsets, conditions, resources, csi, command, hold"`
+	Checks List `envconfig:"CHECKS" default:"dns,tcp,apiserver,endpoints" desc:"Checks to run, comma-separated: dns, tcp, http, apiserver, endpoints, and the gates daemonsets, conditions, resources, csi, command"`
 
 	DNSTestDomains List   `envconfig:"DNS_TEST_DOMAINS" default:"kubernetes.default.svc.cluster.local" desc:"dns: names that must resolve"`
 	DNSNameserver  string `envconfig:"DNS_NAMESERVER" desc:"dns: host:port of the nameserver to ask; empty for the pod's resolv.conf"`
@@ -76,7 +76,7 @@ type Config struct {
 	CommandPath string `envconfig:"CHECK_COMMAND" desc:"command: absolute path of a program that passes by exiting 0, run without a shell; required when CHECKS has command"`
 	CommandArgs List   `envconfig:"CHECK_COMMAND_ARGS" desc:"command: its arguments, comma-separated (an argument cannot contain a comma)"`
 
-	MinHoldTime time.Duration `envconfig:"MIN_HOLD_TIME" default:"0s" desc:"hold: keep the node tainted at least this long after the agent started; more than 0s adds the hold check even when CHECKS does not name it"`
+	MinHoldTime time.Duration `envconfig:"MIN_HOLD_TIME" default:"0s" desc:"Keep the node tainted at least this long after the agent started, for caches that need time; checks that pass earlier run once more when it ends; 0s turns it off"`
 
 	FailureAction    string        `envconfig:"FAILURE_ACTION" default:"keep-tainted" desc:"What a failed verification does: keep-tainted (keep checking), fail-open (release after FAIL_OPEN_AFTER) or replace-node (delete the node's Karpenter NodeClaim, else the Node; needs manifests/replace-node/)"`
 	FailOpenAfter    time.Duration `envconfig:"FAIL_OPEN_AFTER" default:"30m" desc:"fail-open: time from the agent's start after which a node with failing checks is released anyway"`
@@ -103,7 +103,6 @@ const (
 	CheckResources  = "resources"
 	CheckCSI        = "csi"
 	CheckCommand    = "command"
-	CheckHold       = "hold"
 )
 
 // maxSettleTime keeps the settle window, which a SIGTERM does not cut short,
@@ -112,7 +111,7 @@ const maxSettleTime = 15 * time.Second
 
 // KnownChecks lists every check name CHECKS accepts.
 var KnownChecks = []string{CheckDNS, CheckTCP, CheckHTTP, CheckAPIServer, CheckEndpoints,
-	CheckDaemonSets, CheckConditions, CheckResources, CheckCSI, CheckCommand, CheckHold}
+	CheckDaemonSets, CheckConditions, CheckResources, CheckCSI, CheckCommand}
 
 var (
 	taintEffects = []string{string(corev1.TaintEffectNoSchedule), string(corev1.TaintEffectPreferNoSchedule), string(corev1.TaintEffectNoExecute)}

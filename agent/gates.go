@@ -82,15 +82,9 @@ func gateChecks(name string, c Config, client kubernetes.Interface, started time
 		}
 	case CheckCommand:
 		list = append(list, checks.NewCommand(c.CommandPath, c.CommandArgs))
-	case CheckHold:
-		list = append(list, checks.NewHold(c.MinHoldTime, started))
 	}
 	return list, nil
 }
-
-// holdImplied reports whether buildChecks adds the hold check that CHECKS
-// does not name: MIN_HOLD_TIME alone turns it on.
-func (c *Config) holdImplied() bool { return c.MinHoldTime > 0 && !c.Selected(CheckHold) }
 
 // validateGates checks the settings of the gates, whether or not CHECKS
 // names them, so a mistake shows before the gate is turned on.
@@ -188,17 +182,6 @@ func (c *Config) validateGates() error {
 			if c.MinHoldTime < 0 {
 				return &ConfigError{"MIN_HOLD_TIME", c.MinHoldTime.String(), "must not be negative: 0s (off) or a duration such as 30s"}
 			}
-			if c.Selected(CheckHold) && c.MinHoldTime == 0 {
-				return &ConfigError{"MIN_HOLD_TIME", c.MinHoldTime.String(), "must be longer than 0, such as 30s, when CHECKS has hold"}
-			}
-			// A hold that outlasts the retries would be recorded as a failed
-			// verification, and FAILURE_ACTION=replace-node would delete
-			// every new node for it.
-			if after := c.failureAfter(); c.MinHoldTime > after {
-				return &ConfigError{"MIN_HOLD_TIME", c.MinHoldTime.String(), fmt.Sprintf(
-					"longer than the %s after which failing checks count as a failed verification (MAX_RETRIES=%d rounds with RETRY_BACKOFF=%s from %s, INITIAL_TIMEOUT=%s): raise MAX_RETRIES, or shorten the hold",
-					after, c.MaxRetries, c.RetryBackoff, c.RetryBackoffBase, c.InitialTimeout)}
-			}
 			return nil
 		},
 	} {
@@ -207,27 +190,6 @@ func (c *Config) validateGates() error {
 		}
 	}
 	return nil
-}
-
-// failureAfter is the earliest time after the start at which the agent
-// records failing checks as a failed verification: when round MAX_RETRIES
-// begins, the rounds apart by the backoff's delays without jitter (jitter
-// only lengthens them), or INITIAL_TIMEOUT, whichever comes first.
-func (c *Config) failureAfter() time.Duration {
-	var total time.Duration
-	d := c.RetryBackoffBase
-	for n := 1; n < c.MaxRetries && total < c.InitialTimeout; n++ {
-		switch c.RetryBackoff {
-		case "constant":
-			total += c.RetryBackoffBase
-		case "linear":
-			total += min(time.Duration(n)*c.RetryBackoffBase, c.RetryBackoffMax)
-		default:
-			total += d
-			d = min(2*d, c.RetryBackoffMax)
-		}
-	}
-	return min(total, c.InitialTimeout)
 }
 
 // namespacedName checks a "namespace/name" of a namespaced object.
