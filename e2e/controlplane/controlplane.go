@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,17 +72,30 @@ type ControlPlane struct {
 // Start starts a control plane and returns once the API server is ready, the controller
 // manager has created the default ServiceAccount and the scheduler reports ready. ctx bounds
 // only the startup; the processes run until Stop.
+//
+// The ports are chosen free and then bound by the components; when another program takes one
+// in between (other tests, agents of a simulated kubelet), the whole control plane starts
+// again on new ports, up to startAttempts times.
 func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
-	cp, err := newControlPlane(opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := cp.start(ctx); err != nil {
+	var err error
+	for range startAttempts {
+		var cp *ControlPlane
+		if cp, err = newControlPlane(opts); err != nil {
+			return nil, err
+		}
+		if err = cp.start(ctx); err == nil {
+			return cp, nil
+		}
 		cp.Stop()
-		return nil, err
+		if ctx.Err() != nil || !strings.Contains(err.Error(), "address already in use") {
+			return nil, err
+		}
 	}
-	return cp, nil
+	return nil, err
 }
+
+// startAttempts bounds the restarts after a port was taken between choosing and binding it.
+const startAttempts = 3
 
 func newControlPlane(opts Options) (*ControlPlane, error) {
 	if opts.BinDir == "" {

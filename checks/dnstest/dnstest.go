@@ -1,0 +1,252 @@
+// Package dnstest provides a DNS server on loopback for tests, the demo and benchmarks, as
+// net/http/httptest does for HTTP: a real server that the Go resolver reaches over UDP and
+// TCP, with switches for the failures a DNS check must tell apart.
+//
+// Point a resolver at it with checks.NewResolver(srv.Addr()), or give Addr to an agent as
+// DNS_NAMESERVER.
+package dnstest
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+)
+
+// TTL is the time to live of every answer, in seconds: short, as a node-local cache's
+// answers for cluster names are, so that a resolver that caches sees a change soon.
+const TTL = 5
+
+// tcpIdleTimeout closes a TCP connection on which no complete query arrives in time.
+const tcpIdleTimeout = 5 * time.Second
+
+// Server answers queries for a fixed set of names on a loopback port, over UDP and TCP. An
+// A query for a name it knows gets the name's IPv4 addresses, an AAAA query its IPv6
+// addresses, any other query for it an empty NOERROR answer; every other name gets
+// NXDOMAIN. Names compare case-insensitively, as in DNS.
+//
+// The switches change every later answer; they are safe to flip while queries run.
+type Server struct {
+	records map[string][]netip.Addr // lower-case FQDN -> addresses
+	addr    string
+
+	broken      atomic.Bool
+	silent      atomic.Bool
+	truncateUDP atomic.Bool
+
+	pc net.PacketConn
+	ln net.Listener
+	wg sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+// NewServer starts a server that answers for the names in records, which it copies. A
+// name may be given with or without its trailing dot. Close stops it.
+func NewServer(records map[string][]netip.Addr) (*Server, error) {
+	s := &Server{records: make(map[string][]netip.Addr, len(records)), conns: map[net.Conn]struct{}{}}
+	for name, addrs := range records {
+		for _, a := range addrs {
+			if !a.IsValid() {
+				return nil, fmt.Errorf("dnstest: invalid address for %s", name)
+			}
+		}
+		fqdn := canonical(name)
+		s.records[fqdn] = append(s.records[fqdn], addrs...)
+	}
+	pc, ln, err := listenUDPAndTCP()
+	if err != nil {
+		return nil, err
+	}
+	s.pc, s.ln, s.addr = pc, ln, pc.LocalAddr().String()
+	s.wg.Go(s.serveUDP)
+	s.wg.Go(s.serveTCP)
+	return s, nil
+}
+
+// Addr returns the "127.0.0.1:port" the server listens on, over both UDP and TCP.
+func (s *Server) Addr() string { return s.addr }
+
+// SetBroken makes the server answer NXDOMAIN for every name while broken is true, as a
+// cache whose upstream lost the zone would.
+func (s *Server) SetBroken(broken bool) { s.broken.Store(broken) }
+
+// SetSilent makes the server read queries and never answer while silent is true, as a
+// nameserver behind a dropping firewall: a lookup ends only when its context does.
+func (s *Server) SetSilent(silent bool) { s.silent.Store(silent) }
+
+// SetTruncateUDP makes every UDP answer truncated and empty while truncate is true, as for
+// an answer too large for a datagram, so a resolver must ask again over TCP.
+func (s *Server) SetTruncateUDP(truncate bool) { s.truncateUDP.Store(truncate) }
+
+// Close stops the server, closes open TCP connections and waits for its goroutines. It is
+// idempotent.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.pc.Close()
+	s.ln.Close()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// listenUDPAndTCP listens on one loopback port over UDP and over TCP. The kernel hands out
+// UDP and TCP ports from the same ephemeral range independently, so the TCP port can be
+// taken already; it tries a few ports.
+func listenUDPAndTCP() (net.PacketConn, net.Listener, error) {
+	var lastErr error
+	for range 20 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			return nil, nil, fmt.Errorf("dnstest: listen udp: %w", err)
+		}
+		ln, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, ln, nil
+		}
+		pc.Close()
+		lastErr = err
+	}
+	return nil, nil, fmt.Errorf("dnstest: no loopback port free over both UDP and TCP: %w", lastErr)
+}
+
+func (s *Server) serveUDP() {
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := s.pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		if resp := s.answer(buf[:n], true); resp != nil {
+			_, _ = s.pc.WriteTo(resp, from)
+		}
+	}
+}
+
+func (s *Server) serveTCP() {
+	for {
+		conn, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			conn.Close()
+			return
+		}
+		s.conns[conn] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Go(func() {
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, conn)
+				s.mu.Unlock()
+				conn.Close()
+			}()
+			s.serveConn(conn)
+		})
+	}
+}
+
+// serveConn answers the length-prefixed queries of one TCP connection until the client
+// closes it or stays idle for too long.
+func (s *Server) serveConn(conn net.Conn) {
+	for {
+		_ = conn.SetDeadline(time.Now().Add(tcpIdleTimeout))
+		var size uint16
+		if err := binary.Read(conn, binary.BigEndian, &size); err != nil {
+			return
+		}
+		msg := make([]byte, size)
+		if _, err := io.ReadFull(conn, msg); err != nil {
+			return
+		}
+		resp := s.answer(msg, false)
+		if resp == nil {
+			continue
+		}
+		_ = binary.Write(conn, binary.BigEndian, uint16(len(resp)))
+		if _, err := conn.Write(resp); err != nil {
+			return
+		}
+	}
+}
+
+// answer builds the response to one query, or nil for none: silent, or a query it cannot
+// parse.
+func (s *Server) answer(query []byte, udp bool) []byte {
+	if s.silent.Load() {
+		return nil
+	}
+	var p dnsmessage.Parser
+	h, err := p.Start(query)
+	if err != nil {
+		return nil
+	}
+	q, err := p.Question()
+	if err != nil {
+		return nil
+	}
+	addrs, known := s.records[strings.ToLower(q.Name.String())]
+	known = known && !s.broken.Load()
+
+	rh := dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true}
+	switch {
+	case udp && s.truncateUDP.Load():
+		rh.Truncated = true
+	case !known:
+		rh.RCode = dnsmessage.RCodeNameError
+	}
+	b := dnsmessage.NewBuilder(nil, rh)
+	b.EnableCompression()
+	if err := b.StartQuestions(); err != nil {
+		return nil
+	}
+	if err := b.Question(q); err != nil {
+		return nil
+	}
+	if known && !rh.Truncated {
+		if err := b.StartAnswers(); err != nil {
+			return nil
+		}
+		rr := dnsmessage.ResourceHeader{Name: q.Name, Type: q.Type, Class: dnsmessage.ClassINET, TTL: TTL}
+		for _, a := range addrs {
+			switch {
+			case q.Type == dnsmessage.TypeA && a.Is4():
+				err = b.AResource(rr, dnsmessage.AResource{A: a.As4()})
+			case q.Type == dnsmessage.TypeAAAA && a.Is6():
+				err = b.AAAAResource(rr, dnsmessage.AAAAResource{AAAA: a.As16()})
+			}
+			if err != nil {
+				return nil
+			}
+		}
+	}
+	resp, err := b.Finish()
+	if err != nil {
+		return nil
+	}
+	return resp
+}
+
+// canonical returns name as a lower-case FQDN, the form the server compares queries in.
+func canonical(name string) string {
+	return strings.ToLower(strings.TrimSuffix(name, ".")) + "."
+}

@@ -1,0 +1,145 @@
+package dnstest_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/nodeready/nodeready/checks/dnstest"
+)
+
+var (
+	svcIP  = netip.MustParseAddr("10.96.0.1")
+	svcIP6 = netip.MustParseAddr("fd00::1")
+	dbIP   = netip.MustParseAddr("10.96.0.2")
+)
+
+func newServer(t *testing.T) *dnstest.Server {
+	t.Helper()
+	srv, err := dnstest.NewServer(map[string][]netip.Addr{
+		"svc.nodeready.test": {svcIP, svcIP6},
+		"DB.nodeready.test.": {dbIP},
+	})
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// resolver sends every query to addr, over the network the Go resolver picks.
+func resolver(addr string) *net.Resolver {
+	var d net.Dialer
+	return &net.Resolver{
+		PreferGo: true,
+		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, addr)
+		},
+	}
+}
+
+func TestServer(t *testing.T) {
+	tests := []struct {
+		name    string
+		host    string
+		network string
+		want    []netip.Addr
+		missing bool
+	}{
+		{name: "A", host: "svc.nodeready.test.", network: "ip4", want: []netip.Addr{svcIP}},
+		{name: "AAAA", host: "svc.nodeready.test.", network: "ip6", want: []netip.Addr{svcIP6}},
+		{name: "both", host: "svc.nodeready.test.", network: "ip", want: []netip.Addr{svcIP, svcIP6}},
+		{name: "name given with trailing dot, case folded", host: "db.NodeReady.test.", network: "ip", want: []netip.Addr{dbIP}},
+		{name: "unknown name", host: "missing.nodeready.test.", network: "ip", missing: true},
+	}
+	for _, transport := range []string{"udp", "tcp after truncated udp"} {
+		srv := newServer(t)
+		srv.SetTruncateUDP(transport != "udp")
+		r := resolver(srv.Addr())
+		for _, tt := range tests {
+			t.Run(transport+"/"+tt.name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+				defer cancel()
+
+				got, err := r.LookupNetIP(ctx, tt.network, tt.host)
+
+				if tt.missing {
+					var dnsErr *net.DNSError
+					require.True(t, errors.As(err, &dnsErr), "error %v", err)
+					assert.True(t, dnsErr.IsNotFound, "error %v", err)
+					return
+				}
+				require.NoError(t, err)
+				assert.ElementsMatch(t, tt.want, got)
+			})
+		}
+	}
+}
+
+func TestServerSetBroken(t *testing.T) {
+	srv := newServer(t)
+	r := resolver(srv.Addr())
+	lookup := func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		_, err := r.LookupHost(ctx, "svc.nodeready.test.")
+		return err
+	}
+
+	srv.SetBroken(true)
+	err := lookup()
+	var dnsErr *net.DNSError
+	require.True(t, errors.As(err, &dnsErr), "error %v", err)
+	assert.True(t, dnsErr.IsNotFound, "broken answers NXDOMAIN: %v", err)
+
+	srv.SetBroken(false)
+	assert.NoError(t, lookup())
+}
+
+func TestServerSetSilent(t *testing.T) {
+	srv := newServer(t)
+	srv.SetSilent(true)
+	const timeout = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	start := time.Now()
+
+	_, err := resolver(srv.Addr()).LookupHost(ctx, "svc.nodeready.test.")
+
+	var dnsErr *net.DNSError
+	require.True(t, errors.As(err, &dnsErr), "error %v", err)
+	assert.True(t, dnsErr.IsTimeout, "a silent server times the lookup out: %v", err)
+	assert.False(t, dnsErr.IsNotFound)
+	// A bound on correctness (the lookup ends with its context), not a speed goal.
+	assert.Less(t, time.Since(start), timeout+time.Second)
+}
+
+func TestServerClose(t *testing.T) {
+	srv := newServer(t)
+	conn, err := net.Dial("tcp", srv.Addr())
+	require.NoError(t, err, "tcp on the UDP port")
+	defer conn.Close()
+
+	done := make(chan struct{})
+	go func() {
+		srv.Close()
+		srv.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close waited for an idle TCP connection")
+	}
+	_, err = conn.Read(make([]byte, 1))
+	assert.Error(t, err, "open connection closed")
+}
+
+func TestNewServerInvalidAddress(t *testing.T) {
+	_, err := dnstest.NewServer(map[string][]netip.Addr{"svc.nodeready.test.": {{}}})
+	assert.ErrorContains(t, err, "invalid address for svc.nodeready.test.")
+}
