@@ -5,7 +5,7 @@ REVISION  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 IMAGE     ?= ghcr.io/nodeready/nodeready:$(VERSION)
 PLATFORMS ?= linux/amd64,linux/arm64
 LDFLAGS   := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
-E2E_TIMEOUT ?= 30m
+E2E_TIMEOUT ?= 40m
 
 export CGO_ENABLED ?= 0
 
@@ -41,9 +41,15 @@ vet: ## go vet both modules and check formatting
 control-plane: ## Build etcd and the Kubernetes components (v1.36.3, from e2e/k8s/go.mod) from the Go module proxy, once per machine
 	scripts/build-control-plane.sh
 
+# One e2e package at a time (-p 1): each starts its own control plane and agents,
+# and two at once on a small machine would measure the machine, not nodeready.
 .PHONY: e2e
 e2e: build control-plane ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler
-	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -timeout $(E2E_TIMEOUT) ./...
+	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./...
+
+.PHONY: demo
+demo: build control-plane ## Watch nodeready verify autoscaled nodes on a local control plane (no cluster needed)
+	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go run ./cmd/demo $(DEMO_FLAGS)
 
 .PHONY: image
 image: ## Build and push the multi-arch image with docker buildx (needs a Docker engine)

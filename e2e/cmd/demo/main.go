@@ -1,0 +1,129 @@
+// Command demo shows nodeready at work on a local control plane: nodes join one after
+// another as an autoscaler adds them, each is held back by the startup taint until its agent
+// has verified it, and every agent is gone once its node is released. It prints the nodes'
+// progress live and a summary of the timings at the end.
+//
+// It runs the binaries that `make build control-plane` builds; `make demo` does that first.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/nodeready/nodeready/e2e/controlplane"
+	"github.com/nodeready/nodeready/e2e/harness"
+)
+
+// config is the demo's command line.
+type config struct {
+	nodes    int
+	interval time.Duration
+	deadline time.Duration
+	keepLogs bool
+}
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.nodes, "nodes", 6, "number of nodes to add")
+	flag.DurationVar(&cfg.interval, "interval", time.Second, "time between two nodes joining")
+	flag.DurationVar(&cfg.deadline, "deadline", time.Minute, "fail if a node is not verified and rid of its agent this long after it was created")
+	flag.BoolVar(&cfg.keepLogs, "keep-logs", false, "keep the agent, kubelet and control plane logs and print where they are")
+	flag.Parse()
+	if cfg.nodes < 1 || cfg.interval < 0 || cfg.deadline <= 0 {
+		fmt.Fprintln(os.Stderr, "demo: -nodes must be at least 1, -interval not negative, -deadline positive")
+		os.Exit(2)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C ends the demo at once; its processes die with it
+	}()
+
+	err := run(ctx, cfg, newScreen(os.Stdout))
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(os.Stderr, "demo: interrupted; stopped the agents, the kubelet and the control plane")
+		os.Exit(130)
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "demo failed: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// screen is where the demo writes, and whether that is a terminal.
+type screen struct {
+	*os.File
+	tty bool
+}
+
+func newScreen(f *os.File) screen {
+	return screen{File: f, tty: term.IsTerminal(int(f.Fd()))}
+}
+
+// size returns the terminal's width and height, 80x24 when unknown.
+func (s screen) size() (width, height int) {
+	w, h, err := term.GetSize(int(s.Fd()))
+	if err != nil || w <= 0 || h <= 0 {
+		return 80, 24
+	}
+	return w, h
+}
+
+// errMissing is a binary the demo needs that is not built yet.
+var errMissing = errors.New("not built yet; run `make build control-plane` in the repository root first (the control plane takes a few minutes to build, once), or just `make demo`")
+
+// findBinaries returns the agent binary and the control plane's binary directory, or what
+// to build.
+func findBinaries() (agent, binDir string, err error) {
+	binDir, err = controlplane.DefaultBinDir()
+	if err != nil {
+		return "", "", err
+	}
+	agent = os.Getenv(harness.AgentBinaryEnv)
+	if agent == "" {
+		root, err := repoRoot()
+		if err != nil {
+			return "", "", err
+		}
+		agent = filepath.Join(root, "bin", "nodeready")
+	}
+	if _, err := os.Stat(agent); err != nil {
+		return "", "", fmt.Errorf("agent binary %s: %w", agent, errMissing)
+	}
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"} {
+		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
+			return "", "", fmt.Errorf("control plane binary %s: %w", filepath.Join(binDir, name), errMissing)
+		}
+	}
+	return agent, binDir, nil
+}
+
+// repoRoot walks up from the working directory to the repository, where make build puts
+// bin/nodeready.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "manifests", "03-daemonset.yaml")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no nodeready repository (manifests/) above the working directory; run the demo from it, or set %s", harness.AgentBinaryEnv)
+		}
+		dir = parent
+	}
+}
