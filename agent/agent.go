@@ -134,10 +134,12 @@ func (a *Agent) verify(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		if !a.failed && (round >= a.cfg.MaxRetries || time.Since(a.started) >= a.cfg.InitialTimeout) {
+		// No problems: the round waited (for Karpenter's registration), which
+		// is not failing and never brings on the failure action.
+		if len(problems) > 0 && !a.failed && (round >= a.cfg.MaxRetries || time.Since(a.started) >= a.cfg.InitialTimeout) {
 			a.recordFailure(ctx, log, round, problems)
 		}
-		if a.failed && a.act(ctx, log, problems) {
+		if len(problems) > 0 && a.failed && a.act(ctx, log, problems) {
 			return true
 		}
 		delay := delays.Step()
@@ -156,11 +158,13 @@ func (a *Agent) verify(ctx context.Context) bool {
 // It reports whether the node was released, or else what stands in the way,
 // for people. A SIGTERM during the checks aborts the round (nothing released,
 // no problems recorded); once the checks have passed, the release is carried
-// through, so an ended context never hides a write that happened.
+// through, so an ended context never hides a write that happened. A
+// Karpenter node that Karpenter has not registered yet is waited for: no
+// problems either.
 func (a *Agent) round(ctx context.Context, log zerolog.Logger) (bool, []string) {
-	results := checks.RunAll(ctx, a.checks, a.cfg.CheckTimeout)
-	if ctx.Err() != nil {
-		return false, nil // aborted: nothing is recorded
+	results, aborted := a.runChecks(ctx)
+	if aborted {
+		return false, nil // nothing is recorded
 	}
 	a.checked = time.Now()
 	a.metrics.recordRound(results)
@@ -195,9 +199,28 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (bool, []string) 
 	}
 	if err := a.release(ctx, log, nodepatch.Condition{Status: corev1.ConditionTrue, Reason: nodepatch.ReasonVerified, Message: msg},
 		corev1.EventTypeNormal, "Verified"); err != nil {
+		if errors.Is(err, nodepatch.ErrNotRegistered) {
+			return false, nil
+		}
 		return false, []string{"release: " + err.Error()}
 	}
 	return true, nil
+}
+
+// runChecks runs every check once and returns the results, or aborted when
+// ctx ends first. A SIGTERM aborts at once, without waiting for checks that
+// are slow to notice: the Go resolver, for one, waits for its read deadline
+// (up to CHECK_TIMEOUT) after its context is cancelled. Those end on their
+// own by CHECK_TIMEOUT.
+func (a *Agent) runChecks(ctx context.Context) (results []checks.Result, aborted bool) {
+	done := make(chan []checks.Result, 1)
+	go func() { done <- checks.RunAll(ctx, a.checks, a.cfg.CheckTimeout) }()
+	select {
+	case results = <-done:
+		return results, ctx.Err() != nil
+	case <-ctx.Done():
+		return nil, true
+	}
 }
 
 // release releases the node with the completion annotations, reports the
@@ -238,7 +261,10 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.
 	a.metrics.verified.Set(1)
 	a.metrics.timeToVerified.Set(a.released.Sub(a.started).Seconds())
 	ev := log.Info()
-	if a.failed {
+	switch {
+	case reason != "Verified": // released with failing checks (fail-open): nothing recovered
+		ev = log.Warn()
+	case a.failed:
 		ev = log.Warn().Bool("recovered", true)
 	}
 	ev.Str("reason", reason).Float64("duration_seconds", a.released.Sub(a.started).Seconds()).

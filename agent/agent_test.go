@@ -192,6 +192,43 @@ func TestRunAbortDuringChecksWritesNothing(t *testing.T) {
 	assert.False(t, a.verified.Load())
 }
 
+// stubbornCheck ignores its context: it returns only when released, as the
+// Go resolver returns only at its read deadline.
+type stubbornCheck struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (c *stubbornCheck) Name() string   { return "dns" }
+func (c *stubbornCheck) Target() string { return "target-dns" }
+func (c *stubbornCheck) Run(context.Context) error {
+	close(c.started)
+	<-c.release
+	return nil
+}
+
+// TestRunAbortDoesNotWaitForChecks: a SIGTERM during the checks aborts at
+// once, also when a check does not notice its context ending.
+func TestRunAbortDoesNotWaitForChecks(t *testing.T) {
+	node := &fakeNode{}
+	check := &stubbornCheck{started: make(chan struct{}), release: make(chan struct{})}
+	defer close(check.release)
+	a := testAgent(t, node, check)
+	a.cfg.CheckTimeout = time.Minute
+	cancel, done := runAgent(t, a)
+
+	<-check.started
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "an abort is not a failure")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the agent waited for a check that ignores its context")
+	}
+	assert.Zero(t, node.count(), "no write on abort")
+	assert.Zero(t, testutil.ToFloat64(a.metrics.rounds), "an aborted round is not recorded")
+}
+
 func TestRunRecordsFailureOnceAndReleasesWhenHealed(t *testing.T) {
 	node := &fakeNode{}
 	broken := &fakeCheck{name: "dns"}
@@ -355,6 +392,8 @@ func TestFailOpenReleasesAfterItsTime(t *testing.T) {
 	a.cfg.MaxRetries = 1
 	a.cfg.FailureAction = FailOpen
 	a.cfg.FailOpenAfter = 100 * time.Millisecond
+	var logs syncBuffer
+	a.log = zerolog.New(&logs)
 	_, _ = runAgent(t, a)
 
 	waitFor(t, "failed open", a.verified.Load)
@@ -369,6 +408,9 @@ func TestFailOpenReleasesAfterItsTime(t *testing.T) {
 	}
 	require.Len(t, failedOpen, 1)
 	assert.Contains(t, failedOpen[0], "dns target-dns: broken")
+	waitFor(t, "the release logged", func() bool { return strings.Contains(logs.String(), "Verified node") })
+	assert.Contains(t, logs.String(), `"reason":"FailedOpen"`)
+	assert.NotContains(t, logs.String(), "recovered", "checks still fail: nothing recovered")
 }
 
 func TestReplaceNodeOnceAfterFailure(t *testing.T) {
@@ -490,4 +532,28 @@ func TestMinHoldTimeAbort(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 	assert.Zero(t, node.count(), "a SIGTERM during the hold writes nothing")
+}
+
+// TestWaitingForKarpenterIsNotFailing: a Karpenter node that Karpenter has
+// not registered yet is not released, and the waiting is never recorded as a
+// failed verification nor brings on the failure action, however many rounds
+// it takes; once Karpenter registers the node, it is released.
+func TestWaitingForKarpenterIsNotFailing(t *testing.T) {
+	node := &fakeNode{}
+	node.set(nodepatch.ErrNotRegistered)
+	a := testAgent(t, node, &fakeCheck{name: "dns"})
+	a.cfg.MaxRetries = 2
+	a.cfg.FailureAction = ReplaceNode
+	_, _ = runAgent(t, a)
+
+	waitFor(t, "rounds beyond MAX_RETRIES", func() bool { return node.count() >= 6 })
+	assert.False(t, a.verified.Load())
+	assert.Zero(t, testutil.ToFloat64(a.metrics.failures), "waiting is not failing")
+	assert.Zero(t, node.replaced(), "no failure action while waiting")
+	assert.Empty(t, node.reasons(), "no condition while waiting")
+	assert.Empty(t, drain(a.events.(*events.FakeRecorder)), "no Event while waiting")
+
+	node.set(nil) // Karpenter registered the node
+	waitFor(t, "released once registered", a.verified.Load)
+	assert.Equal(t, []string{nodepatch.ReasonVerified}, node.reasons())
 }

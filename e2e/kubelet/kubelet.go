@@ -17,8 +17,12 @@ import (
 
 // Options configures a Kubelet.
 type Options struct {
-	// AgentBinary is run for every pod, whatever image the pod names.
+	// AgentBinary is what a container of the agent's image runs (see AgentImage).
 	AgentBinary string
+	// AgentImage is the repository of the agent's image: a pod with a container of it, any
+	// tag or digest, is an agent pod and runs AgentBinary; every other pod is simulated.
+	// Empty means DefaultAgentImage.
+	AgentImage string
 	// APIServerURL and CAFile go into the kubeconfig each process gets.
 	APIServerURL string
 	CAFile       string
@@ -32,6 +36,9 @@ type Options struct {
 	// what differs from node to node, such as the address of the node-local DNS cache.
 	NodeEnv func(node string) map[string]string
 }
+
+// DefaultAgentImage is the repository of the image in manifests/03-daemonset.yaml.
+const DefaultAgentImage = "ghcr.io/nodeready/nodeready"
 
 // Intervals of a kubelet's reports, shortened only where a test waits on them.
 const (
@@ -63,7 +70,7 @@ type Kubelet struct {
 	nodes   map[string]*node
 	pods    map[types.UID]*pod
 	exits   []Exit
-	images  map[string][]string // node -> images pulled, in order
+	pulls   map[string][]Pull // node -> first pull of each image, in order
 }
 
 // New returns a Kubelet that acts through client. It registers nothing before AddNode and
@@ -102,11 +109,11 @@ func New(client kubernetes.Interface, opts Options) (*Kubelet, error) {
 		// back the pods' status should catch up within a couple of seconds.
 		status: workqueue.NewTypedRateLimitingQueue(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](100*time.Millisecond, 2*time.Second)),
-		added:  make(chan *node),
-		done:   make(chan struct{}),
-		nodes:  map[string]*node{},
-		pods:   map[types.UID]*pod{},
-		images: map[string][]string{},
+		added: make(chan *node),
+		done:  make(chan struct{}),
+		nodes: map[string]*node{},
+		pods:  map[types.UID]*pod{},
+		pulls: map[string][]Pull{},
 	}, nil
 }
 

@@ -53,6 +53,10 @@ type node struct {
 	cancel  context.CancelFunc // ends the node's loops and pod workers; nil until started
 	removed bool
 	wg      sync.WaitGroup // the node's loops and pod workers
+	// conditions, allocatable and capacity are what the test set (SetCondition,
+	// SetAllocatable); every status write reports them.
+	conditions            []corev1.NodeCondition
+	allocatable, capacity corev1.ResourceList
 }
 
 // AddNode registers a Node, Ready, with the given labels and taints, as a provisioner and
@@ -196,17 +200,92 @@ func (k *Kubelet) every(ctx context.Context, interval time.Duration, failure, no
 }
 
 // updateNodeStatus refreshes the node's conditions, which the node lifecycle controller and
-// the scheduler read.
+// the scheduler read, and reports its capacity and allocatable resources, with what the test
+// set through SetCondition and SetAllocatable.
 func (k *Kubelet) updateNodeStatus(ctx context.Context, name string) error {
+	k.mu.Lock()
+	n := k.nodes[name]
+	k.mu.Unlock()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		node, err := k.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		node.Status.Conditions = refreshConditions(node.Status.Conditions, metav1.Now())
+		var conds []corev1.NodeCondition
+		var alloc, capa corev1.ResourceList
+		if n != nil {
+			conds, alloc, capa = n.overrides()
+		}
+		node.Status.Conditions = setConditions(node.Status.Conditions, withOverrides(healthyConditions(), conds), metav1.Now())
+		node.Status.Capacity, node.Status.Allocatable = capacity.DeepCopy(), capacity.DeepCopy()
+		maps.Copy(node.Status.Allocatable, alloc)
+		maps.Copy(node.Status.Capacity, capa)
 		_, err = k.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 		return err
 	})
+}
+
+// SetCondition makes the node report the condition typ with status from now on, as a node
+// agent (a CNI, node-problem-detector) or the kubelet itself would, and writes it at once.
+// It also overrides the kubelet's own conditions, such as Ready. The heartbeat keeps it.
+func (k *Kubelet) SetCondition(ctx context.Context, node string, typ corev1.NodeConditionType, status corev1.ConditionStatus) error {
+	n, err := k.node(node)
+	if err != nil {
+		return err
+	}
+	c := corev1.NodeCondition{Type: typ, Status: status, Reason: "SetByTest", Message: fmt.Sprintf("%s set to %s by the test", typ, status)}
+	n.mu.Lock()
+	if i := slices.IndexFunc(n.conditions, func(o corev1.NodeCondition) bool { return o.Type == typ }); i >= 0 {
+		n.conditions[i] = c
+	} else {
+		n.conditions = append(n.conditions, c)
+	}
+	n.mu.Unlock()
+	if err := k.updateNodeStatus(ctx, node); err != nil {
+		return fmt.Errorf("set condition %s of node %s: %w", typ, node, err)
+	}
+	return nil
+}
+
+// SetAllocatable makes the node report qty of the resource name as allocatable from now on,
+// as a device plugin does once it has registered its devices, and writes it at once. The
+// capacity is the largest amount ever set, so lowering the amount models devices that went
+// unhealthy. The heartbeat keeps both.
+func (k *Kubelet) SetAllocatable(ctx context.Context, node string, name corev1.ResourceName, qty resource.Quantity) error {
+	n, err := k.node(node)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	if n.allocatable == nil {
+		n.allocatable, n.capacity = corev1.ResourceList{}, corev1.ResourceList{}
+	}
+	n.allocatable[name] = qty.DeepCopy()
+	if c, ok := n.capacity[name]; !ok || c.Cmp(qty) < 0 {
+		n.capacity[name] = qty.DeepCopy()
+	}
+	n.mu.Unlock()
+	if err := k.updateNodeStatus(ctx, node); err != nil {
+		return fmt.Errorf("set allocatable %s of node %s: %w", name, node, err)
+	}
+	return nil
+}
+
+func (k *Kubelet) node(name string) (*node, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := k.nodes[name]
+	if n == nil {
+		return nil, fmt.Errorf("node %s: not added", name)
+	}
+	return n, nil
+}
+
+// overrides returns copies of what the test set.
+func (n *node) overrides() ([]corev1.NodeCondition, corev1.ResourceList, corev1.ResourceList) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.conditions), n.allocatable.DeepCopy(), n.capacity.DeepCopy()
 }
 
 // renewLease keeps the node's Lease in kube-node-lease current: the node lifecycle controller
@@ -288,14 +367,37 @@ func newNodeObject(name string, opts NodeOptions, now metav1.Time) *corev1.Node 
 // its status stays the same. Conditions of other writers, such as the agent's, stay as they
 // are: a kubelet owns only its own.
 func refreshConditions(old []corev1.NodeCondition, now metav1.Time) []corev1.NodeCondition {
-	healthy := []corev1.NodeCondition{
+	return setConditions(old, healthyConditions(), now)
+}
+
+// healthyConditions are the kubelet's own conditions of a healthy node.
+func healthyConditions() []corev1.NodeCondition {
+	return []corev1.NodeCondition{
 		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available"},
 		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "kubelet has no disk pressure"},
 		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: "kubelet has sufficient PID available"},
 		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"},
 	}
+}
+
+// withOverrides returns conds with each condition of overrides in place of the one of its
+// type, or added.
+func withOverrides(conds, overrides []corev1.NodeCondition) []corev1.NodeCondition {
+	for _, o := range overrides {
+		if i := slices.IndexFunc(conds, func(c corev1.NodeCondition) bool { return c.Type == o.Type }); i >= 0 {
+			conds[i] = o
+		} else {
+			conds = append(conds, o)
+		}
+	}
+	return conds
+}
+
+// setConditions returns old with each condition of set put in, heartbeat now; a condition
+// keeps its transition time while its status stays the same.
+func setConditions(old, set []corev1.NodeCondition, now metav1.Time) []corev1.NodeCondition {
 	conds := slices.Clone(old)
-	for _, c := range healthy {
+	for _, c := range set {
 		c.LastHeartbeatTime, c.LastTransitionTime = now, now
 		i := slices.IndexFunc(conds, func(o corev1.NodeCondition) bool { return o.Type == c.Type })
 		if i < 0 {

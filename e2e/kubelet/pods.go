@@ -41,6 +41,37 @@ type PodInfo struct {
 	// /healthz, /readyz); empty while no process runs.
 	MetricsAddr string
 	Exits       []Exit
+	// Simulated: not an agent pod. Its containers are simulated, not run (see the package
+	// documentation); Running then means they count as running.
+	Simulated bool
+	// Started is when the pod's main container first started (the agent process, or the
+	// simulated containers); zero before that.
+	Started time.Time
+	// Inits lists every run of an init container, in order, ended ones only.
+	Inits []InitRun
+}
+
+// InitRun is one run of an init container to its end.
+type InitRun struct {
+	Container, Image string
+	// Code is the exit code, 128+n after signal n; -1 for a container that could not start.
+	Code              int
+	Started, Finished time.Time
+	// Simulated: not run, taken as succeeded (an init container of a simulated pod).
+	Simulated bool
+}
+
+// Pull is the first pull of an image on a node: the kubelet pulls an image just before it
+// starts the first container of it, once per node (imagePullPolicy IfNotPresent).
+type Pull struct {
+	Image     string
+	Node      string
+	Namespace string
+	Pod       string
+	UID       types.UID
+	Container string
+	Init      bool // the container is an init container
+	At        time.Time
 }
 
 // Exits returns every recorded end of an agent process, oldest first. Processes killed by
@@ -51,12 +82,21 @@ func (k *Kubelet) Exits() []Exit {
 	return slices.Clone(k.exits)
 }
 
-// Pods returns every pod the kubelet has seen bound to its nodes, in no particular order.
-func (k *Kubelet) Pods() []PodInfo {
+// Pods returns every agent pod the kubelet has seen bound to its nodes, in no particular
+// order: the pods it runs the agent binary for. Simulated pods are left out: see Simulated.
+func (k *Kubelet) Pods() []PodInfo { return k.podInfos(false) }
+
+// Simulated returns every simulated pod (not an agent pod) the kubelet has seen bound to its
+// nodes, in no particular order.
+func (k *Kubelet) Simulated() []PodInfo { return k.podInfos(true) }
+
+func (k *Kubelet) podInfos(simulated bool) []PodInfo {
 	k.mu.Lock()
 	list := make([]*pod, 0, len(k.pods))
 	for _, p := range k.pods {
-		list = append(list, p)
+		if p.simulated == simulated {
+			list = append(list, p)
+		}
 	}
 	k.mu.Unlock()
 	infos := make([]PodInfo, 0, len(list))
@@ -66,7 +106,7 @@ func (k *Kubelet) Pods() []PodInfo {
 	return infos
 }
 
-// Pod returns what the kubelet knows about the pod with the given UID.
+// Pod returns what the kubelet knows about the pod with the given UID, agent or simulated.
 func (k *Kubelet) Pod(uid types.UID) (PodInfo, bool) {
 	k.mu.Lock()
 	p, ok := k.pods[uid]
@@ -77,19 +117,46 @@ func (k *Kubelet) Pod(uid types.UID) (PodInfo, bool) {
 	return p.info(), true
 }
 
-// Images returns the images of the init containers and containers "pulled" for pods on the
-// node, in order, each once. The processes run Options.AgentBinary whatever the image.
+// Images returns the images "pulled" on the node, in the order of their first pull, each
+// once: init containers' images before the images of the containers they precede. Pulling is
+// recorded only; what runs is Options.AgentBinary or nothing (see the package documentation).
 func (k *Kubelet) Images(node string) []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return slices.Clone(k.images[node])
+	images := make([]string, 0, len(k.pulls[node]))
+	for _, p := range k.pulls[node] {
+		images = append(images, p.Image)
+	}
+	return images
+}
+
+// Pulls returns the first pull of every image on the node, oldest first.
+func (k *Kubelet) Pulls(node string) []Pull {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.pulls[node])
+}
+
+// pull records the pull of c's image for a container start, unless the node has the image.
+func (k *Kubelet) pull(p *pod, c *corev1.Container, init bool) {
+	api := p.latest()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if slices.ContainsFunc(k.pulls[p.node], func(pl Pull) bool { return pl.Image == c.Image }) {
+		return
+	}
+	k.pulls[p.node] = append(k.pulls[p.node], Pull{
+		Image: c.Image, Node: p.node, Namespace: api.Namespace, Pod: api.Name, UID: p.uid,
+		Container: c.Name, Init: init, At: time.Now(),
+	})
 }
 
 // pod is the kubelet's record of one pod: the latest API object and the state of its
 // container. A worker goroutine (worker.go) drives the container.
 type pod struct {
-	node string
-	uid  types.UID
+	node      string
+	uid       types.UID
+	simulated bool // not an agent pod: its containers are simulated
 
 	changed chan struct{} // signals the worker that api or removed changed
 
@@ -107,6 +174,13 @@ type pod struct {
 	ends        []corev1.ContainerStateTerminated // every process that ended, oldest first
 	containerID string
 	exits       []Exit
+	// firstStart is when the main container first started; simStarted is when the simulated
+	// containers started, zero while they do not run.
+	firstStart, simStarted time.Time
+	// initStatuses are the init containers' statuses as the kubelet reports them, one per
+	// init container of the spec; inits lists their ended runs.
+	initStatuses []corev1.ContainerStatus
+	inits        []InitRun
 }
 
 func (p *pod) info() PodInfo {
@@ -114,10 +188,13 @@ func (p *pod) info() PodInfo {
 	defer p.mu.Unlock()
 	info := PodInfo{
 		Node: p.node, Namespace: p.api.Namespace, Name: p.api.Name, UID: p.uid,
-		Restarts: p.restarts,
-		Running:  p.proc != nil,
-		Done:     p.abandoned || p.removed || p.deleted,
-		Exits:    slices.Clone(p.exits),
+		Restarts:  p.restarts,
+		Running:   p.proc != nil || !p.simStarted.IsZero(),
+		Done:      p.abandoned || p.removed || p.deleted,
+		Exits:     slices.Clone(p.exits),
+		Simulated: p.simulated,
+		Started:   p.firstStart,
+		Inits:     slices.Clone(p.inits),
 	}
 	if p.proc != nil {
 		info.MetricsAddr = p.proc.metricsAddr
@@ -168,10 +245,14 @@ func (k *Kubelet) podSeen(ctx context.Context, n *node, obj any) {
 			k.mu.Unlock()
 			return
 		}
-		p = &pod{node: n.name, uid: api.UID, api: api, changed: make(chan struct{}, 1), startTime: time.Now()}
+		p = &pod{node: n.name, uid: api.UID, api: api, changed: make(chan struct{}, 1), startTime: time.Now(),
+			simulated: !k.isAgentPod(api), initStatuses: initialInitStatuses(api)}
 		k.pods[api.UID] = p
-		k.recordImages(n.name, api)
-		n.wg.Go(func() { k.runPod(ctx, p) })
+		if p.simulated {
+			n.wg.Go(func() { k.runSimulatedPod(ctx, p) })
+		} else {
+			n.wg.Go(func() { k.runPod(ctx, p) })
+		}
 	}
 	k.mu.Unlock()
 	if known {
@@ -199,17 +280,6 @@ func (k *Kubelet) podGone(obj any) {
 	p.removed = true
 	p.mu.Unlock()
 	p.notify()
-}
-
-// recordImages notes the images a kubelet would pull for the pod. Called with k.mu held.
-func (k *Kubelet) recordImages(node string, api *corev1.Pod) {
-	for _, list := range [][]corev1.Container{api.Spec.InitContainers, api.Spec.Containers} {
-		for _, c := range list {
-			if !slices.Contains(k.images[node], c.Image) {
-				k.images[node] = append(k.images[node], c.Image)
-			}
-		}
-	}
 }
 
 func isTerminal(api *corev1.Pod) bool {

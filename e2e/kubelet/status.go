@@ -3,6 +3,7 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -118,7 +119,6 @@ func (p *pod) status(old corev1.PodStatus, now time.Time) corev1.PodStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	api := p.api
-	c := api.Spec.Containers[0]
 	s := *old.DeepCopy()
 	ts := metav1.NewTime(now).Rfc3339Copy()
 
@@ -128,50 +128,58 @@ func (p *pod) status(old corev1.PodStatus, now time.Time) corev1.PodStatus {
 		s.StartTime = ptr.To(metav1.NewTime(p.startTime).Rfc3339Copy())
 	}
 
-	cs := corev1.ContainerStatus{
-		Name:         c.Name,
-		Image:        c.Image,
-		ImageID:      c.Image,
-		ContainerID:  p.containerID,
-		RestartCount: int32(p.restarts),
-		Ready:        p.proc != nil && p.ready,
-		Started:      ptr.To(p.proc != nil),
+	state, started, ready := p.containerState()
+	var lastState corev1.ContainerState
+	switch last := len(p.ends) - 1; {
+	case state.Terminated != nil && last > 0:
+		lastState.Terminated = &p.ends[last-1]
+	case state.Terminated == nil && last >= 0:
+		lastState.Terminated = &p.ends[last]
 	}
-	last := len(p.ends) - 1
-	switch {
-	case p.finished && last >= 0:
-		cs.State.Terminated = &p.ends[last]
-		if last > 0 {
-			cs.LastTerminationState.Terminated = &p.ends[last-1]
+	s.ContainerStatuses = nil
+	var unready []string
+	for i := range api.Spec.Containers {
+		c := &api.Spec.Containers[i]
+		s.ContainerStatuses = append(s.ContainerStatuses, corev1.ContainerStatus{
+			Name:                 c.Name,
+			Image:                c.Image,
+			ImageID:              c.Image,
+			ContainerID:          p.containerIDOf(c),
+			RestartCount:         int32(p.restarts),
+			Ready:                ready,
+			Started:              ptr.To(started),
+			State:                state,
+			LastTerminationState: lastState,
+		})
+		if !ready {
+			unready = append(unready, c.Name)
 		}
-	case p.proc != nil:
-		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(p.proc.started).Rfc3339Copy()}
-	case p.waiting != nil:
-		cs.State.Waiting = p.waiting
-	default:
-		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
 	}
-	if cs.State.Terminated == nil && last >= 0 {
-		cs.LastTerminationState.Terminated = &p.ends[last]
+	s.InitContainerStatuses = nil
+	for _, is := range p.initStatuses {
+		s.InitContainerStatuses = append(s.InitContainerStatuses, *is.DeepCopy())
 	}
-	s.ContainerStatuses = []corev1.ContainerStatus{cs}
 
+	last := len(p.ends) - 1
 	switch {
 	case p.finished && last >= 0 && p.ends[last].ExitCode == 0:
 		s.Phase = corev1.PodSucceeded
 	case p.finished:
 		s.Phase = corev1.PodFailed
-	case p.proc != nil || last >= 0:
+	case started || last >= 0:
 		s.Phase = corev1.PodRunning
 	default:
 		s.Phase = corev1.PodPending
 	}
 
-	ready := condition(corev1.PodReady, cs.Ready, "ContainersNotReady", "containers with unready status: ["+c.Name+"]")
-	containersReady := condition(corev1.ContainersReady, cs.Ready, "ContainersNotReady", "containers with unready status: ["+c.Name+"]")
+	notReady := "containers with unready status: [" + strings.Join(unready, " ") + "]"
+	podReady := condition(corev1.PodReady, ready, "ContainersNotReady", notReady)
+	containersReady := condition(corev1.ContainersReady, ready, "ContainersNotReady", notReady)
 	sandbox := condition(corev1.PodReadyToStartContainers, !p.finished, "", "")
-	initialized := condition(corev1.PodInitialized, true, "", "")
-	for _, want := range []corev1.PodCondition{sandbox, initialized, containersReady, ready} {
+	initDone, pending := p.initialized()
+	initialized := condition(corev1.PodInitialized, initDone, "ContainersNotInitialized",
+		"containers with incomplete status: ["+strings.Join(pending, " ")+"]")
+	for _, want := range []corev1.PodCondition{sandbox, initialized, containersReady, podReady} {
 		s.Conditions = setCondition(s.Conditions, want, ts)
 	}
 	return s
@@ -202,4 +210,32 @@ func setCondition(conds []corev1.PodCondition, want corev1.PodCondition, now met
 	}
 	want.LastTransitionTime = now
 	return append(conds, want)
+}
+
+// containerState is the state every main container of the pod reports now, the started
+// flag, and readiness. Called with p.mu held.
+func (p *pod) containerState() (corev1.ContainerState, bool, bool) {
+	last := len(p.ends) - 1
+	switch {
+	case p.finished && last >= 0:
+		return corev1.ContainerState{Terminated: &p.ends[last]}, false, false
+	case p.proc != nil:
+		return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(p.proc.started).Rfc3339Copy()}}, true, p.ready
+	case !p.simStarted.IsZero():
+		return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(p.simStarted).Rfc3339Copy()}}, true, p.ready
+	case p.waiting != nil:
+		return corev1.ContainerState{Waiting: p.waiting}, false, false
+	}
+	if done, _ := p.initialized(); !done {
+		return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}, false, false
+	}
+	return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}, false, false
+}
+
+// containerID is the ID container c reports. Called with p.mu held.
+func (p *pod) containerIDOf(c *corev1.Container) string {
+	if p.simulated && p.containerID != "" {
+		return p.containerID + "-" + c.Name
+	}
+	return p.containerID
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,6 +63,14 @@ func (k *Kubelet) runPod(ctx context.Context, p *pod) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		log.Error("Could not create pod dir", "error", err)
 	}
+	vols, err := podVolumes(api, dir)
+	if err != nil {
+		log.Error("Could not create volumes", "error", err)
+	}
+	if !k.runInitContainers(ctx, p, dir, vols, log) {
+		k.endPod(ctx, p, log)
+		return
+	}
 
 	backoff := time.Second
 	for run := 0; ; {
@@ -71,7 +78,8 @@ func (k *Kubelet) runPod(ctx context.Context, p *pod) {
 			k.endPod(ctx, p, log)
 			return
 		}
-		proc, err := k.startContainer(ctx, p, dir, run)
+		k.pull(p, &api.Spec.Containers[0], false)
+		proc, err := k.startContainer(ctx, p, dir, vols, run)
 		if err != nil {
 			reason := "RunContainerError"
 			var se *startError
@@ -102,27 +110,15 @@ func (k *Kubelet) runPod(ctx context.Context, p *pod) {
 	}
 }
 
-// startContainer resolves the container's environment, writes its credentials and starts the
-// agent binary.
-func (k *Kubelet) startContainer(ctx context.Context, p *pod, dir string, run int) (*process, error) {
+// startContainer resolves the container's environment and command, writes its credentials
+// and starts the process.
+func (k *Kubelet) startContainer(ctx context.Context, p *pod, dir string, vols map[string]string, run int) (*process, error) {
 	api := p.latest()
 	c := &api.Spec.Containers[0]
-	env, err := containerEnv(ctx, k.client, api, c, envInputs{
-		podIP: NodeIP, hostIP: NodeIP,
-		serviceHost: k.opts.APIServerHost, servicePort: k.opts.APIServerPort,
-		allocatable: capacity,
-	})
+	env, err := k.processEnv(ctx, p, api, c, dir)
 	if err != nil {
-		return nil, &startError{"CreateContainerConfigError", err}
+		return nil, err
 	}
-	if k.opts.NodeEnv != nil {
-		maps.Copy(env, k.opts.NodeEnv(p.node))
-	}
-	hostname := api.Name
-	if api.Spec.Hostname != "" {
-		hostname = api.Spec.Hostname
-	}
-	env["HOSTNAME"] = hostname
 
 	// The process believes it listens on its configured port, as in its own network
 	// namespace; it really listens on a free loopback port, and probes go there.
@@ -138,22 +134,12 @@ func (k *Kubelet) startContainer(ctx context.Context, p *pod, dir string, run in
 	}
 	env[metricsPortEnv] = strconv.Itoa(port)
 
-	kubeconfig, err := k.writeCredentials(ctx, api, dir)
+	bin, args, err := k.commandLine(c, containerMounts(c, vols), env)
 	if err != nil {
-		return nil, &startError{"CreateContainerError", err}
-	}
-	if kubeconfig != "" {
-		env["KUBECONFIG"] = kubeconfig
-	}
-
-	// The image's entrypoint is the agent binary; args are expanded as the kubelet does.
-	lookup := func(name string) (string, bool) { v, ok := env[name]; return v, ok }
-	args := make([]string, 0, len(c.Args))
-	for _, a := range c.Args {
-		args = append(args, expand(a, lookup))
+		return nil, &startError{"RunContainerError", err}
 	}
 	logPath := filepath.Join(k.opts.LogDir, fmt.Sprintf("%s_%s_%d.log", api.Namespace, api.Name, run))
-	proc, err := startProcess(k.opts.AgentBinary, args, envList(env), dir, logPath, port)
+	proc, err := startProcess(bin, args, envList(env), dir, logPath, port)
 	if err != nil {
 		return nil, &startError{"RunContainerError", fmt.Errorf("start agent for pod %s/%s: %w", api.Namespace, api.Name, err)}
 	}
@@ -306,6 +292,9 @@ func (p *pod) setRunning(proc *process, restart bool) {
 	p.proc, p.ready = proc, false
 	if proc == nil {
 		return
+	}
+	if p.firstStart.IsZero() {
+		p.firstStart = proc.started
 	}
 	p.waiting = nil
 	p.containerID = fmt.Sprintf("simulated://%s-%d", p.uid, proc.cmd.Process.Pid)

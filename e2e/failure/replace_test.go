@@ -1,0 +1,226 @@
+package failure
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/nodepatch"
+)
+
+// nodeClaimCRD is just enough of Karpenter's karpenter.sh/v1 NodeClaim for the agent: a
+// cluster-scoped resource with a status subresource, its schema left open.
+const nodeClaimCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: nodeclaims.karpenter.sh
+spec:
+  group: karpenter.sh
+  scope: Cluster
+  names:
+    kind: NodeClaim
+    listKind: NodeClaimList
+    plural: nodeclaims
+    singular: nodeclaim
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      subresources:
+        status: {}
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+`
+
+// replaceEnv turns replace-node on for a node; maxRetries rounds until the failure.
+func replaceEnv(maxRetries string) map[string]string {
+	return map[string]string{"FAILURE_ACTION": "replace-node", "MAX_RETRIES": maxRetries}
+}
+
+// testReplaceNode installs manifests/replace-node/ and a NodeClaim CRD, then holds that a
+// failing node's agent deletes the node's NodeClaim and not the Node, deletes the Node when
+// there is no NodeClaim, never touches another node's NodeClaim (which the own-NodeClaim
+// policy refuses to its token), and replaces nothing when its pod is deleted first.
+func testReplaceNode(t *testing.T, c *harness.Cluster) {
+	ctx := t.Context()
+	out, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "replace-node"))
+	require.NoError(t, err)
+	t.Logf("kubectl apply -f manifests/replace-node/:\n%s", out)
+	crd := filepath.Join(t.TempDir(), "nodeclaims.yaml")
+	require.NoError(t, os.WriteFile(crd, []byte(nodeClaimCRD), 0o644))
+	_, err = c.Kubectl(ctx, "apply", "-f", crd)
+	require.NoError(t, err)
+	_, err = c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/nodeclaims.karpenter.sh")
+	require.NoError(t, err)
+	dyn, err := dynamic.NewForConfig(c.ControlPlane().RESTConfig())
+	require.NoError(t, err)
+	claims := dyn.Resource(nodepatch.NodeClaims)
+
+	t.Run("the own NodeClaim, else the own Node; never another's", func(t *testing.T) {
+		f := harness.NewFleetForTest(t, c, "replace")
+		claimed, unclaimed, healthy := f.Name()+"-0", f.Name()+"-1", f.Name()+"-2"
+		claimedClaim := createNodeClaim(t, claims, "default-claimed", claimed)
+		healthyClaim := createNodeClaim(t, claims, "default-healthy", healthy)
+
+		require.NoError(t, f.AddNode(ctx, claimed, harness.NodeOptions{BrokenDNS: true, Env: replaceEnv("2")}))
+		require.NoError(t, f.AddNode(ctx, unclaimed, harness.NodeOptions{BrokenDNS: true, Env: replaceEnv("2")}))
+		require.NoError(t, f.AddNode(ctx, healthy, harness.NodeOptions{Env: replaceEnv("2")}))
+
+		// The node with a NodeClaim: the NodeClaim goes, the Node stays.
+		err := poll(t, func(ctx context.Context) (bool, error) {
+			_, err := claims.Get(ctx, claimedClaim.GetName(), metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		require.NoError(t, err, "NodeClaim %s of the failing node %s was not deleted", claimedClaim.GetName(), claimed)
+		ev := waitEvent(t, c, claimed, "ReplacingNode")
+		assert.Equal(t, corev1.EventTypeWarning, ev.Type)
+		assert.Contains(t, ev.Note, "Deleted NodeClaim "+claimedClaim.GetName()+" because checks failed: dns ")
+		cond := waitAgentCondition(t, c, claimed, nodepatch.ReasonReplacing)
+		assert.Equal(t, corev1.ConditionFalse, cond.Status)
+		assert.Contains(t, cond.Message, "dns "+harness.DNSName)
+		// Karpenter would now drain and delete the node; the agent never does it itself,
+		// however many rounds it goes on failing (a second replacement would find no
+		// NodeClaim and delete the Node).
+		agent, err := f.WaitAgentRunning(ctx, claimed)
+		require.NoError(t, err)
+		require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 5))
+		n := getNode(t, c, claimed)
+		assert.Nil(t, n.DeletionTimestamp, "node %s is being deleted", claimed)
+		assert.True(t, tainted(n))
+
+		// The node without one: the Node goes.
+		err = poll(t, func(ctx context.Context) (bool, error) {
+			_, err := c.Client().CoreV1().Nodes().Get(ctx, unclaimed, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		require.NoError(t, err, "the failing node %s without a NodeClaim was not deleted", unclaimed)
+		ev = waitEvent(t, c, unclaimed, "ReplacingNode")
+		assert.Contains(t, ev.Note, "Deleted Node "+unclaimed+" because checks failed: dns ")
+
+		// The healthy node is verified; its NodeClaim was never written by any agent.
+		require.NoError(t, f.WaitReleased(ctx, healthy))
+		got, err := claims.Get(ctx, healthyClaim.GetName(), metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, healthyClaim.GetResourceVersion(), got.GetResourceVersion(), "NodeClaim of %s changed", healthy)
+		assert.Nil(t, got.GetDeletionTimestamp())
+
+		// And the policy would refuse it to the failing node's agent: its pod-bound token may
+		// delete only the NodeClaim of its own node. A dry run first, until the policy is in
+		// force; then for real.
+		pods, err := f.AgentPods(ctx, claimed)
+		require.NoError(t, err)
+		require.Len(t, pods, 1)
+		agentClaims := dynamicForToken(t, c, boundToken(t, c, &pods[0])).Resource(nodepatch.NodeClaims)
+		want := "nodeready: deletion of NodeClaim " + healthyClaim.GetName() + " refused: it is not the NodeClaim of node " + claimed
+		var last error
+		err = poll(t, func(ctx context.Context) (bool, error) {
+			last = agentClaims.Delete(ctx, healthyClaim.GetName(), metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+			return apierrors.IsForbidden(last) && strings.Contains(last.Error(), want), nil
+		})
+		require.NoError(t, err, "the own-NodeClaim policy never refused the dry run; last %v", last)
+		err = agentClaims.Delete(ctx, healthyClaim.GetName(), metav1.DeleteOptions{})
+		require.True(t, apierrors.IsForbidden(err), "want 403, got %v", err)
+		assert.Contains(t, err.Error(), want)
+		got, err = claims.Get(ctx, healthyClaim.GetName(), metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, healthyClaim.GetResourceVersion(), got.GetResourceVersion())
+	})
+
+	t.Run("a SIGTERM before the failure replaces nothing", func(t *testing.T) {
+		f := harness.NewFleetForTest(t, c, "sigterm")
+		node := f.Name() + "-0"
+		claim := createNodeClaim(t, claims, "default-sigterm", node)
+		// The failure would be recorded after 1000 rounds: the pod is deleted long before.
+		require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{BrokenDNS: true, Env: replaceEnv("1000")}))
+		agent, err := f.WaitAgentRunning(ctx, node)
+		require.NoError(t, err)
+		require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 3))
+
+		_, err = c.Kubectl(ctx, "-n", harness.Namespace, "delete", "pod", agent.Name)
+		require.NoError(t, err)
+		err = poll(t, func(context.Context) (bool, error) {
+			p, ok := f.Kubelet().Pod(agent.UID)
+			return ok && p.Done && len(p.Exits) == 1, nil
+		})
+		require.NoError(t, err, "agent of pod %s did not end", agent.Name)
+		p, _ := f.Kubelet().Pod(agent.UID)
+		assert.Equal(t, 0, p.Exits[0].Code, "an abort is not a failure")
+		assert.True(t, p.Exits[0].Signaled)
+		assert.False(t, p.Exits[0].Killed)
+
+		n := getNode(t, c, node)
+		assert.Nil(t, n.DeletionTimestamp)
+		assert.True(t, tainted(n))
+		assert.Nil(t, agentCondition(n), "an abort writes nothing")
+		got, err := claims.Get(ctx, claim.GetName(), metav1.GetOptions{})
+		require.NoError(t, err, "NodeClaim %s of node %s", claim.GetName(), node)
+		assert.Nil(t, got.GetDeletionTimestamp())
+		assert.Equal(t, claim.GetResourceVersion(), got.GetResourceVersion())
+		for _, reason := range []string{"ReplacingNode", "ReplaceFailed", "VerificationFailed", "CheckFailed"} {
+			requireNoEvent(t, c, node, reason)
+		}
+	})
+}
+
+// createNodeClaim creates a NodeClaim whose status names node, as Karpenter's once the node
+// registered, and deletes it when the test ends if it is still there.
+func createNodeClaim(t *testing.T, claims dynamic.NamespaceableResourceInterface, name, node string) *unstructured.Unstructured {
+	t.Helper()
+	ctx := t.Context()
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "karpenter.sh/v1",
+		"kind":       "NodeClaim",
+		"metadata":   map[string]any{"name": name},
+		"spec":       map[string]any{"nodeClassRef": map[string]any{"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
+	}}
+	created, err := claims.Create(ctx, obj, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, unstructured.SetNestedField(created.Object, node, "status", "nodeName"))
+	created, err = claims.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		err := claims.Delete(context.Background(), name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleanup: delete NodeClaim %s: %v", name, err)
+		}
+	})
+	return created
+}
+
+// boundToken returns a token of the agent's ServiceAccount bound to pod, as the kubelet
+// mounts one: the API server puts the pod's node into it.
+func boundToken(t *testing.T, c *harness.Cluster, pod *corev1.Pod) string {
+	t.Helper()
+	tr, err := c.Client().CoreV1().ServiceAccounts(harness.Namespace).CreateToken(t.Context(), pod.Spec.ServiceAccountName, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: ptr.To[int64](600),
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return tr.Status.Token
+}
+
+func dynamicForToken(t *testing.T, c *harness.Cluster, token string) dynamic.Interface {
+	t.Helper()
+	cp := c.ControlPlane()
+	d, err := dynamic.NewForConfig(&rest.Config{Host: cp.APIServerURL(), BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAFile: cp.CAFile()}})
+	require.NoError(t, err)
+	return d
+}

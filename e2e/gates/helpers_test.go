@@ -1,0 +1,188 @@
+package gates
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/nodepatch"
+)
+
+// baseChecks are the shipped default CHECKS; each test adds its gate.
+const baseChecks = "dns,tcp,apiserver,endpoints"
+
+// sampleInterval is how often the tests that time a release look at the cluster.
+const sampleInterval = 100 * time.Millisecond
+
+// poll calls cond until it is done, bounded by harness.WaitTimeout.
+func poll(t *testing.T, cond wait.ConditionWithContextFunc) error {
+	t.Helper()
+	return wait.PollUntilContextTimeout(t.Context(), harness.PollInterval, harness.WaitTimeout, true, cond)
+}
+
+func getNode(t *testing.T, c *harness.Cluster, name string) *corev1.Node {
+	t.Helper()
+	n, err := c.Client().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return n
+}
+
+// released reports whether the node carries the verified label and not the startup taint.
+func released(n *corev1.Node) bool {
+	return n.Labels[harness.VerifiedLabel] == "true" && !tainted(n)
+}
+
+func tainted(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&harness.StartupTaint) })
+}
+
+// requireHeld asserts that the node is tainted and not labelled.
+func requireHeld(t *testing.T, c *harness.Cluster, node string) {
+	t.Helper()
+	n := getNode(t, c, node)
+	require.True(t, tainted(n), "node %s lost the startup taint; taints %v", node, n.Spec.Taints)
+	require.NotContains(t, n.Labels, harness.VerifiedLabel)
+}
+
+// agentCondition returns the node's node-ready/Verified condition, or nil.
+func agentCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == nodepatch.ConditionType {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// waitAgentCondition waits until the node reports the agent's condition with reason.
+func waitAgentCondition(t *testing.T, c *harness.Cluster, node, reason string) corev1.NodeCondition {
+	t.Helper()
+	var last *corev1.NodeCondition
+	err := poll(t, func(ctx context.Context) (bool, error) {
+		n, err := c.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = agentCondition(n)
+		return last != nil && last.Reason == reason, nil
+	})
+	require.NoError(t, err, "node %s never reported %s with reason %s; last %+v", node, nodepatch.ConditionType, reason, last)
+	return *last
+}
+
+// nodeEvents returns the events.k8s.io Events about the node with the given reason. Events
+// about a Node live in the default namespace.
+func nodeEvents(t *testing.T, c *harness.Cluster, node, reason string) []eventsv1.Event {
+	t.Helper()
+	list, err := c.Client().EventsV1().Events(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Node" && e.Regarding.Name == node && e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// rounds returns the agent's nodeready_rounds_total.
+func rounds(t *testing.T, f *harness.Fleet, node string) float64 {
+	t.Helper()
+	pod, err := f.WaitAgentRunning(t.Context(), node)
+	require.NoError(t, err)
+	n, err := harness.Scrape(t.Context(), pod.MetricsAddr, "nodeready_rounds_total")
+	require.NoError(t, err)
+	return n
+}
+
+// waitMoreRounds waits until the node's agent has run n more rounds of checks than now, so
+// that whatever the test changed before has been looked at.
+func waitMoreRounds(t *testing.T, f *harness.Fleet, node string, n float64) {
+	t.Helper()
+	pod, err := f.WaitAgentRunning(t.Context(), node)
+	require.NoError(t, err)
+	require.NoError(t, f.WaitMetric(t.Context(), pod, "nodeready_rounds_total", rounds(t, f, node)+n))
+}
+
+// createDaemonSet creates a DaemonSet in kube-system whose pods go only to the fleet's
+// nodes, and deletes it when the test ends. Its image is not the agent's, so the simulated
+// kubelet simulates its pods.
+func createDaemonSet(t *testing.T, client kubernetes.Interface, name, fleet string, tolerations []corev1.Toleration, annotations map[string]string) *appsv1.DaemonSet {
+	t.Helper()
+	labels := map[string]string{"app.kubernetes.io/name": name}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: harness.Namespace, Labels: labels},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{harness.FleetLabel: fleet},
+					Tolerations:  tolerations,
+					Containers:   []corev1.Container{{Name: name, Image: "example.com/" + name + ":v1"}},
+				},
+			},
+		},
+	}
+	ds, err := client.AppsV1().DaemonSets(harness.Namespace).Create(t.Context(), ds, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := client.AppsV1().DaemonSets(harness.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("cleanup: delete daemonset %s: %v", name, err)
+		}
+	})
+	return ds
+}
+
+// podsOf returns the pods on the node that the DaemonSet owns.
+func podsOf(pods []corev1.Pod, ds *appsv1.DaemonSet) []corev1.Pod {
+	var out []corev1.Pod
+	for _, p := range pods {
+		if ref := metav1.GetControllerOf(&p); ref != nil && ref.UID == ds.UID {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// summary names the pods with their phase and readiness, for a failure message.
+func summary(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, fmt.Sprintf("%s %s ready=%v", p.Name, p.Status.Phase, podReady(&p)))
+	}
+	return out
+}
+
+func podsOn(ctx context.Context, client kubernetes.Interface, node string) ([]corev1.Pod, error) {
+	list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
