@@ -10,10 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -22,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodeready/nodeready/agent"
+	"github.com/nodeready/nodeready/agent/sigterm"
 )
 
 // Set with -ldflags "-X main.version=... -X main.revision=...".
@@ -39,7 +38,9 @@ const (
 
 func main() {
 	started := time.Now()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	// SIGTERM and SIGINT are caught from the process's start, long before
+	// main: a pod deleted while its agent starts still aborts cleanly.
+	ctx, stop := sigterm.NotifyContext(context.Background())
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, newClient, started))
 }

@@ -3,6 +3,7 @@ package nodepatch
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -322,6 +323,58 @@ func TestSettleReleasesAgainWhenTheTaintComesBack(t *testing.T) {
 	n = getNode(t, client)
 	assert.True(t, p.Verified(n), "the taint is gone again at the end of the window")
 	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
+}
+
+// TestSettleCountsReleasesNotEvents: two watch events that show the taint
+// back before the agent has removed it again are one release again, not two.
+func TestSettleCountsReleasesNotEvents(t *testing.T) {
+	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
+	_, err := p.Release(t.Context(), nil)
+	require.NoError(t, err)
+
+	patching, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		once.Do(func() {
+			close(patching)
+			<-proceed
+		})
+		return false, nil, nil
+	})
+	type result struct {
+		again int
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		again, err := p.Settle(t.Context(), 2*time.Second)
+		done <- result{again, err}
+	}()
+	require.Eventually(t, func() bool {
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "watch" {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, time.Millisecond, "settle watches the node")
+
+	n := getNode(t, client)
+	n.Spec.Taints = append(n.Spec.Taints, startup)
+	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	<-patching // releasing the node again
+	// Another writer changes the node while the taint is still there.
+	n = getNode(t, client)
+	n.Labels["pool"] = "b"
+	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	close(proceed)
+
+	r := <-done
+	require.NoError(t, r.err)
+	assert.Equal(t, 1, r.again, "released again once")
+	n = getNode(t, client)
+	assert.True(t, p.Verified(n))
+	assert.Equal(t, "b", n.Labels["pool"])
 }
 
 func TestSettleQuietWindow(t *testing.T) {

@@ -18,7 +18,8 @@ import (
 // whenever the startup taint comes back or the label goes: Karpenter, for
 // one, merges its startupTaints into a Node at registration, so a taint
 // removed early can reappear seconds later. It returns how many times the
-// node had to be released again.
+// node had to be released again: releases that wrote, not the watch events
+// that showed the node unverified (several can come before one release).
 //
 // The window is a timer, not a deadline on ctx: a release that has begun
 // when the window closes is finished under ctx, so the node is never left
@@ -66,9 +67,12 @@ func (p *Patcher) Settle(ctx context.Context, window time.Duration) (int, error)
 			if !isNode || p.Verified(node) {
 				continue
 			}
-			again++
-			if _, err := p.Release(ctx, nil); err != nil {
+			outcome, err := p.Release(ctx, nil)
+			if err != nil {
 				return again, err
+			}
+			if outcome == Patched {
+				again++
 			}
 		}
 	}
