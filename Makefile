@@ -51,6 +51,10 @@ e2e: build control-plane ## End-to-end tests on a real etcd, kube-apiserver, con
 demo: build control-plane ## Watch nodeready verify autoscaled nodes on a local control plane (no cluster needed)
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go run ./cmd/demo $(DEMO_FLAGS)
 
+.PHONY: bench
+bench: build control-plane ## Measure overhead, concurrency, scale and footprint; prints a table and writes BENCH.md
+	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go run ./cmd/bench -out $(CURDIR)/BENCH.md $(BENCH_FLAGS)
+
 .PHONY: image
 image: ## Build and push the multi-arch image with docker buildx (needs a Docker engine)
 	docker buildx build --platform $(PLATFORMS) --build-arg VERSION=$(VERSION) \

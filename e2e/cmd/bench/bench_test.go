@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPercentiles(t *testing.T) {
+	var d durations
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(101-i)*time.Millisecond) // unsorted on purpose
+	}
+	assert.Equal(t, 50*time.Millisecond, d.pct(50))
+	assert.Equal(t, 95*time.Millisecond, d.pct(95))
+	assert.Equal(t, 99*time.Millisecond, d.pct(99))
+	assert.Equal(t, 100*time.Millisecond, d.max())
+	assert.Equal(t, 100*time.Millisecond, d[0], "pct must not sort the sample in place")
+
+	one := durations{7 * time.Millisecond}
+	assert.Equal(t, 7*time.Millisecond, one.pct(50))
+	assert.Equal(t, 7*time.Millisecond, one.pct(99))
+	assert.Equal(t, "no samples", durations{}.summary(false))
+}
+
+func TestParseMetrics(t *testing.T) {
+	body := []byte(`# HELP apiserver_request_total Counter of apiserver requests.
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="nodes",scope="resource",subresource="",verb="GET",version="v1"} 12
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="nodes",scope="resource",subresource="status",verb="PATCH",version="v1"} 3
+apiserver_request_total{code="200",component="",dry_run="",group="",resource="",scope="",subresource="/readyz",verb="GET",version=""} 4
+process_cpu_seconds_total 1.5e+01
+other_metric{a="with \"quotes\", and, commas"} 1
+`)
+	m, err := parseMetrics(body, "apiserver_request_total", "process_cpu_seconds_total")
+	require.NoError(t, err)
+	assert.Len(t, m, 4)
+	assert.InDelta(t, 15.0, m.sum("process_cpu_seconds_total"), 1e-9)
+
+	later := []byte(strings.ReplaceAll(string(body), `verb="GET",version="v1"} 12`, `verb="GET",version="v1"} 20`))
+	after, err := parseMetrics(later)
+	require.NoError(t, err)
+	assert.Equal(t, "with \"quotes\", and, commas", after[seriesKey("other_metric", map[string]string{"a": "with \"quotes\", and, commas"})].Labels["a"])
+	delta := requestDelta(m, after)
+	assert.Equal(t, map[string]float64{"GET nodes": 8}, delta)
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		method, path string
+		watch        bool
+		want         string
+	}{
+		{"GET", "/api/v1/nodes/n1", false, "GET nodes"},
+		{"GET", "/api/v1/nodes", true, "WATCH nodes"},
+		{"GET", "/api/v1/nodes", false, "LIST nodes"},
+		{"PATCH", "/api/v1/nodes/n1", false, "PATCH nodes"},
+		{"PATCH", "/api/v1/nodes/n1/status", false, "PATCH nodes/status"},
+		{"POST", "/apis/events.k8s.io/v1/namespaces/default/events", false, "POST events"},
+		{"GET", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", false, "LIST endpointslices"},
+		{"POST", "/api/v1/namespaces/kube-system/serviceaccounts/nodeready/token", false, "POST serviceaccounts/token"},
+		{"GET", "/api/v1/namespaces/default", false, "GET namespaces"},
+		{"GET", "/readyz", false, "GET /readyz"},
+	} {
+		assert.Equal(t, tc.want, classify(tc.method, tc.path, tc.watch), "%s %s", tc.method, tc.path)
+	}
+}
+
+func TestParseVerified(t *testing.T) {
+	log := []byte(`{"level":"info","node":"n1","message":"Started verification"}
+not json
+{"level":"info","node":"n1","reason":"Verified","duration_seconds":0.0152,"startup_seconds":0.0018,"checks_seconds":0.006,"release_seconds":0.0074,"message":"Verified node"}
+`)
+	v, err := parseVerified(log)
+	require.NoError(t, err)
+	assert.Equal(t, 15200*time.Microsecond, v.Total.Round(time.Microsecond))
+	assert.Equal(t, 1800*time.Microsecond, v.Startup.Round(time.Microsecond))
+	assert.Equal(t, 6*time.Millisecond, v.Checks.Round(time.Microsecond))
+	assert.Equal(t, 7400*time.Microsecond, v.Release.Round(time.Microsecond))
+
+	_, err = parseVerified([]byte(`{"message":"Started verification"}`))
+	assert.ErrorIs(t, err, errNoVerifiedLine)
+}
+
+func TestFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-quick", "-nodes", "300", "-only", "scale,footprint", "-settle", "0s"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 300, o.nodes, "an explicit size wins over -quick")
+	assert.Equal(t, 15, o.runs)
+	assert.Equal(t, []string{"scale", "overhead"}, o.only)
+	assert.Equal(t, []time.Duration{0}, o.settles)
+
+	_, err = parseFlags([]string{"-only", "speed"}, &bytes.Buffer{})
+	assert.ErrorContains(t, err, `unknown benchmark "speed"`)
+	assert.Equal(t, " -quick", argsSuffix([]string{"-out", "x.md", "-quick", "-out=y.md"}))
+}

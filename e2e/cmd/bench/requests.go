@@ -1,0 +1,132 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// requestCounter counts the API requests of in-process agents on the client side, where it
+// is known whose request each is: the API server's own counters also hold the controllers',
+// the scheduler's and the benchmark's.
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func newRequestCounter() *requestCounter { return &requestCounter{counts: map[string]int{}} }
+
+// wrap is a rest.Config WrapTransport.
+func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		key := classify(req.Method, req.URL.Path, req.URL.Query().Get("watch") == "true")
+		switch {
+		case err != nil:
+			key += " (error)"
+		case resp.StatusCode >= 300:
+			key += fmt.Sprintf(" (%d)", resp.StatusCode)
+		}
+		c.mu.Lock()
+		c.counts[key]++
+		c.mu.Unlock()
+		return resp, err
+	})
+}
+
+func (c *requestCounter) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.counts)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// classify names a request as the API server's metrics do: the verb (GET of one object,
+// LIST, WATCH, POST, PATCH, PUT, DELETE) and the resource with its subresource, or the
+// path for a request outside the API, such as GET /readyz.
+func classify(method, path string, watch bool) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	var rest []string
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		rest = parts[2:] // api/v1/...
+	case len(parts) >= 3 && parts[0] == "apis":
+		rest = parts[3:] // apis/group/version/...
+	default:
+		return method + " " + path
+	}
+	if len(rest) >= 2 && rest[0] == "namespaces" && len(rest) != 2 {
+		rest = rest[2:] // namespaces/NS/resource/...; "namespaces/NS" alone is a namespace
+	}
+	if len(rest) == 0 {
+		return method + " " + path
+	}
+	resource, named, sub := rest[0], len(rest) >= 2, ""
+	if len(rest) >= 3 {
+		sub = "/" + strings.Join(rest[2:], "/")
+	}
+	verb := method
+	switch {
+	case method == http.MethodGet && watch:
+		verb = "WATCH"
+	case method == http.MethodGet && !named:
+		verb = "LIST"
+	}
+	return verb + " " + resource + sub
+}
+
+// renderCounts writes counts per node as a markdown table, most frequent first, with the
+// total.
+func renderCounts(w io.Writer, counts map[string]float64, nodes int) {
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int {
+		if counts[a] != counts[b] {
+			if counts[a] > counts[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	var total float64
+	fmt.Fprintln(w, "| request | total | per node |")
+	fmt.Fprintln(w, "| --- | --- | --- |")
+	for _, k := range keys {
+		total += counts[k]
+		fmt.Fprintf(w, "| %s | %.0f | %.2f |\n", k, counts[k], counts[k]/float64(nodes))
+	}
+	fmt.Fprintf(w, "| **all** | %.0f | %.2f |\n", total, total/float64(nodes))
+}
+
+func toFloat(m map[string]int) map[string]float64 {
+	f := make(map[string]float64, len(m))
+	for k, v := range m {
+		f[k] = float64(v)
+	}
+	return f
+}
+
+func total(m map[string]float64) float64 {
+	var t float64
+	for _, v := range m {
+		t += v
+	}
+	return t
+}
+
+// breakdown renders counts on one line, such as "GET nodes 2, PATCH nodes 1".
+func breakdown(counts map[string]int) string {
+	keys := slices.Sorted(maps.Keys(counts))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, counts[k]))
+	}
+	return strings.Join(parts, ", ")
+}
