@@ -134,7 +134,7 @@ func testFailOpen(t *testing.T, c *harness.Cluster) {
 			return true, nil
 		}
 		held++
-		if cond := agentCondition(n); cond != nil && cond.Reason == nodepatch.ReasonChecksFailed {
+		if cond := harness.AgentCondition(n); cond != nil && cond.Reason == nodepatch.ReasonChecksFailed {
 			heldFailed++
 		}
 		return false, nil
@@ -199,7 +199,7 @@ func testReverifyTaint(t *testing.T, c *harness.Cluster) {
 	ev := waitEvent(t, c, node, "Reverifying")
 	assert.Equal(t, corev1.EventTypeNormal, ev.Type)
 	assert.Contains(t, ev.Note, "Put the startup taint "+harness.StartupTaint.Key+"=true:NoSchedule back")
-	cond := agentCondition(getNode(t, c, node))
+	cond := harness.AgentCondition(getNode(t, c, node))
 	require.NotNil(t, cond)
 	assert.Equal(t, nodepatch.ReasonVerified, cond.Reason, "the condition ends Verified, not Verifying")
 }

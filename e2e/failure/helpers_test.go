@@ -38,30 +38,12 @@ func tainted(n *corev1.Node) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&harness.StartupTaint) })
 }
 
-// agentCondition returns the node's node-ready/Verified condition, or nil.
-func agentCondition(n *corev1.Node) *corev1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == nodepatch.ConditionType {
-			return &n.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 // waitAgentCondition waits until the node reports the agent's condition with reason.
 func waitAgentCondition(t *testing.T, c *harness.Cluster, node, reason string) corev1.NodeCondition {
 	t.Helper()
-	var last *corev1.NodeCondition
-	err := poll(t, func(ctx context.Context) (bool, error) {
-		n, err := c.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = agentCondition(n)
-		return last != nil && last.Reason == reason, nil
-	})
-	require.NoError(t, err, "node %s never reported %s with reason %s; last %+v", node, nodepatch.ConditionType, reason, last)
-	return *last
+	cond, err := c.WaitAgentCondition(t.Context(), node, reason)
+	require.NoError(t, err)
+	return cond
 }
 
 // nodeEvents returns the events.k8s.io Events about the node with the given reason. Events

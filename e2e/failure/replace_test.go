@@ -167,7 +167,7 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		n := getNode(t, c, node)
 		assert.Nil(t, n.DeletionTimestamp)
 		assert.True(t, tainted(n))
-		assert.Nil(t, agentCondition(n), "an abort writes nothing")
+		assert.Nil(t, harness.AgentCondition(n), "an abort writes nothing")
 		got, err := claims.Get(ctx, claim.GetName(), metav1.GetOptions{})
 		require.NoError(t, err, "NodeClaim %s of node %s", claim.GetName(), node)
 		assert.Nil(t, got.GetDeletionTimestamp())

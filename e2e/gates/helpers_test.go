@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/e2e/harness"
-	"github.com/nodeready/nodeready/nodepatch"
 )
 
 // baseChecks are the shipped default CHECKS; each test adds its gate.
@@ -56,30 +55,12 @@ func requireHeld(t *testing.T, c *harness.Cluster, node string) {
 	require.NotContains(t, n.Labels, harness.VerifiedLabel)
 }
 
-// agentCondition returns the node's node-ready/Verified condition, or nil.
-func agentCondition(n *corev1.Node) *corev1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == nodepatch.ConditionType {
-			return &n.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 // waitAgentCondition waits until the node reports the agent's condition with reason.
 func waitAgentCondition(t *testing.T, c *harness.Cluster, node, reason string) corev1.NodeCondition {
 	t.Helper()
-	var last *corev1.NodeCondition
-	err := poll(t, func(ctx context.Context) (bool, error) {
-		n, err := c.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = agentCondition(n)
-		return last != nil && last.Reason == reason, nil
-	})
-	require.NoError(t, err, "node %s never reported %s with reason %s; last %+v", node, nodepatch.ConditionType, reason, last)
-	return *last
+	cond, err := c.WaitAgentCondition(t.Context(), node, reason)
+	require.NoError(t, err)
+	return cond
 }
 
 // nodeEvents returns the events.k8s.io Events about the node with the given reason. Events

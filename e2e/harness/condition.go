@@ -1,0 +1,39 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nodeready/nodeready/nodepatch"
+)
+
+// AgentCondition returns the node's node-ready/Verified condition, or nil.
+func AgentCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == nodepatch.ConditionType {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// WaitAgentCondition waits until the node reports the agent's condition with reason.
+func (c *Cluster) WaitAgentCondition(ctx context.Context, node, reason string) (corev1.NodeCondition, error) {
+	var last *corev1.NodeCondition
+	err := wait.PollUntilContextTimeout(ctx, PollInterval, WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, nil // the API server may be restarting; keep polling
+		}
+		last = AgentCondition(n)
+		return last != nil && last.Reason == reason, nil
+	})
+	if err != nil {
+		return corev1.NodeCondition{}, fmt.Errorf("node %s never reported %s with reason %s; last %+v: %w", node, nodepatch.ConditionType, reason, last, err)
+	}
+	return *last, nil
+}
