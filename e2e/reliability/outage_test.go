@@ -146,6 +146,7 @@ func TestAPIServerOutage(t *testing.T) {
 	for _, n := range all {
 		names = append(names, n.name)
 	}
+	var withoutCondition []string
 	for _, n := range all {
 		require.NoError(t, f.waitAgentsDone(ctx, n.name, 1))
 		pods := f.PodsOn(n.name)
@@ -161,12 +162,19 @@ func TestAPIServerOutage(t *testing.T) {
 		for _, ft := range harness.ForeignTaints {
 			assert.True(t, hasExactTaint(node.Spec.Taints, ft), "node %s lost %s", n.name, ft.ToString())
 		}
-		// What people see agrees with the node: the agent's condition says Verified.
+		// What people see agrees with the node: the agent's condition says Verified. The
+		// condition is a second write after the release, bounded by the release budget: when
+		// the release landed just before a stop, that write can fall into the outage, and the
+		// node then has no condition. Counted and reported, allowed only there.
 		verdict := verdictOf(node)
-		if assert.NotNil(t, verdict, "node %s released without the condition %s", n.name, nodepatch.ConditionType) {
+		switch {
+		case verdict == nil && n.releasedAfter < 0:
+			withoutCondition = append(withoutCondition, n.name)
+		case assert.NotNil(t, verdict, "node %s released without the condition %s", n.name, nodepatch.ConditionType):
 			assert.Equal(t, corev1.ConditionTrue, verdict.Status, "node %s released, condition %s: %s", n.name, verdict.Reason, verdict.Message)
 		}
 	}
+	t.Logf("%d nodes released just before a stop have no condition (its write fell into the outage): %v", len(withoutCondition), withoutCondition)
 	f.assertStates(t, []harness.NodeState{harness.Unverified, harness.Released}, names...)
 	versionsSeen := f.assertNeverHalfDone(t, names...)
 	exits := f.assertExits(t, names...)
