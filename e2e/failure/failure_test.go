@@ -69,7 +69,7 @@ func testDescribe(t *testing.T, c *harness.Cluster) {
 	assert.Contains(t, failed.Note, "1 of the checks still failing after 2 rounds")
 	assert.Contains(t, failed.Note, "failure action: keep-tainted")
 	n := getNode(t, c, bad)
-	assert.True(t, tainted(n), "a failing node stays tainted")
+	assert.True(t, harness.IsTainted(n), "a failing node stays tainted")
 	assert.NotContains(t, n.Labels, harness.VerifiedLabel)
 
 	out, err = c.Kubectl(ctx, "describe", "node", bad)
@@ -127,7 +127,7 @@ func testFailOpen(t *testing.T, c *harness.Cluster) {
 			return false, err
 		}
 		end := time.Now()
-		if released(n) {
+		if harness.IsReleased(n) {
 			require.False(t, end.Before(started.Add(failOpenAfter)),
 				"node %s seen released %s after its agent started, before FAIL_OPEN_AFTER=%s", node, end.Sub(started), failOpenAfter)
 			releasedAt = end

@@ -3,7 +3,6 @@ package failure
 import (
 	"context"
 	"regexp"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,15 +26,6 @@ func getNode(t *testing.T, c *harness.Cluster, name string) *corev1.Node {
 	n, err := c.Client().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	return n
-}
-
-// released reports whether the node carries the verified label and not the startup taint.
-func released(n *corev1.Node) bool {
-	return n.Labels[harness.VerifiedLabel] == "true" && !tainted(n)
-}
-
-func tainted(n *corev1.Node) bool {
-	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&harness.StartupTaint) })
 }
 
 // waitAgentCondition waits until the node reports the agent's condition with reason.

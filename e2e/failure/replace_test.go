@@ -102,7 +102,7 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 5))
 		n := getNode(t, c, claimed)
 		assert.Nil(t, n.DeletionTimestamp, "node %s is being deleted", claimed)
-		assert.True(t, tainted(n))
+		assert.True(t, harness.IsTainted(n))
 
 		// The node without one: the Node goes.
 		err = poll(t, func(ctx context.Context) (bool, error) {
@@ -166,7 +166,7 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 
 		n := getNode(t, c, node)
 		assert.Nil(t, n.DeletionTimestamp)
-		assert.True(t, tainted(n))
+		assert.True(t, harness.IsTainted(n))
 		assert.Nil(t, harness.AgentCondition(n), "an abort writes nothing")
 		got, err := claims.Get(ctx, claim.GetName(), metav1.GetOptions{})
 		require.NoError(t, err, "NodeClaim %s of node %s", claim.GetName(), node)

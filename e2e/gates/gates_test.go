@@ -78,12 +78,12 @@ func testDaemonSets(t *testing.T, c *harness.Cluster) {
 		if ready && cniReadyAt.IsZero() {
 			cniReadyAt = now
 		}
-		require.False(t, released(before) && !ready, "node %s released while fake-cni had no Ready pod: %v", node, summary(cniPods))
-		require.False(t, len(podsOf(pods, shipper)) > 0 && !released(after), "log-shipper got a pod on %s before the release", node)
+		require.False(t, harness.IsReleased(before) && !ready, "node %s released while fake-cni had no Ready pod: %v", node, summary(cniPods))
+		require.False(t, len(podsOf(pods, shipper)) > 0 && !harness.IsReleased(after), "log-shipper got a pod on %s before the release", node)
 		if !ready && len(cniPods) == 1 {
 			heldWhileNotReady++
 		}
-		if released(after) {
+		if harness.IsReleased(after) {
 			releasedAt = now
 			return true, nil
 		}

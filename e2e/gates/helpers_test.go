@@ -3,7 +3,6 @@ package gates
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -38,20 +37,11 @@ func getNode(t *testing.T, c *harness.Cluster, name string) *corev1.Node {
 	return n
 }
 
-// released reports whether the node carries the verified label and not the startup taint.
-func released(n *corev1.Node) bool {
-	return n.Labels[harness.VerifiedLabel] == "true" && !tainted(n)
-}
-
-func tainted(n *corev1.Node) bool {
-	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&harness.StartupTaint) })
-}
-
 // requireHeld asserts that the node is tainted and not labelled.
 func requireHeld(t *testing.T, c *harness.Cluster, node string) {
 	t.Helper()
 	n := getNode(t, c, node)
-	require.True(t, tainted(n), "node %s lost the startup taint; taints %v", node, n.Spec.Taints)
+	require.True(t, harness.IsTainted(n), "node %s lost the startup taint; taints %v", node, n.Spec.Taints)
 	require.NotContains(t, n.Labels, harness.VerifiedLabel)
 }
 

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,4 +37,15 @@ func (c *Cluster) WaitAgentCondition(ctx context.Context, node, reason string) (
 		return corev1.NodeCondition{}, fmt.Errorf("node %s never reported %s with reason %s; last %+v: %w", node, nodepatch.ConditionType, reason, last, err)
 	}
 	return *last, nil
+}
+
+// IsReleased reports whether the node carries the verified label and not the startup taint.
+func IsReleased(n *corev1.Node) bool {
+	return n.Labels[VerifiedLabel] == "true" && !IsTainted(n)
+}
+
+// IsTainted reports whether the node carries the startup taint (by key and effect, as the
+// agent matches it).
+func IsTainted(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&StartupTaint) })
 }
