@@ -53,8 +53,54 @@ func (w write) do(ctx context.Context, c kubernetes.Interface) error {
 	if w.status {
 		sub = []string{"status"}
 	}
-	_, err := c.CoreV1().Nodes().Patch(ctx, w.node, pt, []byte(w.patch), metav1.PatchOptions{}, sub...)
+	_, err := c.CoreV1().Nodes().Patch(ctx, w.node, pt, []byte(w.patch), metav1.PatchOptions{FieldManager: forbiddenManager}, sub...)
 	return err
+}
+
+// forbiddenManager is the field manager of every forbidden write: a write that got
+// through would leave it in the node's managedFields.
+const forbiddenManager = "nodeready-forbidden-write"
+
+// targets is what the forbidden writes aim at. The controllers beside the API server
+// write other parts of the same nodes meanwhile (the TTL controller an annotation, the
+// node lifecycle controller its taints and conditions), so the resourceVersion is no test.
+type targets struct {
+	Labels, Annotations map[string]string
+	Taints              []corev1.Taint
+	Unschedulable       bool
+	ProviderID          string
+	Finalizers          []string
+	Capacity            corev1.ResourceList
+	Conditions          []corev1.NodeCondition // the agent's, and any a forbidden write faked
+}
+
+func targetsOf(n *corev1.Node) targets {
+	t := targets{Labels: n.Labels, Annotations: map[string]string{}, Unschedulable: n.Spec.Unschedulable,
+		ProviderID: n.Spec.ProviderID, Finalizers: n.Finalizers, Capacity: n.Status.Capacity}
+	for k, v := range n.Annotations {
+		if strings.HasPrefix(k, "example.com/") {
+			t.Annotations[k] = v
+		}
+	}
+	for _, taint := range n.Spec.Taints {
+		if !strings.HasPrefix(taint.Key, "node.kubernetes.io/") {
+			t.Taints = append(t.Taints, taint)
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == nodepatch.ConditionType || c.Reason == "Faked" {
+			t.Conditions = append(t.Conditions, c)
+		}
+	}
+	return t
+}
+
+func managers(n *corev1.Node) []string {
+	var m []string
+	for _, f := range n.ManagedFields {
+		m = append(m, f.Manager)
+	}
+	return m
 }
 
 func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
@@ -105,7 +151,8 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 			}
 		}
 		after := getNode(t, admin, w.node)
-		assert.Equal(t, before.ResourceVersion, after.ResourceVersion, "%s changed the node", w.name)
+		assert.Equal(t, targetsOf(before), targetsOf(after), "%s changed the node", w.name)
+		assert.NotContains(t, managers(after), forbiddenManager, "%s got into the node's managedFields", w.name)
 	}
 	for _, w := range forbidden {
 		t.Run("pod-bound token: "+w.name, func(t *testing.T) {
@@ -141,10 +188,11 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 		n := getNode(t, admin, nodeA)
 		assert.Equal(t, "true", n.Labels["node-ready/verified"])
 		assert.Equal(t, "1s", n.Annotations["node-ready/verified-duration"])
-		require.Len(t, n.Status.Conditions, 1)
-		assert.Equal(t, nodepatch.ConditionType, n.Status.Conditions[0].Type)
+		if conditions := targetsOf(n).Conditions; assert.Len(t, conditions, 1) {
+			assert.Equal(t, nodepatch.ConditionType, conditions[0].Type)
+		}
 		assert.Equal(t, "gpu", n.Labels["pool"])
-		assert.Equal(t, []corev1.Taint{foreignTaint}, n.Spec.Taints)
+		assert.Equal(t, []corev1.Taint{foreignTaint}, targetsOf(n).Taints)
 		assert.Equal(t, "team-a", n.Annotations["example.com/owner"])
 
 		// Putting the startup taint back (re-verification) and releasing
@@ -163,7 +211,7 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 	t.Run("node B is untouched and admins are not restricted", func(t *testing.T) {
 		n := getNode(t, admin, nodeB)
 		assert.NotContains(t, n.Labels, "node-ready/verified")
-		assert.ElementsMatch(t, []corev1.Taint{startupTaint, foreignTaint}, n.Spec.Taints)
+		assert.ElementsMatch(t, []corev1.Taint{startupTaint, foreignTaint}, targetsOf(n).Taints)
 		_, err := admin.CoreV1().Nodes().Patch(ctx, nodeB, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
 		require.NoError(t, err)
 	})
