@@ -40,6 +40,11 @@ type Clients struct {
 // period.
 const afterBudget = 5 * time.Second
 
+// lastFlushBudget bounds the last try at a pending condition after the
+// SIGTERM; with the release budget and the longest settle window it stays
+// inside the default 30 s grace period.
+const lastFlushBudget = 3 * time.Second
+
 // Agent verifies and releases one node.
 type Agent struct {
 	cfg      Config
@@ -58,7 +63,16 @@ type Agent struct {
 	firstRound, checked, released time.Time
 	// failed: the failure was recorded; replaced: the failure action ran.
 	failed, replaced bool
-	shutdown         func()
+	// pending is a condition whose write failed; it is written again until
+	// it lands or the process ends (flushCondition).
+	pending  *pendingCondition
+	shutdown func()
+}
+
+// pendingCondition is a condition not yet written, and how often its write failed.
+type pendingCondition struct {
+	nodepatch.Condition
+	failures int
 }
 
 // New wires an agent for the node in cfg. started is the process start, from
@@ -108,11 +122,37 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if !a.verify(ctx) {
 		a.log.Info().Str("reason", cause(ctx)).Msg("Aborted verification, node left as it was")
+		a.lastFlush(ctx)
 		return nil
 	}
-	<-ctx.Done()
+	a.awaitStop(ctx)
 	a.log.Info().Str("reason", cause(ctx)).Msg("Stopped after verification")
 	return nil
+}
+
+// awaitStop waits for ctx to end (the SIGTERM), meanwhile writing again a
+// condition whose write failed, at the rounds' backoff.
+func (a *Agent) awaitStop(ctx context.Context) {
+	delays := newBackoff(a.cfg)
+	for ctx.Err() == nil && !a.flushCondition(ctx, a.log) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(delays.Step()):
+		}
+	}
+	<-ctx.Done()
+	a.lastFlush(ctx)
+}
+
+// lastFlush makes one last, bounded try at a pending condition after the
+// SIGTERM, so the node does not keep telling an old story.
+func (a *Agent) lastFlush(ctx context.Context) {
+	if a.pending == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lastFlushBudget)
+	defer cancel()
+	a.flushCondition(ctx, a.log)
 }
 
 // verify runs rounds of checks until they pass and the node is released
@@ -126,6 +166,9 @@ func (a *Agent) verify(ctx context.Context) bool {
 		log := a.log.With().Int("attempt", round).Logger()
 		if round == 1 {
 			a.firstRound = time.Now()
+		}
+		if round > 1 {
+			a.flushCondition(ctx, log)
 		}
 		released, problems := a.round(ctx, log)
 		if released {
@@ -249,13 +292,18 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.
 	a.setCondition(ctx, log, cond)
 	a.events.Eventf(a.nodeRef, nil, eventType, reason, "Release", "%s; released in %s", cond.Message, elapsed.Round(time.Millisecond))
 
+	// The write has landed: the label brings the SIGTERM whatever happens
+	// next, so a settle window cut short is reported, not a failed round.
 	again, err := a.node.Settle(ctx, a.cfg.SettleTime)
 	if again > 0 {
 		log.Warn().Int("times", again).Str("taint", a.taint()).Msg("Startup taint came back after the release, removed it again")
 	}
 	if err != nil {
-		a.releaseFailed(log, err)
-		return err
+		ev := log.Warn()
+		if errors.Is(err, nodepatch.ErrForbidden) || errors.Is(err, nodepatch.ErrNodeNotFound) {
+			ev = log.Error()
+		}
+		ev.Err(err).Dur("settle_time", a.cfg.SettleTime).Msg("Could not watch the node for the whole settle window")
 	}
 	a.verified.Store(true)
 	a.metrics.verified.Set(1)
@@ -288,15 +336,42 @@ func (a *Agent) releaseFailed(log zerolog.Logger, err error) {
 	ev.Err(err).Msg("Could not release node")
 }
 
+// setCondition reports c on the node. A write that fails is kept and tried
+// again (before each round, and while the agent waits for its SIGTERM): the
+// condition is what `kubectl describe node` and kube-state-metrics show, so a
+// short API outage must not leave it telling an old story.
 func (a *Agent) setCondition(ctx context.Context, log zerolog.Logger, c nodepatch.Condition) {
-	wrote, err := a.node.SetCondition(ctx, c)
+	a.pending = &pendingCondition{Condition: c}
+	a.flushCondition(ctx, log)
+}
+
+// flushCondition writes the pending condition, if any, and reports whether
+// none is left. The first failure of a condition is a warning; the retries
+// are logged at debug level.
+func (a *Agent) flushCondition(ctx context.Context, log zerolog.Logger) bool {
+	c := a.pending
+	if c == nil {
+		return true
+	}
+	wrote, err := a.node.SetCondition(ctx, c.Condition)
 	if err != nil {
-		log.Warn().Err(err).Str("reason", c.Reason).Msg("Could not set node condition")
-		return
+		ev := log.Debug()
+		if c.failures == 0 {
+			ev = log.Warn()
+		}
+		c.failures++
+		ev.Err(err).Str("reason", c.Reason).Msg("Could not set node condition, will try again")
+		return false
+	}
+	a.pending = nil
+	ev := log.Debug()
+	if c.failures > 0 {
+		ev = log.Info().Int("attempts", c.failures+1)
 	}
 	if wrote {
-		log.Debug().Str("reason", c.Reason).Msg("Set node condition")
+		ev.Str("reason", c.Reason).Msg("Set node condition")
 	}
+	return true
 }
 
 func (a *Agent) taint() string {

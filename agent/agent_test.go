@@ -48,9 +48,11 @@ func (c *fakeCheck) Run(ctx context.Context) error {
 // fakeNode records what the agent writes and fails releases while err is set.
 type fakeNode struct {
 	onRelease  func() // runs inside Release, as a SIGTERM arriving during the write
+	settleErr  error
 	mu         sync.Mutex
 	err        error
 	calls      int
+	condFails  int // how many condition writes fail before they work again
 	conditions []nodepatch.Condition
 	taints     int
 	replaces   int
@@ -72,11 +74,15 @@ func (n *fakeNode) Release(ctx context.Context, _ map[string]string) (nodepatch.
 	return nodepatch.Patched, nil
 }
 
-func (n *fakeNode) Settle(context.Context, time.Duration) (int, error) { return 0, nil }
+func (n *fakeNode) Settle(context.Context, time.Duration) (int, error) { return 0, n.settleErr }
 
 func (n *fakeNode) SetCondition(_ context.Context, c nodepatch.Condition) (bool, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.condFails > 0 {
+		n.condFails--
+		return false, errors.New("connection refused")
+	}
 	n.conditions = append(n.conditions, c)
 	return true, nil
 }
@@ -483,6 +489,61 @@ func TestSIGTERMDuringReleaseIsCarriedThrough(t *testing.T) {
 	assert.Contains(t, events[0], "Normal Verified")
 	assert.Contains(t, logs.String(), "Stopped after verification")
 	assert.NotContains(t, logs.String(), "Aborted", "a verified node is not reported as an abort")
+}
+
+// TestConditionWrittenAgainUntilItLands: the condition write after the
+// release fails (the API server went away right after the PATCH); the agent
+// writes it again while it waits for its SIGTERM.
+func TestConditionWrittenAgainUntilItLands(t *testing.T) {
+	node := &fakeNode{condFails: 3}
+	a := testAgent(t, node, &fakeCheck{name: "dns"})
+	var logs syncBuffer
+	a.log = zerolog.New(&logs)
+	cancel, done := runAgent(t, a)
+
+	waitFor(t, "verified", a.verified.Load)
+	waitFor(t, "condition written", func() bool { return len(node.reasons()) == 1 })
+	assert.Equal(t, []string{nodepatch.ReasonVerified}, node.reasons())
+	var warnings int
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, `"level":"warn"`) && strings.Contains(line, "Could not set node condition") {
+			warnings++
+		}
+	}
+	assert.Equal(t, 1, warnings, "one warning, not one per retry")
+	assert.Contains(t, logs.String(), `"attempts":4`)
+	cancel()
+	require.NoError(t, <-done)
+	assert.Equal(t, []string{nodepatch.ReasonVerified}, node.reasons(), "written once")
+}
+
+// TestConditionLastTryAfterSIGTERM: the SIGTERM comes during the release and
+// the condition write right after it fails: one more try before exiting.
+func TestConditionLastTryAfterSIGTERM(t *testing.T) {
+	node := &fakeNode{condFails: 1}
+	a := testAgent(t, node, &fakeCheck{name: "dns"})
+	ctx, cancel := context.WithCancel(t.Context())
+	node.onRelease = cancel
+	require.NoError(t, a.Run(ctx))
+	assert.Equal(t, []string{nodepatch.ReasonVerified}, node.reasons())
+}
+
+// TestSettleFailureAfterReleaseIsNoAbort: once the write has landed, a settle
+// window cut short is a warning; the node is reported verified, not aborted.
+func TestSettleFailureAfterReleaseIsNoAbort(t *testing.T) {
+	node := &fakeNode{settleErr: context.DeadlineExceeded}
+	a := testAgent(t, node, &fakeCheck{name: "dns"})
+	var logs syncBuffer
+	a.log = zerolog.New(&logs)
+	ctx, cancel := context.WithCancel(t.Context())
+	node.onRelease = cancel
+	require.NoError(t, a.Run(ctx))
+
+	assert.True(t, a.verified.Load())
+	assert.Equal(t, 1, node.count(), "no second round")
+	assert.Contains(t, logs.String(), "Could not watch the node for the whole settle window")
+	assert.Contains(t, logs.String(), "Verified node")
+	assert.NotContains(t, logs.String(), "Aborted")
 }
 
 // syncBuffer is a log sink safe for the agent's goroutines.

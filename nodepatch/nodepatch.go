@@ -1,7 +1,7 @@
 // Package nodepatch releases the agent's own Node: it adds the verified label
-// and removes the startup taint in one optimistic write, then reads the node
-// back to confirm. Every other taint, label and annotation survives, also
-// when other controllers write the node at the same moment.
+// and removes the startup taint in one optimistic write, confirmed by the node
+// the API server answers with. Every other taint, label and annotation
+// survives, also when other controllers write the node at the same moment.
 package nodepatch
 
 import (
@@ -42,9 +42,9 @@ var (
 	// registered it yet. Karpenter merges its startupTaints into the Node at
 	// registration, so a taint removed before that would come back.
 	ErrNotRegistered = errors.New("waiting for Karpenter to register the node (label karpenter.sh/registered=true)")
-	// errNotConfirmed: the write went through but the read-back shows the
-	// node is not verified (the taint came back, the label was removed).
-	errNotConfirmed = errors.New("read-back does not show the node verified")
+	// errNotConfirmed: the write went through but the node it stored is not
+	// verified (an admission plugin put the taint back or dropped the label).
+	errNotConfirmed = errors.New("the node as written is not verified")
 )
 
 // Spec is what a verified node looks like.
@@ -61,11 +61,11 @@ type Patcher struct {
 	node    string
 	spec    Spec
 	backoff wait.Backoff
-	// confirmedRV is the resourceVersion of the last read that showed the
-	// node verified; Settle watches from there.
+	// confirmedRV is the resourceVersion of the last node seen verified;
+	// Settle watches from there.
 	confirmedRV string
-	// last is the node as last read, so a condition write right after a
-	// release needs no read of its own.
+	// last is the node as last read or written, so a condition write right
+	// after a release needs no read of its own.
 	last *corev1.Node
 }
 
@@ -88,9 +88,11 @@ func New(client kubernetes.Interface, node string, spec Spec) *Patcher {
 
 // Release makes the node verified: label present, startup taint gone, and,
 // in the same write, the given annotations set (the completion record). It
-// writes nothing when the node already is verified. A lost optimistic lock
-// (409, or 422 from a failed JSON Patch test) and a read-back that does not
-// confirm are retried with a fresh read; everything else is returned at once.
+// writes nothing when the node already is verified. The PATCH answer is the
+// node as stored, so it confirms the write without a read-back; a taint that
+// comes back later is Settle's. A lost optimistic lock (409, or 422 from a
+// failed JSON Patch test) and an answer that is not verified are retried with
+// a fresh read; everything else is returned at once.
 func (p *Patcher) Release(ctx context.Context, annotations map[string]string) (Outcome, error) {
 	outcome := Unchanged
 	err := p.retry(ctx, func() error {
@@ -106,15 +108,13 @@ func (p *Patcher) Release(ctx context.Context, annotations map[string]string) (O
 			p.confirmedRV = node.ResourceVersion
 			return nil
 		}
-		if _, err := p.client.CoreV1().Nodes().Patch(ctx, p.node, types.JSONPatchType, patch,
-			metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		node, err = p.client.CoreV1().Nodes().Patch(ctx, p.node, types.JSONPatchType, patch,
+			metav1.PatchOptions{FieldManager: FieldManager})
+		if err != nil {
 			return p.classify("patch", err)
 		}
 		outcome = Patched
-		node, err = p.get(ctx)
-		if err != nil {
-			return err
-		}
+		p.last = node
 		if !p.Verified(node) {
 			return errNotConfirmed
 		}

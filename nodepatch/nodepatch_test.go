@@ -3,6 +3,7 @@ package nodepatch
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -77,7 +79,7 @@ func TestReleaseKeepsEverythingElse(t *testing.T) {
 			wantTaints: []corev1.Taint{foreign, notReady},
 			wantLabels: map[string]string{"pool": "gpu", "node-ready/verified": "true"},
 			want:       Patched,
-			wantVerbs:  []string{"get", "patch", "get"},
+			wantVerbs:  []string{"get", "patch"},
 		},
 		{
 			name:       "already verified node is not written",
@@ -93,7 +95,7 @@ func TestReleaseKeepsEverythingElse(t *testing.T) {
 			wantTaints: []corev1.Taint{foreign},
 			wantLabels: map[string]string{"pool": "gpu", "node-ready/verified": "true"},
 			want:       Patched,
-			wantVerbs:  []string{"get", "patch", "get"},
+			wantVerbs:  []string{"get", "patch"},
 		},
 		{
 			name:       "labelled node loses only the taint",
@@ -101,14 +103,14 @@ func TestReleaseKeepsEverythingElse(t *testing.T) {
 			wantTaints: []corev1.Taint{},
 			wantLabels: map[string]string{"node-ready/verified": "true"},
 			want:       Patched,
-			wantVerbs:  []string{"get", "patch", "get"},
+			wantVerbs:  []string{"get", "patch"},
 		},
 		{
 			name:       "label with another value is set to the configured one",
 			node:       newNode(map[string]string{"node-ready/verified": "false"}),
 			wantLabels: map[string]string{"node-ready/verified": "true"},
 			want:       Patched,
-			wantVerbs:  []string{"get", "patch", "get"},
+			wantVerbs:  []string{"get", "patch"},
 		},
 		{
 			name:       "same key with another effect is not ours and stays",
@@ -116,7 +118,7 @@ func TestReleaseKeepsEverythingElse(t *testing.T) {
 			wantTaints: []corev1.Taint{otherEff},
 			wantLabels: map[string]string{"node-ready/verified": "true"},
 			want:       Patched,
-			wantVerbs:  []string{"get", "patch", "get"},
+			wantVerbs:  []string{"get", "patch"},
 		},
 		{
 			name:       "duplicate startup taints are all removed",
@@ -124,7 +126,7 @@ func TestReleaseKeepsEverythingElse(t *testing.T) {
 			wantTaints: []corev1.Taint{foreign},
 			wantLabels: map[string]string{"pool": "a", "node-ready/verified": "true"},
 			want:       Patched,
-			wantVerbs:  []string{"get", "patch", "get"},
+			wantVerbs:  []string{"get", "patch"},
 		},
 	}
 	for _, tt := range tests {
@@ -201,7 +203,7 @@ func TestReleaseRetriesLostLocks(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, Patched, got)
 			assert.Equal(t, 3, *calls, "two lost locks, then the write")
-			assert.Equal(t, []string{"get", "patch", "get", "patch", "get", "patch", "get"}, verbs(client),
+			assert.Equal(t, []string{"get", "patch", "get", "patch", "get", "patch"}, verbs(client),
 				"every retry starts from a fresh read")
 
 			n := getNode(t, client)
@@ -238,23 +240,16 @@ func TestReleaseGivesUpOnPermanentErrors(t *testing.T) {
 	})
 }
 
-func TestReleaseConfirmsByReadingBack(t *testing.T) {
-	// The taint comes back right after our write (a registration re-merge):
-	// the read-back catches it and the release is done again.
+func TestReleaseConfirmsFromThePatchAnswer(t *testing.T) {
+	// The API server answers the write with the node as stored. Here an
+	// admission plugin kept the taint: the answer shows it, and the release
+	// is done again from a fresh read. No read-back follows a good answer.
 	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup))
 	patches := 0
 	client.PrependReactor("patch", "nodes", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		patches++
-		return false, nil, nil
-	})
-	gets := 0
-	client.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-		gets++
-		if gets == 2 { // the first read-back
-			obj, _ := client.Tracker().Get(nodeGVR, "", nodeName)
-			node := obj.(*corev1.Node).DeepCopy()
-			node.Spec.Taints = append(node.Spec.Taints, startup)
-			require.NoError(t, client.Tracker().Update(nodeGVR, node, ""))
+		if patches == 1 {
+			return true, getNode(t, client), nil // stored as it was: still tainted
 		}
 		return false, nil, nil
 	})
@@ -262,6 +257,7 @@ func TestReleaseConfirmsByReadingBack(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Patched, got)
 	assert.Equal(t, 2, patches)
+	assert.Equal(t, []string{"get", "patch", "get", "patch"}, verbs(client))
 	assert.True(t, p.Verified(getNode(t, client)))
 }
 
@@ -389,4 +385,35 @@ func TestSettleQuietWindow(t *testing.T) {
 	again, err = p.Settle(t.Context(), 0)
 	require.NoError(t, err)
 	assert.Zero(t, again)
+}
+
+// TestSettleWatchesAgainWhenTheWatchEnds: after a long outage the watch can
+// end with 410 Gone. The node is read again (and released, since the taint
+// came back meanwhile) and watched anew from that read.
+func TestSettleWatchesAgainWhenTheWatchEnds(t *testing.T) {
+	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
+	_, err := p.Release(t.Context(), nil)
+	require.NoError(t, err)
+
+	watches := 0
+	client.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		watches++
+		if watches > 1 {
+			return false, nil, nil
+		}
+		// The taint comes back unseen, then the watch is gone.
+		n := getNode(t, client)
+		n.Spec.Taints = append(n.Spec.Taints, startup)
+		require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+		gone := watch.NewFakeWithChanSize(1, false)
+		gone.Error(&metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired})
+		return true, gone, nil
+	})
+	again, err := p.Settle(t.Context(), time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 1, again, "released again after the watch ended")
+	assert.Equal(t, 2, watches, "watched anew")
+	n := getNode(t, client)
+	assert.True(t, p.Verified(n))
+	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
 }

@@ -24,7 +24,9 @@ import (
 // The window is a timer, not a deadline on ctx: a release that has begun
 // when the window closes is finished under ctx, so the node is never left
 // labelled but tainted. Only the own node is watched (a field selector on
-// its name), from the resourceVersion that Release confirmed.
+// its name), from the resourceVersion that Release confirmed. A watch that
+// ends early (410 Gone after a long outage) is not a gap: the node is read
+// and released again if need be, and watched anew from that read.
 func (p *Patcher) Settle(ctx context.Context, window time.Duration) (int, error) {
 	if window <= 0 {
 		return 0, nil
@@ -32,6 +34,45 @@ func (p *Patcher) Settle(ctx context.Context, window time.Duration) (int, error)
 	if p.confirmedRV == "" {
 		return 0, errors.New("settle: the node was not released yet")
 	}
+	timer := time.NewTimer(window)
+	defer timer.Stop()
+	again := 0
+	release := func() error {
+		outcome, err := p.Release(ctx, nil)
+		if outcome == Patched {
+			again++
+		}
+		return err
+	}
+	for {
+		ended, err := p.watch(ctx, timer.C, release)
+		if err != nil || !ended {
+			return again, err
+		}
+		// A short pause, so a watch that keeps ending is no busy loop; then a
+		// read that re-confirms the node, so the next watch starts from now.
+		closed := false
+		select {
+		case <-ctx.Done():
+			return again, ctx.Err()
+		case <-timer.C:
+			closed = true
+		case <-time.After(rewatchPause):
+		}
+		if err := release(); err != nil || closed {
+			return again, err
+		}
+	}
+}
+
+// rewatchPause is the wait before reading and watching the node again after
+// its watch ended early.
+const rewatchPause = 200 * time.Millisecond
+
+// watch watches the node from the confirmed resourceVersion and calls
+// release whenever it is not verified, until done fires (ended false) or the
+// watch ends on its own (ended true).
+func (p *Patcher) watch(ctx context.Context, done <-chan time.Time, release func() error) (ended bool, err error) {
 	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.node).String()
 		return p.client.CoreV1().Nodes().Watch(ctx, opts)
@@ -40,39 +81,31 @@ func (p *Patcher) Settle(ctx context.Context, window time.Duration) (int, error)
 	defer stopWatch()
 	w, err := watchtools.NewRetryWatcherWithContext(watchCtx, p.confirmedRV, lw)
 	if err != nil {
-		return 0, fmt.Errorf("watch node %s: %w", p.node, err)
+		return false, fmt.Errorf("watch node %s: %w", p.node, err)
 	}
 	defer w.Stop()
-
-	timer := time.NewTimer(window)
-	defer timer.Stop()
-	again := 0
 	for {
 		select {
-		case <-timer.C:
-			return again, nil
+		case <-done:
+			return false, nil
 		case <-ctx.Done():
-			return again, ctx.Err()
+			return false, ctx.Err()
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return again, fmt.Errorf("watch node %s: ended", p.node)
+				return true, nil
 			}
 			switch ev.Type {
 			case watch.Deleted:
-				return again, fmt.Errorf("watch node %s: %w", p.node, ErrNodeNotFound)
+				return false, fmt.Errorf("watch node %s: %w", p.node, ErrNodeNotFound)
 			case watch.Error:
-				continue // the retry watcher re-establishes the watch itself
+				continue // the retry watcher re-establishes the watch itself, or ends
 			}
 			node, isNode := ev.Object.(*corev1.Node)
 			if !isNode || p.Verified(node) {
 				continue
 			}
-			outcome, err := p.Release(ctx, nil)
-			if err != nil {
-				return again, err
-			}
-			if outcome == Patched {
-				again++
+			if err := release(); err != nil {
+				return false, err
 			}
 		}
 	}
