@@ -32,7 +32,9 @@ const tcpIdleTimeout = 5 * time.Second
 // addresses, any other query for it an empty NOERROR answer; every other name gets
 // NXDOMAIN. Names compare case-insensitively, as in DNS.
 //
-// The switches change every later answer; they are safe to flip while queries run.
+// The switches change every later answer; they are safe to flip while queries run. Delay,
+// Hold and Queries make a slow nameserver whose timing a test controls, so it can act while
+// a check waits for an answer.
 type Server struct {
 	records map[string][]netip.Addr // lower-case FQDN -> addresses
 	addr    string
@@ -40,20 +42,27 @@ type Server struct {
 	broken      atomic.Bool
 	silent      atomic.Bool
 	truncateUDP atomic.Bool
+	delay       atomic.Int64 // nanoseconds before each answer
 
-	pc net.PacketConn
-	ln net.Listener
-	wg sync.WaitGroup
+	pc   net.PacketConn
+	ln   net.Listener
+	wg   sync.WaitGroup
+	done chan struct{} // closed by Close
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closed  bool
+	gate    chan struct{} // closed while answers may go (see Hold)
+	count   int64         // queries received
+	queried chan struct{} // closed and replaced at every query
 }
 
 // NewServer starts a server that answers for the names in records, which it copies. A
 // name may be given with or without its trailing dot. Close stops it.
 func NewServer(records map[string][]netip.Addr) (*Server, error) {
-	s := &Server{records: make(map[string][]netip.Addr, len(records)), conns: map[net.Conn]struct{}{}}
+	s := &Server{records: make(map[string][]netip.Addr, len(records)), conns: map[net.Conn]struct{}{},
+		done: make(chan struct{}), gate: make(chan struct{}), queried: make(chan struct{})}
+	close(s.gate)
 	for name, addrs := range records {
 		for _, a := range addrs {
 			if !a.IsValid() {
@@ -88,8 +97,78 @@ func (s *Server) SetSilent(silent bool) { s.silent.Store(silent) }
 // an answer too large for a datagram, so a resolver must ask again over TCP.
 func (s *Server) SetTruncateUDP(truncate bool) { s.truncateUDP.Store(truncate) }
 
-// Close stops the server, closes open TCP connections and waits for its goroutines. It is
-// idempotent.
+// SetDelay makes every later answer wait d after its query, as a slow or distant nameserver.
+func (s *Server) SetDelay(d time.Duration) { s.delay.Store(int64(d)) }
+
+// Hold keeps every answer, also those of queries already waiting, until Open.
+func (s *Server) Hold() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.gate:
+		s.gate = make(chan struct{})
+	default:
+	}
+}
+
+// Open lets the held answers go, each once its delay has passed.
+func (s *Server) Open() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.gate:
+	default:
+		close(s.gate)
+	}
+}
+
+// Queries returns how many queries the server has received, and a channel closed at the next.
+func (s *Server) Queries() (int64, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.count, s.queried
+}
+
+func (s *Server) received() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.count++
+	close(s.queried)
+	s.queried = make(chan struct{})
+}
+
+// wait waits until answers may go (not held) and the delay has passed; false when the
+// server closes first. A Hold during the delay holds this answer too.
+func (s *Server) wait() bool {
+	for {
+		s.mu.Lock()
+		gate := s.gate
+		s.mu.Unlock()
+		select {
+		case <-s.done:
+			return false
+		case <-gate:
+		}
+		if d := time.Duration(s.delay.Load()); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-s.done:
+				t.Stop()
+				return false
+			case <-t.C:
+			}
+		}
+		s.mu.Lock()
+		stillOpen := gate == s.gate
+		s.mu.Unlock()
+		if stillOpen {
+			return true
+		}
+	}
+}
+
+// Close stops the server, closes open TCP connections, drops the answers still waiting and
+// waits for its goroutines. It is idempotent.
 func (s *Server) Close() {
 	s.mu.Lock()
 	if s.closed {
@@ -97,6 +176,7 @@ func (s *Server) Close() {
 		return
 	}
 	s.closed = true
+	close(s.done)
 	s.pc.Close()
 	s.ln.Close()
 	for c := range s.conns {
@@ -126,16 +206,21 @@ func listenUDPAndTCP() (net.PacketConn, net.Listener, error) {
 	return nil, nil, fmt.Errorf("dnstest: no loopback port free over both UDP and TCP: %w", lastErr)
 }
 
+// serveUDP answers each datagram on its own goroutine, so a delayed or held answer does not
+// hold up the others.
 func (s *Server) serveUDP() {
-	buf := make([]byte, 1500)
 	for {
+		buf := make([]byte, 1500)
 		n, from, err := s.pc.ReadFrom(buf)
 		if err != nil {
 			return
 		}
-		if resp := s.answer(buf[:n], true); resp != nil {
-			_, _ = s.pc.WriteTo(resp, from)
-		}
+		s.received()
+		s.wg.Go(func() {
+			if resp := s.answer(buf[:n], true); resp != nil && s.wait() {
+				_, _ = s.pc.WriteTo(resp, from)
+			}
+		})
 	}
 }
 
@@ -178,10 +263,15 @@ func (s *Server) serveConn(conn net.Conn) {
 		if _, err := io.ReadFull(conn, msg); err != nil {
 			return
 		}
+		s.received()
 		resp := s.answer(msg, false)
 		if resp == nil {
 			continue
 		}
+		if !s.wait() {
+			return
+		}
+		_ = conn.SetDeadline(time.Now().Add(tcpIdleTimeout))
 		_ = binary.Write(conn, binary.BigEndian, uint16(len(resp)))
 		if _, err := conn.Write(resp); err != nil {
 			return

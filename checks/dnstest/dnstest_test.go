@@ -139,6 +139,63 @@ func TestServerClose(t *testing.T) {
 	assert.Error(t, err, "open connection closed")
 }
 
+// TestServerHoldOpenDelay: a held answer waits for Open, then for its delay; the server
+// tells about every query as it arrives, so a test can act while a lookup waits.
+func TestServerHoldOpenDelay(t *testing.T) {
+	srv := newServer(t)
+	const delay = 200 * time.Millisecond
+	srv.SetDelay(delay)
+	srv.Hold()
+	n, next := srv.Queries()
+	assert.Zero(t, n)
+
+	type result struct {
+		addrs []string
+		at    time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		addrs, _ := resolver(srv.Addr()).LookupHost(t.Context(), "db.nodeready.test.")
+		done <- result{addrs, time.Now()}
+	}()
+	select {
+	case <-next:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the query was not reported")
+	}
+	n, _ = srv.Queries()
+	assert.Positive(t, n)
+	select {
+	case r := <-done:
+		t.Fatalf("answered while held: %v", r.addrs)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	opened := time.Now()
+	srv.Open()
+	r := <-done
+	assert.Equal(t, []string{dbIP.String()}, r.addrs)
+	assert.GreaterOrEqual(t, r.at.Sub(opened), delay, "the delay runs after Open")
+}
+
+func TestServerCloseDropsHeldAnswers(t *testing.T) {
+	srv := newServer(t)
+	srv.Hold()
+	_, next := srv.Queries()
+	go func() { _, _ = resolver(srv.Addr()).LookupHost(t.Context(), "db.nodeready.test.") }()
+	<-next
+	done := make(chan struct{})
+	go func() {
+		srv.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close waited for a held answer")
+	}
+}
+
 func TestNewServerInvalidAddress(t *testing.T) {
 	_, err := dnstest.NewServer(map[string][]netip.Addr{"svc.nodeready.test.": {{}}})
 	assert.ErrorContains(t, err, "invalid address for svc.nodeready.test.")

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodeready/nodeready/checks/dnstest"
 	"github.com/nodeready/nodeready/e2e/harness"
 	"github.com/nodeready/nodeready/e2e/kubelet"
 )
@@ -36,7 +37,7 @@ const (
 type failingAgent struct {
 	f     *fleet
 	node  string
-	dns   *slowDNS
+	dns   *dnstest.Server
 	agent kubelet.PodInfo
 }
 
@@ -45,7 +46,7 @@ type failingAgent struct {
 func startFailing(t *testing.T, f *fleet, name string) *failingAgent {
 	t.Helper()
 	a := &failingAgent{f: f, node: name, dns: newSlowDNS(t, 0)}
-	a.dns.hold()
+	a.dns.Hold()
 	require.NoError(t, f.addSlowNode(t.Context(), name, a.dns, harness.NodeOptions{}))
 	require.NoError(t, waitQuery(t.Context(), a.dns, 0))
 	var err error
@@ -60,7 +61,7 @@ func startFailing(t *testing.T, f *fleet, name string) *failingAgent {
 func (a *failingAgent) failedRounds(t *testing.T, e env, n int) (roundsPerSecond float64, requests requestCounts) {
 	t.Helper()
 	ctx := t.Context()
-	a.dns.open()
+	a.dns.Open()
 	// First the rounds that count toward the failure; then the capped rounds, measured.
 	a.waitMetric(t, `nodeready_node_patches_total{result="error"}`, maxRetries)
 	from := e.audit.offset(t)
@@ -258,7 +259,7 @@ func TestSlowDNS(t *testing.T) {
 	require.NoError(t, err)
 	tookBefore := v.At.Sub(before.Started)
 	assert.GreaterOrEqual(t, tookBefore, checkTimeout*9/10, "released before the DNS answer")
-	queries, _ := justBefore.queries()
+	queries, _ := justBefore.Queries()
 	assert.LessOrEqual(t, queries, int64(2), "the first round's A and AAAA queries were enough")
 
 	after, err := f.waitRunning(ctx, "slowdns-after", nil)
@@ -267,7 +268,7 @@ func TestSlowDNS(t *testing.T) {
 	require.NoError(t, waitQuery(ctx, justAfter, 4))
 	latest, _ := f.versions.latest("slowdns-after")
 	assert.True(t, latest.tainted() && !latest.labelled(), "node with a DNS slower than CHECK_TIMEOUT: %s", latest)
-	justAfter.setDelay(0)
+	justAfter.SetDelay(0)
 	require.NoError(t, f.WaitReleased(ctx, "slowdns-before", "slowdns-after"))
 	for _, n := range []string{"slowdns-before", "slowdns-after"} {
 		require.NoError(t, f.waitAgentsDone(ctx, n, 1))

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeready/nodeready/checks/dnstest"
 	"github.com/nodeready/nodeready/e2e/harness"
 	"github.com/nodeready/nodeready/e2e/kubelet"
 )
@@ -27,20 +28,20 @@ import (
 const waitTimeout = 2 * time.Minute
 
 // fleet is a harness fleet with what these tests add: every version of its nodes
-// (versions), and nodes whose nameserver is a slowDNS of the test's own.
+// (versions), and nodes whose nameserver is one of the test's own (newSlowDNS).
 type fleet struct {
 	*harness.Fleet
 	client   kubernetes.Interface
 	versions *versions
 
 	mu  sync.Mutex
-	dns map[string]*slowDNS
+	dns map[string]*dnstest.Server
 }
 
 // fleet starts a fleet whose nodes' versions are recorded from the start.
 func (e env) fleet(t *testing.T, name string) *fleet {
 	t.Helper()
-	f := &fleet{Fleet: e.newFleet(t, name), client: e.c.Client(), dns: map[string]*slowDNS{}}
+	f := &fleet{Fleet: e.newFleet(t, name), client: e.c.Client(), dns: map[string]*dnstest.Server{}}
 	// Before any node: the kubelet reads its options unlocked when it starts a process.
 	f.Kubelet().OverrideEnv(f.dnsEnv)
 	f.versions = watchVersions(t, e.c.Client(), harness.FleetLabel+"="+name)
@@ -51,27 +52,27 @@ func (f *fleet) dnsEnv(node string) map[string]string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s := f.dns[node]; s != nil {
-		return map[string]string{"DNS_NAMESERVER": s.addr}
+		return map[string]string{"DNS_NAMESERVER": s.Addr()}
 	}
 	return nil
 }
 
 // addSlowNode adds a node whose agents ask s instead of the fleet's DNS server for it.
-func (f *fleet) addSlowNode(ctx context.Context, name string, s *slowDNS, o harness.NodeOptions) error {
+func (f *fleet) addSlowNode(ctx context.Context, name string, s *dnstest.Server, o harness.NodeOptions) error {
 	f.useDNS(name, s)
 	return f.AddNode(ctx, name, o)
 }
 
 // useDNS makes the node's agents ask s, from their next start on.
-func (f *fleet) useDNS(node string, s *slowDNS) {
+func (f *fleet) useDNS(node string, s *dnstest.Server) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dns[node] = s
 }
 
-// addNodes adds n nodes named <fleet>-<prefix><i> at once, each with its own slowDNS made
+// addNodes adds n nodes named <fleet>-<prefix><i> at once, each with its own nameserver made
 // by newDNS when it is not nil.
-func (f *fleet) addNodes(t *testing.T, prefix string, n int, o harness.NodeOptions, newDNS func() *slowDNS) []string {
+func (f *fleet) addNodes(t *testing.T, prefix string, n int, o harness.NodeOptions, newDNS func() *dnstest.Server) []string {
 	t.Helper()
 	names := make([]string, n)
 	for i := range n {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodeready/nodeready/checks/dnstest"
 	"github.com/nodeready/nodeready/e2e/harness"
 	"github.com/nodeready/nodeready/e2e/kubelet"
 )
@@ -34,8 +35,8 @@ const (
 	inChecks moment = "checks"
 	// atRandom: at a random time in the first two seconds of the agent's process.
 	atRandom moment = "random"
-	// atLabel: the instant the node shows the release, while the agent reads it back,
-	// reports it and watches the node, racing the DaemonSet controller's own deletion.
+	// atLabel: the instant the node shows the release, while the agent reports it and
+	// watches the node, racing the DaemonSet controller's own deletion.
 	atLabel moment = "label"
 )
 
@@ -83,8 +84,8 @@ func TestSIGTERMAtAnyMoment(t *testing.T) {
 	f := e.fleet(t, "sigterm")
 	client := e.c.Client()
 	ctx := t.Context()
-	dns := map[string]*slowDNS{}
-	names := f.addNodes(t, "", nodes, harness.NodeOptions{}, func() *slowDNS { return newSlowDNS(t, dnsWait) })
+	dns := map[string]*dnstest.Server{}
+	names := f.addNodes(t, "", nodes, harness.NodeOptions{}, func() *dnstest.Server { return newSlowDNS(t, dnsWait) })
 	f.mu.Lock()
 	for _, n := range names {
 		dns[n] = f.dns[n]
@@ -224,13 +225,13 @@ func TestSIGTERMAtAnyMoment(t *testing.T) {
 
 // sigtermOnce waits for a new agent pod on the node (one not in seen, which it adds),
 // deletes it at the moment m and waits until the kubelet is finished with it.
-func sigtermOnce(ctx context.Context, f *fleet, dns *slowDNS, node string, m moment, seen map[types.UID]bool, rng *rand.Rand) (sigtermRun, error) {
+func sigtermOnce(ctx context.Context, f *fleet, dns *dnstest.Server, node string, m moment, seen map[types.UID]bool, rng *rand.Rand) (sigtermRun, error) {
 	run := sigtermRun{node: node, moment: m, failures: -1}
 	from, _ := f.versions.latest(node)
 	if m == inChecks {
 		// No answer until the deletion: whenever the agent asks, its checks are under way.
-		dns.hold()
-		defer dns.open()
+		dns.Hold()
+		defer dns.Open()
 	}
 
 	// The new pod, once its process runs. (Deleting a pod the kubelet has not started yet
@@ -256,7 +257,7 @@ func sigtermOnce(ctx context.Context, f *fleet, dns *slowDNS, node string, m mom
 	case inChecks:
 		// A query of this agent. Should it have asked before the count, it asks again
 		// within CHECK_TIMEOUT: its check cannot pass while the answers are held.
-		queries, _ := dns.queries()
+		queries, _ := dns.Queries()
 		if err := waitQuery(ctx, dns, queries); err != nil {
 			return run, err
 		}
@@ -300,11 +301,11 @@ func sigtermOnce(ctx context.Context, f *fleet, dns *slowDNS, node string, m mom
 }
 
 // waitQuery waits until the server has received more than n queries.
-func waitQuery(ctx context.Context, s *slowDNS, n int64) error {
+func waitQuery(ctx context.Context, s *dnstest.Server, n int64) error {
 	timeout := time.NewTimer(waitTimeout)
 	defer timeout.Stop()
 	for {
-		got, next := s.queries()
+		got, next := s.Queries()
 		if got > n {
 			return nil
 		}
