@@ -291,23 +291,7 @@ func TestSettleReleasesAgainWhenTheTaintComesBack(t *testing.T) {
 	_, err := p.Release(t.Context(), nil)
 	require.NoError(t, err)
 
-	type result struct {
-		again int
-		err   error
-	}
-	done := make(chan result, 1)
-	go func() {
-		again, err := p.Settle(t.Context(), 2*time.Second)
-		done <- result{again, err}
-	}()
-	require.Eventually(t, func() bool {
-		for _, a := range client.Actions() {
-			if a.GetVerb() == "watch" {
-				return true
-			}
-		}
-		return false
-	}, 5*time.Second, time.Millisecond, "settle watches the node")
+	done := settleInBackground(t, p, client)
 	// The startup taint is merged back right after the release.
 	n := getNode(t, client)
 	n.Spec.Taints = append(n.Spec.Taints, startup)
@@ -337,23 +321,7 @@ func TestSettleCountsReleasesNotEvents(t *testing.T) {
 		})
 		return false, nil, nil
 	})
-	type result struct {
-		again int
-		err   error
-	}
-	done := make(chan result, 1)
-	go func() {
-		again, err := p.Settle(t.Context(), 2*time.Second)
-		done <- result{again, err}
-	}()
-	require.Eventually(t, func() bool {
-		for _, a := range client.Actions() {
-			if a.GetVerb() == "watch" {
-				return true
-			}
-		}
-		return false
-	}, 5*time.Second, time.Millisecond, "settle watches the node")
+	done := settleInBackground(t, p, client)
 
 	n := getNode(t, client)
 	n.Spec.Taints = append(n.Spec.Taints, startup)
@@ -416,4 +384,28 @@ func TestSettleWatchesAgainWhenTheWatchEnds(t *testing.T) {
 	n := getNode(t, client)
 	assert.True(t, p.Verified(n))
 	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
+}
+
+type settleResult struct {
+	again int
+	err   error
+}
+
+// settleInBackground runs a two-second Settle and returns once it watches the node.
+func settleInBackground(t *testing.T, p *Patcher, client *fake.Clientset) <-chan settleResult {
+	t.Helper()
+	done := make(chan settleResult, 1)
+	go func() {
+		again, err := p.Settle(t.Context(), 2*time.Second)
+		done <- settleResult{again, err}
+	}()
+	require.Eventually(t, func() bool {
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "watch" {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, time.Millisecond, "settle watches the node")
+	return done
 }

@@ -12,7 +12,7 @@ import (
 // verifiedLine is the agent's own account of a verification: the fields of its
 // "Verified node" log line. Every duration is measured inside the agent from the start of
 // main: start-up ends when the first round of checks begins, the checks end when the last
-// round's do, and the release ends when the read-back confirms the node (before the settle
+// round's do, and the release ends when the PATCH answer confirms the node (before the settle
 // window).
 type verifiedLine struct {
 	Total   time.Duration // duration_seconds
@@ -72,5 +72,5 @@ func (p *phases) rows(s *section, prefix string) {
 	s.add(prefix+"start to confirmed release (duration_seconds)", p.total.summary(false))
 	s.add(prefix+"start-up: main to first round (startup_seconds)", p.startup.summary(false))
 	s.add(prefix+"checks: the round's wall time (checks_seconds)", p.checks.summary(false))
-	s.add(prefix+"release: GET, PATCH, GET read-back (release_seconds)", p.release.summary(false))
+	s.add(prefix+"release: GET, PATCH (release_seconds)", p.release.summary(false))
 }
