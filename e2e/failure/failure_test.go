@@ -39,7 +39,7 @@ func testDescribe(t *testing.T, c *harness.Cluster) {
 
 	// Verified: condition True/Verified and a Normal Verified Event.
 	require.NoError(t, f.WaitReleased(ctx, good))
-	cond := waitAgentCondition(t, c, good, nodepatch.ReasonVerified)
+	cond := harness.RequireAgentCondition(t, c, good, nodepatch.ReasonVerified)
 	assert.Equal(t, corev1.ConditionTrue, cond.Status)
 	assert.Equal(t, "All 4 checks passed", cond.Message)
 	verified := waitEvent(t, c, good, "Verified")
@@ -57,7 +57,7 @@ func testDescribe(t *testing.T, c *harness.Cluster) {
 
 	// Failing: condition False/ChecksFailed naming the check, a CheckFailed Event naming it
 	// and a VerificationFailed Event naming the failure action.
-	cond = waitAgentCondition(t, c, bad, nodepatch.ReasonChecksFailed)
+	cond = harness.RequireAgentCondition(t, c, bad, nodepatch.ReasonChecksFailed)
 	assert.Equal(t, corev1.ConditionFalse, cond.Status)
 	assert.True(t, strings.HasPrefix(cond.Message, "dns "+harness.DNSName+": "), "message names the failing check: %q", cond.Message)
 	assert.NotContains(t, cond.Message, "tcp ", "only the failing check")
@@ -68,7 +68,7 @@ func testDescribe(t *testing.T, c *harness.Cluster) {
 	assert.Equal(t, corev1.EventTypeWarning, failed.Type)
 	assert.Contains(t, failed.Note, "1 of the checks still failing after 2 rounds")
 	assert.Contains(t, failed.Note, "failure action: keep-tainted")
-	n := getNode(t, c, bad)
+	n := harness.RequireNode(t, c, bad)
 	assert.True(t, harness.IsTainted(n), "a failing node stays tainted")
 	assert.NotContains(t, n.Labels, harness.VerifiedLabel)
 
@@ -90,7 +90,7 @@ func testDescribe(t *testing.T, c *harness.Cluster) {
 	// Healed: the same agent releases it, and the condition says so.
 	f.DNS(bad).SetBroken(false)
 	require.NoError(t, f.WaitReleased(ctx, bad))
-	cond = waitAgentCondition(t, c, bad, nodepatch.ReasonVerified)
+	cond = harness.RequireAgentCondition(t, c, bad, nodepatch.ReasonVerified)
 	assert.Equal(t, corev1.ConditionTrue, cond.Status)
 	assert.Equal(t, "All 4 checks passed after a failed verification", cond.Message)
 	require.NoError(t, f.WaitAgentsGone(ctx, good, bad))
@@ -147,9 +147,9 @@ func testFailOpen(t *testing.T, c *harness.Cluster) {
 	assert.Less(t, after, failOpenAfter+3*retryMax+5*time.Second, "released long after FAIL_OPEN_AFTER")
 
 	// The condition is a write of its own to the status, right after the release.
-	cond := waitAgentCondition(t, c, node, nodepatch.ReasonFailedOpen)
+	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonFailedOpen)
 	assert.Equal(t, corev1.ConditionFalse, cond.Status)
-	n := getNode(t, c, node)
+	n := harness.RequireNode(t, c, node)
 	assert.True(t, strings.HasPrefix(cond.Message, "Released after 5s with failing checks: dns "+harness.DNSName+": "), "message: %q", cond.Message)
 	// The agent's own measure, from its start to the release.
 	d, err := time.ParseDuration(n.Annotations[harness.VerifiedLabel+"-duration"])
@@ -179,7 +179,7 @@ func testReverifyTaint(t *testing.T, c *harness.Cluster) {
 
 	_, err := c.Kubectl(ctx, "label", "node", node, harness.VerifiedLabel+"-")
 	require.NoError(t, err)
-	err = poll(t, func(context.Context) (bool, error) {
+	err = harness.Poll(t, func(context.Context) (bool, error) {
 		pods := f.PodsOn(node)
 		return len(pods) == 2 && pods[0].Done && pods[1].Done, nil
 	})
@@ -199,7 +199,7 @@ func testReverifyTaint(t *testing.T, c *harness.Cluster) {
 	ev := waitEvent(t, c, node, "Reverifying")
 	assert.Equal(t, corev1.EventTypeNormal, ev.Type)
 	assert.Contains(t, ev.Note, "Put the startup taint "+harness.StartupTaint.Key+"=true:NoSchedule back")
-	cond := harness.AgentCondition(getNode(t, c, node))
+	cond := harness.AgentCondition(harness.RequireNode(t, c, node))
 	require.NotNil(t, cond)
 	assert.Equal(t, nodepatch.ReasonVerified, cond.Reason, "the condition ends Verified, not Verifying")
 }

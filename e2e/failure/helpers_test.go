@@ -6,60 +6,20 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodeready/nodeready/e2e/harness"
 	"github.com/nodeready/nodeready/nodepatch"
 )
-
-// poll calls cond until it is done, bounded by harness.WaitTimeout.
-func poll(t *testing.T, cond wait.ConditionWithContextFunc) error {
-	t.Helper()
-	return wait.PollUntilContextTimeout(t.Context(), harness.PollInterval, harness.WaitTimeout, true, cond)
-}
-
-func getNode(t *testing.T, c *harness.Cluster, name string) *corev1.Node {
-	t.Helper()
-	n, err := c.Client().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
-	require.NoError(t, err)
-	return n
-}
-
-// waitAgentCondition waits until the node reports the agent's condition with reason.
-func waitAgentCondition(t *testing.T, c *harness.Cluster, node, reason string) corev1.NodeCondition {
-	t.Helper()
-	cond, err := c.WaitAgentCondition(t.Context(), node, reason)
-	require.NoError(t, err)
-	return cond
-}
-
-// nodeEvents returns the events.k8s.io Events about the node with the given reason. Events
-// about a Node live in the default namespace.
-func nodeEvents(ctx context.Context, c *harness.Cluster, node, reason string) ([]eventsv1.Event, error) {
-	list, err := c.Client().EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var out []eventsv1.Event
-	for _, e := range list.Items {
-		if e.Regarding.Kind == "Node" && e.Regarding.Name == node && e.Reason == reason {
-			out = append(out, e)
-		}
-	}
-	return out, nil
-}
 
 // waitEvent waits for an Event about the node with the reason (the agent sends Events
 // asynchronously) and returns the first.
 func waitEvent(t *testing.T, c *harness.Cluster, node, reason string) eventsv1.Event {
 	t.Helper()
 	var found []eventsv1.Event
-	err := poll(t, func(ctx context.Context) (bool, error) {
+	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
 		var err error
-		found, err = nodeEvents(ctx, c, node, reason)
+		found, err = c.NodeEvents(ctx, node, reason)
 		return err == nil && len(found) > 0, nil
 	})
 	require.NoError(t, err, "no %s Event about node %s", reason, node)
@@ -69,7 +29,7 @@ func waitEvent(t *testing.T, c *harness.Cluster, node, reason string) eventsv1.E
 // requireNoEvent asserts that no Event about the node has the reason.
 func requireNoEvent(t *testing.T, c *harness.Cluster, node, reason string) {
 	t.Helper()
-	found, err := nodeEvents(t.Context(), c, node, reason)
+	found, err := c.NodeEvents(t.Context(), node, reason)
 	require.NoError(t, err)
 	require.Empty(t, found, "%s Event about node %s", reason, node)
 }

@@ -83,7 +83,7 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		require.NoError(t, f.AddNode(ctx, healthy, harness.NodeOptions{Env: replaceEnv("2")}))
 
 		// The node with a NodeClaim: the NodeClaim goes, the Node stays.
-		err := poll(t, func(ctx context.Context) (bool, error) {
+		err := harness.Poll(t, func(ctx context.Context) (bool, error) {
 			_, err := claims.Get(ctx, claimedClaim.GetName(), metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		})
@@ -91,7 +91,7 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		ev := waitEvent(t, c, claimed, "ReplacingNode")
 		assert.Equal(t, corev1.EventTypeWarning, ev.Type)
 		assert.Contains(t, ev.Note, "Deleted NodeClaim "+claimedClaim.GetName()+" because checks failed: dns ")
-		cond := waitAgentCondition(t, c, claimed, nodepatch.ReasonReplacing)
+		cond := harness.RequireAgentCondition(t, c, claimed, nodepatch.ReasonReplacing)
 		assert.Equal(t, corev1.ConditionFalse, cond.Status)
 		assert.Contains(t, cond.Message, "dns "+harness.DNSName)
 		// Karpenter would now drain and delete the node; the agent never does it itself,
@@ -100,12 +100,12 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		agent, err := f.WaitAgentRunning(ctx, claimed)
 		require.NoError(t, err)
 		require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 5))
-		n := getNode(t, c, claimed)
+		n := harness.RequireNode(t, c, claimed)
 		assert.Nil(t, n.DeletionTimestamp, "node %s is being deleted", claimed)
 		assert.True(t, harness.IsTainted(n))
 
 		// The node without one: the Node goes.
-		err = poll(t, func(ctx context.Context) (bool, error) {
+		err = harness.Poll(t, func(ctx context.Context) (bool, error) {
 			_, err := c.Client().CoreV1().Nodes().Get(ctx, unclaimed, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		})
@@ -129,7 +129,7 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		agentClaims := dynamicForToken(t, c, boundToken(t, c, &pods[0])).Resource(nodepatch.NodeClaims)
 		want := "nodeready: deletion of NodeClaim " + healthyClaim.GetName() + " refused: it is not the NodeClaim of node " + claimed
 		var last error
-		err = poll(t, func(ctx context.Context) (bool, error) {
+		err = harness.Poll(t, func(ctx context.Context) (bool, error) {
 			last = agentClaims.Delete(ctx, healthyClaim.GetName(), metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 			return apierrors.IsForbidden(last) && strings.Contains(last.Error(), want), nil
 		})
@@ -154,7 +154,7 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 
 		_, err = c.Kubectl(ctx, "-n", harness.Namespace, "delete", "pod", agent.Name)
 		require.NoError(t, err)
-		err = poll(t, func(context.Context) (bool, error) {
+		err = harness.Poll(t, func(context.Context) (bool, error) {
 			p, ok := f.Kubelet().Pod(agent.UID)
 			return ok && p.Done && len(p.Exits) == 1, nil
 		})
@@ -164,7 +164,7 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		assert.True(t, p.Exits[0].Signaled)
 		assert.False(t, p.Exits[0].Killed)
 
-		n := getNode(t, c, node)
+		n := harness.RequireNode(t, c, node)
 		assert.Nil(t, n.DeletionTimestamp)
 		assert.True(t, harness.IsTainted(n))
 		assert.Nil(t, harness.AgentCondition(n), "an abort writes nothing")

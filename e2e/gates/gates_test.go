@@ -106,18 +106,19 @@ func testDaemonSets(t *testing.T, c *harness.Cluster) {
 	assert.False(t, cniReadyAt.IsZero(), "fake-cni never seen Ready")
 
 	// The recorded failure names the DaemonSet that held the node, and only that one.
-	failed := nodeEvents(t, c, node, "CheckFailed")
+	failed, err := c.NodeEvents(t.Context(), node, "CheckFailed")
+	require.NoError(t, err)
 	require.NotEmpty(t, failed, "no CheckFailed Event for %s", node)
 	for _, e := range failed {
 		assert.Contains(t, e.Note, "daemonset kube-system/fake-cni")
 		assert.NotContains(t, e.Note, "log-shipper")
 	}
-	cond := waitAgentCondition(t, c, node, nodepatch.ReasonVerified)
+	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonVerified)
 	assert.Equal(t, corev1.ConditionTrue, cond.Status)
 
 	// The log shipper does run on the node, once it is released: it was left out because it
 	// does not tolerate the taint, not because it does not belong there.
-	err = poll(t, func(ctx context.Context) (bool, error) {
+	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
 		pods, err := podsOn(ctx, client, node)
 		if err != nil {
 			return false, nil
@@ -143,7 +144,7 @@ func testConditions(t *testing.T, c *harness.Cluster) {
 	}}))
 
 	// Missing: the failure is recorded and names the condition, and only that one.
-	cond := waitAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
+	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
 	assert.Contains(t, cond.Message, "no condition "+string(network)+", want True")
 	assert.NotContains(t, cond.Message, "condition Ready ", "Ready=True is reported by the kubelet")
 	requireHeld(t, c, node)
@@ -158,8 +159,8 @@ func testConditions(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, f.WaitReleased(ctx, node))
 	t.Logf("node %s seen released %s after the condition was set", node, time.Since(set).Round(time.Millisecond))
 
-	waitAgentCondition(t, c, node, nodepatch.ReasonVerified)
-	n := getNode(t, c, node)
+	harness.RequireAgentCondition(t, c, node, nodepatch.ReasonVerified)
+	n := harness.RequireNode(t, c, node)
 	for _, want := range []corev1.NodeConditionType{network, corev1.NodeReady} {
 		found := false
 		for _, got := range n.Status.Conditions {
@@ -186,7 +187,7 @@ func testResources(t *testing.T, c *harness.Cluster) {
 		"MAX_RETRIES":        "2",
 	}}))
 
-	cond := waitAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
+	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
 	assert.Contains(t, cond.Message, "no allocatable "+string(gpu)+", want at least 1")
 	requireHeld(t, c, node)
 
@@ -199,8 +200,8 @@ func testResources(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, f.WaitReleased(ctx, node))
 	t.Logf("node %s seen released %s after the device was reported", node, time.Since(set).Round(time.Millisecond))
 
-	waitAgentCondition(t, c, node, nodepatch.ReasonVerified)
-	got := getNode(t, c, node).Status.Allocatable[gpu]
+	harness.RequireAgentCondition(t, c, node, nodepatch.ReasonVerified)
+	got := harness.RequireNode(t, c, node).Status.Allocatable[gpu]
 	assert.Equal(t, "2", got.String())
 	require.NoError(t, f.WaitAgentsGone(ctx, node))
 }

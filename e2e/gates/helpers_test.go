@@ -9,10 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/e2e/harness"
@@ -24,48 +22,12 @@ const baseChecks = "dns,tcp,apiserver,endpoints"
 // sampleInterval is how often the tests that time a release look at the cluster.
 const sampleInterval = 100 * time.Millisecond
 
-// poll calls cond until it is done, bounded by harness.WaitTimeout.
-func poll(t *testing.T, cond wait.ConditionWithContextFunc) error {
-	t.Helper()
-	return wait.PollUntilContextTimeout(t.Context(), harness.PollInterval, harness.WaitTimeout, true, cond)
-}
-
-func getNode(t *testing.T, c *harness.Cluster, name string) *corev1.Node {
-	t.Helper()
-	n, err := c.Client().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
-	require.NoError(t, err)
-	return n
-}
-
 // requireHeld asserts that the node is tainted and not labelled.
 func requireHeld(t *testing.T, c *harness.Cluster, node string) {
 	t.Helper()
-	n := getNode(t, c, node)
+	n := harness.RequireNode(t, c, node)
 	require.True(t, harness.IsTainted(n), "node %s lost the startup taint; taints %v", node, n.Spec.Taints)
 	require.NotContains(t, n.Labels, harness.VerifiedLabel)
-}
-
-// waitAgentCondition waits until the node reports the agent's condition with reason.
-func waitAgentCondition(t *testing.T, c *harness.Cluster, node, reason string) corev1.NodeCondition {
-	t.Helper()
-	cond, err := c.WaitAgentCondition(t.Context(), node, reason)
-	require.NoError(t, err)
-	return cond
-}
-
-// nodeEvents returns the events.k8s.io Events about the node with the given reason. Events
-// about a Node live in the default namespace.
-func nodeEvents(t *testing.T, c *harness.Cluster, node, reason string) []eventsv1.Event {
-	t.Helper()
-	list, err := c.Client().EventsV1().Events(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{})
-	require.NoError(t, err)
-	var out []eventsv1.Event
-	for _, e := range list.Items {
-		if e.Regarding.Kind == "Node" && e.Regarding.Name == node && e.Reason == reason {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // rounds returns the agent's nodeready_rounds_total.

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -48,4 +49,20 @@ func IsReleased(n *corev1.Node) bool {
 // agent matches it).
 func IsTainted(n *corev1.Node) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&StartupTaint) })
+}
+
+// NodeEvents returns the events.k8s.io Events about the node with the given reason. Events
+// about a Node live in the default namespace.
+func (c *Cluster) NodeEvents(ctx context.Context, node, reason string) ([]eventsv1.Event, error) {
+	list, err := c.Client().EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Node" && e.Regarding.Name == node && e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }

@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // LogsEnv, when set, names a directory where StartForTest keeps every log, also after a
@@ -107,4 +111,31 @@ func tailFile(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// Poll calls cond every PollInterval until it is done, bounded by WaitTimeout and the test.
+func Poll(t testing.TB, cond wait.ConditionWithContextFunc) error {
+	t.Helper()
+	return wait.PollUntilContextTimeout(t.Context(), PollInterval, WaitTimeout, true, cond)
+}
+
+// RequireNode returns the node as the API server has it; a failed read fails t.
+func RequireNode(t testing.TB, c *Cluster, name string) *corev1.Node {
+	t.Helper()
+	n, err := c.Client().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get node %s: %v", name, err)
+	}
+	return n
+}
+
+// RequireAgentCondition waits until the node reports the agent's condition with reason;
+// a timeout fails t.
+func RequireAgentCondition(t testing.TB, c *Cluster, node, reason string) corev1.NodeCondition {
+	t.Helper()
+	cond, err := c.WaitAgentCondition(t.Context(), node, reason)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cond
 }
