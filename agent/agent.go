@@ -166,8 +166,7 @@ func (a *Agent) verify(ctx context.Context) bool {
 		log := a.log.With().Int("attempt", round).Logger()
 		if round == 1 {
 			a.firstRound = time.Now()
-		}
-		if round > 1 {
+		} else {
 			a.flushCondition(ctx, log)
 		}
 		released, problems := a.round(ctx, log)
