@@ -78,7 +78,7 @@ type pendingCondition struct {
 // New wires an agent for the node in cfg. started is the process start, from
 // which the initial timeout and the time to verified are measured.
 func New(cfg Config, log zerolog.Logger, clients Clients, build BuildInfo, started time.Time) (*Agent, error) {
-	list, err := buildChecks(cfg, clients.Kube, started)
+	list, err := buildChecks(cfg, clients.Kube)
 	if err != nil {
 		return nil, err
 	}

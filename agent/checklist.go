@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -14,7 +13,7 @@ import (
 // target, in the order of CHECKS. A check that cannot run where the agent is
 // (no kubeconfig in --dry-run, no target known) becomes a skipped check that
 // says why, so the dry-run table shows it instead of hiding it.
-func buildChecks(c Config, client kubernetes.Interface, started time.Time) ([]checks.Check, error) {
+func buildChecks(c Config, client kubernetes.Interface) ([]checks.Check, error) {
 	var list []checks.Check
 	for _, name := range c.Checks {
 		switch name {
@@ -60,7 +59,7 @@ func buildChecks(c Config, client kubernetes.Interface, started time.Time) ([]ch
 			}
 			list = append(list, checks.NewEndpoints(client, ns, svc, c.EndpointsConnect, nil))
 		case CheckDaemonSets, CheckConditions, CheckResources, CheckCSI, CheckCommand:
-			gates, err := gateChecks(name, c, client, started)
+			gates, err := gateChecks(name, c, client)
 			if err != nil {
 				return nil, err
 			}

@@ -18,7 +18,7 @@ import (
 // otherwise. It never writes to a cluster: it has no patcher at all. client
 // may be nil, and then the API checks are shown as skipped.
 func DryRun(ctx context.Context, cfg Config, client kubernetes.Interface, out io.Writer) int {
-	list, err := buildChecks(cfg, client, time.Now())
+	list, err := buildChecks(cfg, client)
 	if err != nil {
 		fmt.Fprintf(out, "nodeready: %v\n", err)
 		return 2

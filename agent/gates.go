@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -14,12 +13,12 @@ import (
 )
 
 // The gates are the checks of the node's own readiness beyond the network:
-// daemonsets, conditions, resources, csi, command and hold.
+// daemonsets, conditions, resources, csi and command. MIN_HOLD_TIME is part
+// of the agent's loop, not a gate: waiting never counts as failing.
 
 // gateChecks builds the checks of the gate name, one per target where the
-// targets are known from the configuration. started is the agent's start,
-// from which the hold counts.
-func gateChecks(name string, c Config, client kubernetes.Interface, started time.Time) ([]checks.Check, error) {
+// targets are known from the configuration.
+func gateChecks(name string, c Config, client kubernetes.Interface) ([]checks.Check, error) {
 	// apiSkip is the reason an API gate cannot run here, or "".
 	apiSkip := func() string {
 		switch {

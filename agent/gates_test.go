@@ -54,7 +54,6 @@ func TestGateDefaults(t *testing.T) {
 }
 
 func TestBuildGateChecks(t *testing.T) {
-	started := time.Now().Add(-time.Hour)
 	tests := []struct {
 		name  string
 		env   map[string]string
@@ -111,7 +110,7 @@ func TestBuildGateChecks(t *testing.T) {
 			cfg, err := LoadConfig(false)
 			require.NoError(t, err)
 
-			list, err := buildChecks(cfg, fake.NewClientset(), started)
+			list, err := buildChecks(cfg, fake.NewClientset())
 
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, names(list))
@@ -136,7 +135,7 @@ func TestBuildGateChecksWithoutCluster(t *testing.T) {
 	require.NoError(t, err)
 
 	t.Run("no kubeconfig", func(t *testing.T) {
-		list, err := buildChecks(cfg, nil, time.Now())
+		list, err := buildChecks(cfg, nil)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"daemonsets all", "conditions Ready=True", "resources nvidia.com/gpu>=1", "csi ebs.csi.aws.com", "command /bin/true"}, names(list))
 		for _, c := range list[:4] {
@@ -146,7 +145,7 @@ func TestBuildGateChecksWithoutCluster(t *testing.T) {
 		}
 	})
 	t.Run("no node name", func(t *testing.T) {
-		list, err := buildChecks(cfg, fake.NewClientset(), time.Now())
+		list, err := buildChecks(cfg, fake.NewClientset())
 		require.NoError(t, err)
 		for _, c := range list[:4] {
 			res := checks.Execute(t.Context(), c, time.Second)
