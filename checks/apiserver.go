@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -85,13 +84,8 @@ func (c *APIServer) readyz(ctx context.Context) error {
 }
 
 func (c *APIServer) node(ctx context.Context) error {
-	if c.nodeName == "" {
-		return errors.New("get node: no node name (NODE_NAME)")
-	}
-	if _, err := c.client.CoreV1().Nodes().Get(ctx, c.nodeName, metav1.GetOptions{}); err != nil {
-		return fmt.Errorf("get node %q: %w", c.nodeName, explainForbidden(err))
-	}
-	return nil
+	_, err := getNode(ctx, c.client, c.nodeName)
+	return err
 }
 
 // explainForbidden says plainly that a 403 is a permissions problem, which

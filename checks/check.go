@@ -17,8 +17,8 @@ import (
 // Check is one probe against one target.
 type Check interface {
 	// Name is the stable snake_case kind of the check: dns, tcp, http,
-	// apiserver, endpoints. It is used as a metric label, so it must come from
-	// a closed set.
+	// apiserver, endpoints, or a gate (daemonsets, conditions, resources, csi,
+	// command). It is used as a metric label, so it must come from a closed set.
 	Name() string
 	// Target is what the check probes (a host name, an address, a URL), for
 	// people: logs and the dry-run table. Never a metric label.

@@ -27,7 +27,7 @@ type ConditionWant struct {
 // the kubelet or a node agent sets it (Ready, NetworkUnavailable,
 // example.com/GPUHealthy); the status is True, False or Unknown, spelled so.
 func ParseConditionWant(s string) (ConditionWant, error) {
-	typ, status, ok := strings.Cut(strings.TrimSpace(s), "=")
+	typ, status, ok := strings.Cut(s, "=")
 	typ, status = strings.TrimSpace(typ), strings.TrimSpace(status)
 	if !ok {
 		return ConditionWant{}, fmt.Errorf("%q: want Type=Status, such as Ready=True", s)

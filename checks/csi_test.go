@@ -1,6 +1,7 @@
 package checks_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -111,7 +112,7 @@ func TestValidateCSIDriverName(t *testing.T) {
 	for _, name := range []string{"ebs.csi.aws.com", "pd.csi.storage.gke.io", "Disk.CSI.Azure.com", "hostpath"} {
 		assert.NoError(t, checks.ValidateCSIDriverName(name), name)
 	}
-	for _, name := range []string{"", "ebs csi", "-ebs.csi", "a_b", "x" + string(make([]byte, 63))} {
+	for _, name := range []string{"", "ebs csi", "-ebs.csi", "a_b", strings.Repeat("a", 64)} {
 		assert.Error(t, checks.ValidateCSIDriverName(name), "%q", name)
 	}
 }

@@ -39,8 +39,9 @@ var _ Check = (*DaemonSets)(nil)
 //
 // It is one check, not one per DaemonSet, because discovery happens in every
 // round: the set can change while the node waits (a DaemonSet created,
-// relabelled or deleted), and a round costs one node GET, one DaemonSet LIST
-// and one pod LIST whatever the number of DaemonSets. The error names every
+// relabelled or deleted). A round costs one node GET, one DaemonSet LIST in
+// discovery (one GET per DaemonSet when they are listed by name), and one pod
+// LIST when some DaemonSet is required. The error names every
 // DaemonSet that is not ready, so one line shows all that holds the node.
 type DaemonSets struct {
 	client   kubernetes.Interface

@@ -399,6 +399,7 @@ func TestDaemonSetsSelectorAndExclusion(t *testing.T) {
 				require.Error(t, res.Err)
 				assert.Equal(t, tt.wantErr, res.Err.Error())
 			}
+			require.GreaterOrEqual(t, len(client.Actions()), 2, "a node GET, then the DaemonSet LIST")
 			list, ok := client.Actions()[1].(k8stesting.ListAction)
 			require.True(t, ok)
 			assert.Equal(t, tt.selector, list.GetListRestrictions().Labels.String(), "the selector goes to the API server")

@@ -25,7 +25,7 @@ type ResourceMinimum struct {
 // hugepages-2Mi); the quantity is a Kubernetes quantity (1, 2, 500m, 4Gi) and
 // not negative.
 func ParseResourceMinimum(s string) (ResourceMinimum, error) {
-	name, qty, ok := strings.Cut(strings.TrimSpace(s), ">=")
+	name, qty, ok := strings.Cut(s, ">=")
 	name, qty = strings.TrimSpace(name), strings.TrimSpace(qty)
 	if !ok {
 		return ResourceMinimum{}, fmt.Errorf("%q: want name>=quantity, such as nvidia.com/gpu>=1", s)

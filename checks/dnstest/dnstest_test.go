@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/nodeready/nodeready/checks"
 	"github.com/nodeready/nodeready/checks/dnstest"
 )
 
@@ -31,17 +32,6 @@ func newServer(t *testing.T) *dnstest.Server {
 	return srv
 }
 
-// resolver sends every query to addr, over the network the Go resolver picks.
-func resolver(addr string) *net.Resolver {
-	var d net.Dialer
-	return &net.Resolver{
-		PreferGo: true,
-		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, network, addr)
-		},
-	}
-}
-
 func TestServer(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -59,7 +49,7 @@ func TestServer(t *testing.T) {
 	for _, transport := range []string{"udp", "tcp after truncated udp"} {
 		srv := newServer(t)
 		srv.SetTruncateUDP(transport != "udp")
-		r := resolver(srv.Addr())
+		r := checks.NewResolver(srv.Addr())
 		for _, tt := range tests {
 			t.Run(transport+"/"+tt.name, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -82,7 +72,7 @@ func TestServer(t *testing.T) {
 
 func TestServerSetBroken(t *testing.T) {
 	srv := newServer(t)
-	r := resolver(srv.Addr())
+	r := checks.NewResolver(srv.Addr())
 	lookup := func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
@@ -108,7 +98,7 @@ func TestServerSetSilent(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 
-	_, err := resolver(srv.Addr()).LookupHost(ctx, "svc.nodeready.test.")
+	_, err := checks.NewResolver(srv.Addr()).LookupHost(ctx, "svc.nodeready.test.")
 
 	var dnsErr *net.DNSError
 	require.True(t, errors.As(err, &dnsErr), "error %v", err)
@@ -155,7 +145,7 @@ func TestServerHoldOpenDelay(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		addrs, _ := resolver(srv.Addr()).LookupHost(t.Context(), "db.nodeready.test.")
+		addrs, _ := checks.NewResolver(srv.Addr()).LookupHost(t.Context(), "db.nodeready.test.")
 		done <- result{addrs, time.Now()}
 	}()
 	select {
@@ -182,7 +172,7 @@ func TestServerCloseDropsHeldAnswers(t *testing.T) {
 	srv := newServer(t)
 	srv.Hold()
 	_, next := srv.Queries()
-	go func() { _, _ = resolver(srv.Addr()).LookupHost(t.Context(), "db.nodeready.test.") }()
+	go func() { _, _ = checks.NewResolver(srv.Addr()).LookupHost(t.Context(), "db.nodeready.test.") }()
 	<-next
 	done := make(chan struct{})
 	go func() {
