@@ -87,11 +87,12 @@ func (p *process) exitError() error {
 	if err == nil {
 		err = errors.New("exit status 0")
 	}
-	return fmt.Errorf("%s exited: %w; last lines of %s:\n%s", p.name, err, p.logPath, tailFile(p.logPath, 20))
+	return fmt.Errorf("%s exited: %w; last lines of %s:\n%s", p.name, err, p.logPath, TailFile(p.logPath, 20))
 }
 
-// tailFile returns the last n lines of a file, or a note why it could not be read.
-func tailFile(path string, n int) string {
+// TailFile returns the last n lines of a file, or a note why it could not be read: what
+// a failing test prints of a component's log.
+func TailFile(path string, n int) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("(cannot read %s: %v)", path, err)

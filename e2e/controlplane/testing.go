@@ -54,7 +54,7 @@ func StartForTestWith(t testing.TB, opts Options) *ControlPlane {
 			return
 		}
 		// Read the log before Stop, which would add the shutdown messages to its end.
-		tail := tailFile(filepath.Join(opts.LogDir, "kube-apiserver.log"), 40)
+		tail := TailFile(filepath.Join(opts.LogDir, "kube-apiserver.log"), 40)
 		cp.Stop()
 		t.Logf("control plane logs kept in %s; last lines of kube-apiserver.log:\n%s", opts.LogDir, tail)
 	})

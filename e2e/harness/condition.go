@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodeready/nodeready/nodepatch"
 )
@@ -26,7 +25,7 @@ func AgentCondition(n *corev1.Node) *corev1.NodeCondition {
 // WaitAgentCondition waits until the node reports the agent's condition with reason.
 func (c *Cluster) WaitAgentCondition(ctx context.Context, node, reason string) (corev1.NodeCondition, error) {
 	var last *corev1.NodeCondition
-	err := wait.PollUntilContextTimeout(ctx, PollInterval, WaitTimeout, true, func(ctx context.Context) (bool, error) {
+	err := poll(ctx, func(ctx context.Context) (bool, error) {
 		n, err := c.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, nil // the API server may be restarting; keep polling

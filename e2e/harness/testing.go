@@ -1,9 +1,7 @@
 package harness
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nodeready/nodeready/e2e/controlplane"
 )
 
 // LogsEnv, when set, names a directory where StartForTest keeps every log, also after a
@@ -65,7 +65,7 @@ func StartForTest(t testing.TB, opts Options) *Cluster {
 		}
 		// Read the log before Stop, which would add the shutdown messages to its end.
 		apiServerLog := filepath.Join(c.ControlPlane().LogDir(), "kube-apiserver.log")
-		tail := tailFile(apiServerLog, 40)
+		tail := controlplane.TailFile(apiServerLog, 40)
 		c.Stop()
 		t.Logf("logs kept in %s; last lines of %s:\n%s", c.LogDir(), apiServerLog, tail)
 	})
@@ -100,23 +100,10 @@ func NewFleetForTest(t testing.TB, c *Cluster, name string) *Fleet {
 	return f
 }
 
-// tailFile returns the last n lines of the file, or why it cannot.
-func tailFile(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(cannot read %s: %v)", path, err)
-	}
-	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
-}
-
 // Poll calls cond every PollInterval until it is done, bounded by WaitTimeout and the test.
 func Poll(t testing.TB, cond wait.ConditionWithContextFunc) error {
 	t.Helper()
-	return wait.PollUntilContextTimeout(t.Context(), PollInterval, WaitTimeout, true, cond)
+	return poll(t.Context(), cond)
 }
 
 // RequireNode returns the node as the API server has it; a failed read fails t.

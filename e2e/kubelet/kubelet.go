@@ -69,7 +69,6 @@ type Kubelet struct {
 	cancel  context.CancelFunc
 	nodes   map[string]*node
 	pods    map[types.UID]*pod
-	exits   []Exit
 	pulls   map[string][]Pull // node -> first pull of each image, in order
 }
 

@@ -74,14 +74,6 @@ type Pull struct {
 	At        time.Time
 }
 
-// Exits returns every recorded end of an agent process, oldest first. Processes killed by
-// Stop or RemoveNode are not recorded: that is the machine going away, not the pod ending.
-func (k *Kubelet) Exits() []Exit {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return slices.Clone(k.exits)
-}
-
 // Pods returns every agent pod the kubelet has seen bound to its nodes, in no particular
 // order: the pods it runs the agent binary for. Simulated pods are left out: see Simulated.
 func (k *Kubelet) Pods() []PodInfo { return k.podInfos(false) }

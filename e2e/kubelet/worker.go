@@ -242,10 +242,6 @@ func (k *Kubelet) recordExit(p *pod, proc *process, signaled, killed bool, log *
 		Node: p.node, Namespace: api.Namespace, Pod: api.Name, UID: p.uid,
 		Code: proc.exitCode(), Signaled: signaled, Killed: killed, At: proc.finished,
 	}
-	k.mu.Lock()
-	k.exits = append(k.exits, e)
-	k.mu.Unlock()
-
 	reason := "Completed"
 	if e.Code != 0 {
 		reason = "Error"

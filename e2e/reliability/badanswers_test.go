@@ -86,20 +86,7 @@ func (a *failingAgent) metric(t *testing.T, name string) float64 {
 
 func (a *failingAgent) waitMetric(t *testing.T, name string, min float64) {
 	t.Helper()
-	var last float64
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		p, ok := a.f.Kubelet().Pod(a.agent.UID)
-		if !ok || !p.Running {
-			return false, fmt.Errorf("agent on %s is not running", a.node)
-		}
-		s, err := scrapeAgent(ctx, p.MetricsAddr)
-		if err != nil {
-			return false, nil
-		}
-		last = s[name]
-		return last >= min, nil
-	})
-	require.NoError(t, err, "agent on %s: %s is %v, want >= %v", a.node, name, last, min)
+	require.NoError(t, a.f.WaitMetric(t.Context(), a.agent, name, min), "agent on %s", a.node)
 }
 
 // podRestarts returns the restartCount the kubelet reported for the pod's container.
@@ -212,7 +199,7 @@ func TestForbidden(t *testing.T) {
 			}
 		})
 		tc.take(t)
-		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, harness.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 			return tc.inForce(ctx, agent, a.node), nil
 		})
 		require.NoError(t, err, "%s: the permission was not taken away", tc.name)
@@ -255,7 +242,7 @@ func TestSlowDNS(t *testing.T) {
 
 	before, err := f.waitRunning(ctx, "slowdns-before", nil)
 	require.NoError(t, err)
-	v, err := f.versions.waitFor(ctx, "slowdns-before", waitTimeout, "released", nodeVersion.released)
+	v, err := f.versions.waitFor(ctx, "slowdns-before", harness.WaitTimeout, "released", nodeVersion.released)
 	require.NoError(t, err)
 	tookBefore := v.At.Sub(before.Started)
 	assert.GreaterOrEqual(t, tookBefore, checkTimeout*9/10, "released before the DNS answer")
@@ -307,7 +294,7 @@ func agentClient(t *testing.T, c *harness.Cluster, pod kubelet.PodInfo) kubernet
 func assertEventSays(t *testing.T, ctx context.Context, client kubernetes.Interface, node, reason, what string) {
 	t.Helper()
 	var notes []string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, harness.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 		notes = notes[:0]
 		for _, ev := range nodeEvents(t, ctx, client, []string{node}, reason) {
 			notes = append(notes, ev.Note)

@@ -115,7 +115,7 @@ func TestBadInput(t *testing.T) {
 	for name := range spellings {
 		require.NoError(t, f.WaitReleased(ctx, name))
 	}
-	v, err := f.versions.waitFor(ctx, otherValue, waitTimeout, "released", nodeVersion.released)
+	v, err := f.versions.waitFor(ctx, otherValue, harness.WaitTimeout, "released", nodeVersion.released)
 	require.NoError(t, err)
 	var sameKey []corev1.Taint // the node lifecycle controller's not-ready taint may be there too
 	for _, tn := range v.Taints {
@@ -135,7 +135,7 @@ func TestBadInput(t *testing.T) {
 	assert.Positive(t, okHits.Load(), "the redirects were not followed to /ok")
 	select {
 	case <-endlessDone:
-	case <-time.After(waitTimeout):
+	case <-time.After(harness.WaitTimeout):
 		t.Error("the endless body's handler still runs: the agent did not close the connection")
 	}
 	assert.Less(t, endlessBytes.Load(), int64(16<<20), "bytes of the endless body sent before the agent closed the connection")

@@ -23,10 +23,6 @@ import (
 	"github.com/nodeready/nodeready/e2e/kubelet"
 )
 
-// waitTimeout bounds every wait for the cluster to react: generous for two loaded cores,
-// short enough to fail with a clear message.
-const waitTimeout = 2 * time.Minute
-
 // fleet is a harness fleet with what these tests add: every version of its nodes
 // (versions), and nodes whose nameserver is one of the test's own (newSlowDNS).
 type fleet struct {
@@ -99,7 +95,7 @@ func (f *fleet) agentsDone(node string, n int) bool {
 
 // waitAgentsDone waits, on the kubelet's records, until agentsDone.
 func (f *fleet) waitAgentsDone(ctx context.Context, node string, n int) error {
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, harness.WaitTimeout, true, func(context.Context) (bool, error) {
 		return f.agentsDone(node, n), nil
 	})
 	if err != nil {
@@ -112,7 +108,7 @@ func (f *fleet) waitAgentsDone(ctx context.Context, node string, n int) error {
 // the node, and returns its pod.
 func (f *fleet) waitRunning(ctx context.Context, node string, skip map[types.UID]bool) (kubelet.PodInfo, error) {
 	var pod kubelet.PodInfo
-	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, harness.WaitTimeout, true, func(context.Context) (bool, error) {
 		for _, p := range f.PodsOn(node) {
 			if p.Running && !skip[p.UID] {
 				pod = p

@@ -24,8 +24,8 @@ import (
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
-// outageTaint is a foreign taint the admin changes right after each API server restart,
-// before the agents' next write: the change must survive.
+// outageTaintBefore is a foreign taint the admin changes to outageTaintAfter right after
+// each API server restart, before the agents' next write: the change must survive.
 var (
 	outageTaintBefore = corev1.Taint{Key: "example.com/maintenance", Value: "before", Effect: corev1.TaintEffectPreferNoSchedule}
 	outageTaintAfter  = corev1.Taint{Key: "example.com/maintenance", Value: "after", Effect: corev1.TaintEffectPreferNoSchedule}
@@ -137,7 +137,7 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Logf("outage %d: API server stopped %s, ready again after %s", k+1, stopped.Format("15:04:05.000"), back.Sub(stopped).Round(100*time.Millisecond))
 
 		for _, n := range nodes {
-			v, err := f.versions.waitFor(ctx, n.name, waitTimeout, "released", nodeVersion.released)
+			v, err := f.versions.waitFor(ctx, n.name, harness.WaitTimeout, "released", nodeVersion.released)
 			require.NoError(t, err)
 			n.releasedAfter = v.At.Sub(back)
 		}
@@ -165,7 +165,7 @@ func TestAPIServerOutage(t *testing.T) {
 		// What people see agrees with the node: the agent's condition says Verified, also
 		// where the release landed just before a stop and the condition write that follows
 		// it fell into the outage (the agent writes it again once the API server is back).
-		if verdict := verdictOf(node); assert.NotNil(t, verdict, "node %s released without the condition %s", n.name, nodepatch.ConditionType) {
+		if verdict := harness.AgentCondition(node); assert.NotNil(t, verdict, "node %s released without the condition %s", n.name, nodepatch.ConditionType) {
 			assert.Equal(t, corev1.ConditionTrue, verdict.Status, "node %s released, condition %s: %s", n.name, verdict.Reason, verdict.Message)
 		}
 	}
@@ -275,14 +275,4 @@ func hasExactTaint(taints []corev1.Taint, want corev1.Taint) bool {
 	return slices.ContainsFunc(taints, func(t corev1.Taint) bool {
 		return t.Key == want.Key && t.Effect == want.Effect && t.Value == want.Value
 	})
-}
-
-// verdictOf returns the agent's condition on the node, or nil.
-func verdictOf(n *corev1.Node) *corev1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == nodepatch.ConditionType {
-			return &n.Status.Conditions[i]
-		}
-	}
-	return nil
 }

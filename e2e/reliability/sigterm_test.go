@@ -239,7 +239,7 @@ func sigtermOnce(ctx context.Context, f *fleet, dns *dnstest.Server, node string
 	// instant, before any program could have a signal handler, where a real kubelet does
 	// not start the containers of a pod it knows is being deleted.)
 	var pod kubelet.PodInfo
-	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, harness.WaitTimeout, true, func(context.Context) (bool, error) {
 		for _, p := range f.PodsOn(node) {
 			if !seen[p.UID] && !p.Done && p.Running {
 				pod = p
@@ -264,7 +264,7 @@ func sigtermOnce(ctx context.Context, f *fleet, dns *dnstest.Server, node string
 	case atRandom:
 		pause(ctx, time.Duration(rng.Int64N(int64(2*time.Second))))
 	case atLabel:
-		if _, err := f.versions.waitFor(ctx, node, waitTimeout, "released", func(v nodeVersion) bool { return v.RV > from.RV && v.released() }); err != nil {
+		if _, err := f.versions.waitFor(ctx, node, harness.WaitTimeout, "released", func(v nodeVersion) bool { return v.RV > from.RV && v.released() }); err != nil {
 			return run, err
 		}
 	}
@@ -280,7 +280,7 @@ func sigtermOnce(ctx context.Context, f *fleet, dns *dnstest.Server, node string
 	if err != nil && !isGoneOrReplaced(err) {
 		return run, fmt.Errorf("delete pod %s: %w", pod.Name, err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, harness.WaitTimeout, true, func(context.Context) (bool, error) {
 		p, _ := f.Kubelet().Pod(pod.UID)
 		run.pod = p
 		return p.Done, nil
@@ -302,7 +302,7 @@ func sigtermOnce(ctx context.Context, f *fleet, dns *dnstest.Server, node string
 
 // waitQuery waits until the server has received more than n queries.
 func waitQuery(ctx context.Context, s *dnstest.Server, n int64) error {
-	timeout := time.NewTimer(waitTimeout)
+	timeout := time.NewTimer(harness.WaitTimeout)
 	defer timeout.Stop()
 	for {
 		got, next := s.Queries()
@@ -314,7 +314,7 @@ func waitQuery(ctx context.Context, s *dnstest.Server, n int64) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timeout.C:
-			return fmt.Errorf("no DNS query within %s", waitTimeout)
+			return fmt.Errorf("no DNS query within %s", harness.WaitTimeout)
 		}
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/e2e/harness"
-	"github.com/nodeready/nodeready/nodepatch"
 )
 
 // nodeVersion is one version of a node as a watch delivered it.
@@ -146,12 +145,8 @@ func (v *versions) follow(w watch.Interface, rv string) string {
 
 func (v *versions) record(n *corev1.Node, deleted bool) {
 	rv, _ := strconv.ParseInt(n.ResourceVersion, 10, 64)
-	nv := nodeVersion{RV: rv, Taints: n.Spec.Taints, Labels: n.Labels, Deleted: deleted, At: time.Now()}
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == nodepatch.ConditionType {
-			nv.Verdict = &n.Status.Conditions[i]
-		}
-	}
+	nv := nodeVersion{RV: rv, Taints: n.Spec.Taints, Labels: n.Labels, Deleted: deleted, At: time.Now(),
+		Verdict: harness.AgentCondition(n)}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	list := v.seen[n.Name]

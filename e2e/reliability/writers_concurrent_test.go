@@ -68,7 +68,7 @@ func TestConcurrentWriters(t *testing.T) {
 		verifying.Go(func() {
 			var after int64 // the re-verification's write: the release must come later
 			for i := range cycles {
-				v, err := f.versions.waitFor(ctx, n, waitTimeout, "released", func(v nodeVersion) bool { return v.RV > after && v.released() })
+				v, err := f.versions.waitFor(ctx, n, harness.WaitTimeout, "released", func(v nodeVersion) bool { return v.RV > after && v.released() })
 				if err != nil {
 					failures <- err
 					return

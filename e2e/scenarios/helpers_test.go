@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodeready/nodeready/e2e/harness"
 	"github.com/nodeready/nodeready/e2e/kubelet"
@@ -57,7 +56,7 @@ func assertHistory(t *testing.T, f *harness.Fleet, node string, want ...harness.
 func waitDaemonSetDeleted(t *testing.T, c *harness.Cluster, pods []string) {
 	t.Helper()
 	missing := pods
-	err := poll(t, func(ctx context.Context) (bool, error) {
+	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
 		events, err := c.Client().CoreV1().Events(harness.Namespace).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.Set{
 				"involvedObject.kind": "DaemonSet",
@@ -81,12 +80,6 @@ func waitDaemonSetDeleted(t *testing.T, c *harness.Cluster, pods []string) {
 		return len(missing) == 0, nil
 	})
 	require.NoError(t, err, "no SuccessfulDelete event of the DaemonSet for %v", missing)
-}
-
-// poll waits for cond as the harness's Wait methods do.
-func poll(t *testing.T, cond wait.ConditionWithContextFunc) error {
-	t.Helper()
-	return wait.PollUntilContextTimeout(t.Context(), harness.PollInterval, harness.WaitTimeout, true, cond)
 }
 
 func podCondition(pod *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatus {

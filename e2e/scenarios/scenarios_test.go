@@ -62,7 +62,7 @@ func testReverify(t *testing.T, c *harness.Cluster) {
 	_, err := c.Kubectl(t.Context(), "label", "node", target, harness.VerifiedLabel+"-")
 	require.NoError(t, err)
 
-	err = poll(t, func(context.Context) (bool, error) {
+	err = harness.Poll(t, func(context.Context) (bool, error) {
 		pods := f.PodsOn(target)
 		return len(pods) == 2 && pods[0].Done && pods[1].Done, nil
 	})
@@ -153,7 +153,7 @@ func testCrashLoop(t *testing.T, c *harness.Cluster) {
 	node := addNodes(t, f, 1, harness.NodeOptions{Env: map[string]string{"TAINT_EFFECT": "NoRun"}})[0]
 
 	var pod *corev1.Pod
-	err := poll(t, func(ctx context.Context) (bool, error) {
+	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
 		pods, err := f.AgentPods(ctx, node)
 		if err != nil || len(pods) != 1 || len(pods[0].Status.ContainerStatuses) != 1 {
 			return false, nil

@@ -372,7 +372,7 @@ func scaleBenchmark(ctx context.Context, o options, m *machine, settle time.Dura
 		return &section{Title: name, Err: err}, nil
 	}
 	defer dns.Close()
-	base, _, err := configFromCluster(ctx, c, dns.Addr())
+	base, err := configFromCluster(ctx, c, dns.Addr())
 	if err != nil {
 		return &section{Title: name, Err: err}, nil
 	}

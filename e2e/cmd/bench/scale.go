@@ -403,10 +403,10 @@ func runInProcess(agentCtx, ctx context.Context, fast kubernetes.Interface, serv
 
 // configFromCluster builds the agents' configuration as main does, from the installed
 // nodeready-config and what the kubelet adds, through agent.LoadConfig.
-func configFromCluster(ctx context.Context, c *harness.Cluster, dns string) (agent.Config, map[string]string, error) {
+func configFromCluster(ctx context.Context, c *harness.Cluster, dns string) (agent.Config, error) {
 	cm, err := c.Client().CoreV1().ConfigMaps(harness.Namespace).Get(ctx, harness.ConfigMapName, metav1.GetOptions{})
 	if err != nil {
-		return agent.Config{}, nil, fmt.Errorf("read %s: %w", harness.ConfigMapName, err)
+		return agent.Config{}, fmt.Errorf("read %s: %w", harness.ConfigMapName, err)
 	}
 	host, port := c.ControlPlane().APIServerHostPort()
 	env := maps.Clone(cm.Data)
@@ -434,5 +434,5 @@ func configFromCluster(ctx context.Context, c *harness.Cluster, dns string) (age
 			os.Setenv(k, *old)
 		}
 	}
-	return cfg, cm.Data, err
+	return cfg, err
 }
