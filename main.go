@@ -51,13 +51,15 @@ type newClientFunc func(dryRun bool) (agent.Clients, error)
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient newClientFunc, started time.Time) int {
 	// The init containers of the pre-pull variant (manifests/variants/prepull)
-	// need no configuration, so their subcommands come before it.
+	// and the probes need no configuration, so their subcommands come before it.
 	if len(args) > 0 {
 		switch args[0] {
 		case "noop":
 			return exitOK
 		case "copy-binary":
 			return copyBinary(args[1:], stderr)
+		case "probe":
+			return probe(args[1:], stderr)
 		}
 	}
 	fs := flag.NewFlagSet("nodeready", flag.ContinueOnError)
@@ -65,7 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 	dryRun := fs.Bool("dry-run", false, "run every check that can run from here once, print a table, write nothing")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: nodeready [--dry-run | --version | noop | copy-binary PATH]\n\n"+
+		fmt.Fprintf(stderr, "Usage: nodeready [--dry-run | --version | noop | copy-binary PATH | probe healthz|readyz]\n\n"+
 			"Verifies this node and releases it for workloads. Configured through environment\n"+
 			"variables only:\n\n")
 		agent.PrintVariables(stderr)

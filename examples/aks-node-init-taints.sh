@@ -19,7 +19,9 @@
 # NodeInitializationTaintsPreview feature, and the CLI sets them for all node
 # pools of the cluster (az aks create / az aks update). For a single pool, set
 # nodeInitializationTaints on that pool in agentPoolProfiles of the managed
-# cluster (ARM/Bicep, a managed-cluster-level update). After az aks update,
+# cluster (ARM/Bicep, a managed-cluster-level update). Do that when the cluster
+# has Windows pools: nodeready serves Linux nodes only, so a Windows node would
+# keep the taint. After az aks update,
 # VMSS nodes show the taints only once an operation updates the VMSS model
 # (a node image or Kubernetes upgrade); az aks create sets them from the start.
 #
@@ -29,7 +31,8 @@
 #   az aks nodepool update -g "$RESOURCE_GROUP" --cluster-name "$CLUSTER" \
 #     --name userpool --labels node-ready/taint-on-create=true
 # or install manifests/node-creation/startup-taint.yaml, which taints every
-# new node except those of system pools (kubernetes.azure.com/mode=system).
+# new Linux node except those of system pools (kubernetes.azure.com/mode=system)
+# and virtual nodes (type=virtual-kubelet).
 set -eu
 
 az extension add --name aks-preview --upgrade

@@ -7,6 +7,7 @@ package admission
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -96,7 +97,7 @@ func TestStartupTaintPolicy(t *testing.T) {
 	}
 
 	t.Run("the check in manifests/node-creation/README.md shows the taint", func(t *testing.T) {
-		out := kubectlWithInput(t, cp, "apiVersion: v1\nkind: Node\nmetadata:\n  name: policy-check\n",
+		out := kubectlWithInput(t, cp, "apiVersion: v1\nkind: Node\nmetadata:\n  name: policy-check\n  labels:\n    kubernetes.io/os: linux\n",
 			"create", "--dry-run=server", "-o", `jsonpath={.spec.taints}{"\n"}`, "-f", "-")
 		assert.Contains(t, out, `"key":"node-ready/unverified"`)
 		_, err := admin.CoreV1().Nodes().Get(t.Context(), "policy-check", metav1.GetOptions{})
@@ -107,7 +108,7 @@ func TestStartupTaintPolicy(t *testing.T) {
 		// As the kubelet: system:node:<name> in system:nodes, through the Node
 		// authorizer and NodeRestriction (on in this control plane).
 		worker := clientAs(t, cp, "system:node:kubelet-worker", "system:nodes")
-		createNode(t, worker, "kubelet-worker", map[string]string{"kubernetes.io/hostname": "kubelet-worker"}, nil)
+		createNode(t, worker, "kubelet-worker", linux(map[string]string{"kubernetes.io/hostname": "kubelet-worker"}), nil)
 		assert.Equal(t, []corev1.Taint{startupTaint}, ownTaints(getNode(t, admin, "kubelet-worker")),
 			"a kubelet's new node gets the startup taint")
 
@@ -118,15 +119,15 @@ func TestStartupTaintPolicy(t *testing.T) {
 		_, err := cpKubelet.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name: "kubelet-control-plane", Labels: map[string]string{"node-role.kubernetes.io/control-plane": ""}}}, metav1.CreateOptions{})
 		require.True(t, apierrors.IsForbidden(err), "NodeRestriction must refuse the control-plane label: %v", err)
-		createNode(t, cpKubelet, "kubelet-control-plane", map[string]string{
-			"kubernetes.io/hostname": "kubelet-control-plane", "node-ready/skip-startup-taint": "true"}, nil)
+		createNode(t, cpKubelet, "kubelet-control-plane", linux(map[string]string{
+			"kubernetes.io/hostname": "kubelet-control-plane", "node-ready/skip-startup-taint": "true"}), nil)
 		assert.Empty(t, ownTaints(getNode(t, admin, "kubelet-control-plane")),
 			"a kubelet's node with the opt-out label gets no taint")
 	})
 
 	t.Run("the agent's release is not undone", func(t *testing.T) {
 		const name = "released"
-		createNode(t, admin, name, map[string]string{"kubernetes.io/hostname": name}, []corev1.Taint{dedicatedTaint})
+		createNode(t, admin, name, linux(map[string]string{"kubernetes.io/hostname": name}), []corev1.Taint{dedicatedTaint})
 		require.Equal(t, []corev1.Taint{dedicatedTaint, startupTaint}, ownTaints(getNode(t, admin, name)))
 
 		// The release as the agent sends it (README, "How the node is released"):
@@ -205,8 +206,8 @@ func TestLabelToTaintPolicy(t *testing.T) {
 		// NodeRestriction lets a kubelet set labels outside the kubernetes.io
 		// and k8s.io namespaces: --node-labels=node-ready/taint-on-create=true.
 		kubelet := clientAs(t, cp, "system:node:kubelet-labelled", "system:nodes")
-		createNode(t, kubelet, "kubelet-labelled", map[string]string{
-			"kubernetes.io/hostname": "kubelet-labelled", taintOnCreateLabel: "true"}, nil)
+		createNode(t, kubelet, "kubelet-labelled", linux(map[string]string{
+			"kubernetes.io/hostname": "kubelet-labelled", taintOnCreateLabel: "true"}), nil)
 		assert.Equal(t, []corev1.Taint{startupTaint}, ownTaints(getNode(t, admin, "kubelet-labelled")))
 	})
 
@@ -229,10 +230,11 @@ func TestLabelToTaintPolicy(t *testing.T) {
 	}
 }
 
-// checkNode creates the case's node through the API and reads it back.
+// checkNode creates the case's node through the API and reads it back. The node is a Linux
+// node, as every kubelet labels its node, unless the case says otherwise.
 func checkNode(t *testing.T, c kubernetes.Interface, tc nodeCase) {
 	t.Helper()
-	createNode(t, c, tc.node, tc.labels, tc.taints)
+	createNode(t, c, tc.node, linux(tc.labels), tc.taints)
 	got := ownTaints(getNode(t, c, tc.node))
 	if len(tc.want) == 0 {
 		assert.Empty(t, got)
@@ -270,7 +272,7 @@ func requireMutatingAdmissionPolicyV1(t *testing.T, c kubernetes.Interface) {
 
 // install applies one file of manifests/node-creation/ and waits until the
 // policy is in force: policies are loaded asynchronously after they are
-// created. The probe is a dry-run create of a node with canaryLabels, which
+// created. The probe is a dry-run create of a Linux node with canaryLabels, which
 // runs the whole admission chain and stores nothing.
 func install(t *testing.T, cp *controlplane.ControlPlane, file string, canaryLabels map[string]string) {
 	t.Helper()
@@ -279,7 +281,7 @@ func install(t *testing.T, cp *controlplane.ControlPlane, file string, canaryLab
 	attempts := 0
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		attempts++
-		canary := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "canary", Labels: canaryLabels}}
+		canary := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "canary", Labels: linux(canaryLabels)}}
 		n, err := cp.Client().CoreV1().Nodes().Create(ctx, canary, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, err
@@ -316,6 +318,13 @@ func createNode(t *testing.T, c kubernetes.Interface, name string, labels map[st
 	}
 	_, err := c.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{})
 	require.NoError(t, err)
+}
+
+// linux returns labels with kubernetes.io/os=linux added, unless they set that key.
+func linux(labels map[string]string) map[string]string {
+	out := map[string]string{"kubernetes.io/os": "linux"}
+	maps.Copy(out, labels)
+	return out
 }
 
 func getNode(t *testing.T, c kubernetes.Interface, name string) *corev1.Node {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +70,9 @@ func (k *Kubelet) probe(ctx context.Context, p *pod, c *corev1.Container, proc *
 	}
 }
 
-// probeOnce runs one httpGet or tcpSocket probe; other kinds fail.
+// probeOnce runs one httpGet, tcpSocket or exec probe; other kinds fail. An exec probe runs
+// its command as the container's own process does: the agent image's entrypoint is the
+// agent binary, and the environment is the process's, METRICS_PORT included.
 func (k *Kubelet) probeOnce(ctx context.Context, pr *corev1.Probe, c *corev1.Container, proc *process) bool {
 	ctx, cancel := context.WithTimeout(ctx, seconds(pr, func(pr *corev1.Probe) int32 { return pr.TimeoutSeconds }, 1))
 	defer cancel()
@@ -103,6 +106,15 @@ func (k *Kubelet) probeOnce(ctx context.Context, pr *corev1.Probe, c *corev1.Con
 		}
 		conn.Close()
 		return true
+	case pr.Exec != nil:
+		bin, args, err := k.commandLine(&corev1.Container{Name: c.Name, Image: c.Image, Command: pr.Exec.Command}, nil, nil)
+		if err != nil {
+			k.log.Warn("Exec probe cannot run", "container", c.Name, "error", err)
+			return false
+		}
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env, cmd.Dir = proc.cmd.Env, proc.cmd.Dir
+		return cmd.Run() == nil
 	default:
 		k.log.Warn("Unsupported probe kind fails", "container", c.Name)
 		return false

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// Claims about what the agent tolerates, in the prose of the manifests, the examples and the
+// README, with the agent (or its DaemonSet) as the subject.
+var (
+	claimsNotTolerated = regexp.MustCompile(`(?i)\b(the agent|the nodeready daemonset|the daemonset|nodeready)\s+(does not|doesn't|do not|cannot|can't|will not|won't)\s+tolerate`)
+	claimsAllTolerated = regexp.MustCompile(`(?i)\b(the agent|the nodeready daemonset|the daemonset|nodeready)( itself)?\s+tolerates\s+(every|all|any)\b`)
+)
+
+// TestDocsMatchTolerations reads the DaemonSet's tolerations and fails on any sentence in
+// manifests/, examples/ or README.md that says otherwise.
+func TestDocsMatchTolerations(t *testing.T) {
+	f, err := os.Open("manifests/03-daemonset.yaml")
+	require.NoError(t, err)
+	defer f.Close()
+	var ds appsv1.DaemonSet
+	require.NoError(t, yaml.NewYAMLOrJSONDecoder(f, 4096).Decode(&ds))
+	tolerateAll := false
+	for _, tol := range ds.Spec.Template.Spec.Tolerations {
+		if tol.Key == "" && tol.Operator == corev1.TolerationOpExists && tol.Effect == "" {
+			tolerateAll = true
+		}
+	}
+
+	files := []string{"README.md"}
+	for _, dir := range []string{"manifests", "examples"} {
+		require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				files = append(files, path)
+			}
+			return err
+		}))
+	}
+	checked := 0
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		for _, sentence := range sentences(string(data)) {
+			checked++
+			if tolerateAll {
+				assert.NotRegexp(t, claimsNotTolerated, sentence, "%s: the DaemonSet tolerates every taint", path)
+			} else {
+				assert.NotRegexp(t, claimsAllTolerated, sentence, "%s: the DaemonSet does not tolerate every taint", path)
+			}
+		}
+	}
+	assert.Greater(t, checked, 100, "too little prose found")
+}
+
+// sentences joins the lines of a file, without comment markers, and splits the text at
+// sentence ends, so a claim broken over comment lines is read whole.
+func sentences(text string) []string {
+	var b strings.Builder
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		line = strings.TrimLeft(line, "#")
+		b.WriteString(strings.TrimSpace(line))
+		b.WriteByte(' ')
+	}
+	return regexp.MustCompile(`[.;:!?]\s+|\n\n`).Split(b.String(), -1)
+}
