@@ -95,6 +95,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 		return exitConfig
 	}
 	log := agent.NewLogger(cfg, stderr)
+	if cfg.ReadOnly {
+		log = log.With().Bool("dry_run", true).Logger() // DRY_RUN=true: every line says so
+	}
 
 	clients, err := newClient(*dryRun)
 	if err != nil {

@@ -66,7 +66,7 @@ func TestBadConfigurationStopsBeforeAnyClient(t *testing.T) {
 		{"backoff cap below base", map[string]string{"RETRY_BACKOFF_MAX": "100ms"}, "RETRY_BACKOFF_MAX"},
 		{"check timeout without unit", map[string]string{"CHECK_TIMEOUT": "10"}, "CHECK_TIMEOUT"},
 		{"unknown check", map[string]string{"CHECKS": "dns,ping"}, "CHECKS"},
-		{"no checks", map[string]string{"CHECKS": ""}, "CHECKS"},
+		{"no checks", map[string]string{"CHECKS": " , "}, "CHECKS"}, // empty means the default
 		{"check twice", map[string]string{"CHECKS": "dns,tcp,dns"}, "CHECKS"},
 		{"dns without names", map[string]string{"DNS_TEST_DOMAINS": " , "}, "DNS_TEST_DOMAINS"},
 		{"dns name invalid", map[string]string{"DNS_TEST_DOMAINS": "kubernetes.default,bad_name!.com"}, "DNS_TEST_DOMAINS"},

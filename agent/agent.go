@@ -87,12 +87,12 @@ func New(cfg Config, log zerolog.Logger, clients Clients, build BuildInfo, start
 		LabelKey:   cfg.VerifiedLabel,
 		LabelValue: cfg.VerifiedLabelValue,
 	}
-	recorder, shutdown := newRecorder(clients.Kube)
+	node, recorder, shutdown := newWriters(cfg, log, clients.Kube, spec)
 	return &Agent{
 		cfg:      cfg,
 		log:      log,
 		checks:   list,
-		node:     nodepatch.New(clients.Kube, cfg.NodeName, spec),
+		node:     node,
 		dynamic:  clients.Dynamic,
 		events:   recorder,
 		nodeRef:  nodeRef(cfg.NodeName),

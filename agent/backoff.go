@@ -15,26 +15,15 @@ type stepper interface{ Step() time.Duration }
 const jitter = 0.1
 
 // newBackoff returns the delays of RETRY_BACKOFF: exponential doubles from
-// the base up to the cap, linear adds the base each round up to the cap,
-// constant always waits the base.
+// the base up to the cap; constant and linear always wait the base. linear
+// is kube-node-ready's name for a constant delay (its checker waited 5s
+// every time), so it keeps that meaning, and fromKubeNodeReady makes 5s its
+// base when RETRY_BACKOFF_BASE is unset.
 func newBackoff(c Config) stepper {
 	switch c.RetryBackoff {
-	case "constant":
+	case "constant", "linear":
 		return &wait.Backoff{Duration: c.RetryBackoffBase, Steps: math.MaxInt32, Jitter: jitter}
-	case "linear":
-		return &linear{base: c.RetryBackoffBase, max: c.RetryBackoffMax}
 	default:
 		return &wait.Backoff{Duration: c.RetryBackoffBase, Factor: 2, Cap: c.RetryBackoffMax, Steps: math.MaxInt32, Jitter: jitter}
 	}
-}
-
-// linear is the one shape wait.Backoff does not offer: base, 2×base, 3×base, ...
-type linear struct {
-	base, max time.Duration
-	n         int64
-}
-
-func (l *linear) Step() time.Duration {
-	l.n++
-	return wait.Jitter(min(time.Duration(l.n)*l.base, l.max), jitter)
 }

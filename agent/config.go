@@ -5,16 +5,15 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -23,8 +22,9 @@ import (
 
 // Config is the whole configuration. It comes from environment variables
 // only; the names follow the ConfigMap of the original kube-node-ready
-// DaemonSet mode so that such a ConfigMap works unchanged through envFrom.
-// The README's configuration table is checked against these tags.
+// DaemonSet mode so that such a ConfigMap works unchanged through envFrom
+// (compat.go). The README's configuration table is checked against these
+// tags; loadEnv reads them.
 type Config struct {
 	NodeName     string `envconfig:"NODE_NAME" desc:"Name of the node to verify (downward API spec.nodeName); required unless --dry-run"`
 	PodName      string `envconfig:"POD_NAME" desc:"Own pod name (downward API), for logs and Events"`
@@ -39,7 +39,7 @@ type Config struct {
 	InitialTimeout   time.Duration `envconfig:"INITIAL_TIMEOUT" default:"300s" desc:"Time from start after which failing checks are recorded as a failed verification"`
 	MaxRetries       int           `envconfig:"MAX_RETRIES" default:"5" desc:"Rounds of checks after which failing checks are recorded as a failed verification"`
 	RetryBackoff     string        `envconfig:"RETRY_BACKOFF" default:"exponential" desc:"Delay between rounds: exponential, linear or constant"`
-	RetryBackoffBase time.Duration `envconfig:"RETRY_BACKOFF_BASE" default:"1s" desc:"First delay between rounds"`
+	RetryBackoffBase time.Duration `envconfig:"RETRY_BACKOFF_BASE" default:"1s" desc:"First delay between rounds (every delay with constant and linear); unset with linear, it is 5s, kube-node-ready's delay"`
 	RetryBackoffMax  time.Duration `envconfig:"RETRY_BACKOFF_MAX" default:"30s" desc:"Longest delay between rounds; after a recorded failure, checks repeat at this interval"`
 	CheckTimeout     time.Duration `envconfig:"CHECK_TIMEOUT" default:"10s" desc:"Time limit of one check in one round"`
 	SettleTime       time.Duration `envconfig:"SETTLE_TIME" default:"5s" desc:"After the release, watch the own node this long and release it again if the startup taint comes back; 0 turns it off; keep it well below the pod's terminationGracePeriodSeconds"`
@@ -83,10 +83,12 @@ type Config struct {
 	DeleteFailedNode bool          `envconfig:"DELETE_FAILED_NODE" default:"false" desc:"kube-node-ready's name for FAILURE_ACTION=replace-node; true selects it"`
 	ReverifyTaint    bool          `envconfig:"REVERIFY_TAINT" default:"false" desc:"Put the startup taint back when the agent starts on a node that has neither the label nor the taint (re-verification after the label was removed), so no new workloads land while it is checked again"`
 
-	EnableMetrics bool   `envconfig:"ENABLE_METRICS" default:"true" desc:"Serve /metrics (the /healthz and /readyz probes are served either way)"`
+	ReadOnly bool `envconfig:"DRY_RUN" default:"false" desc:"kube-node-ready's read-only switch: true runs the rounds of checks and logs each write the agent would make, but writes nothing (no label, taint, condition, Event or deletion)"`
+
+	EnableMetrics bool   `envconfig:"ENABLE_METRICS" default:"true" empty:"false" desc:"Serve /metrics (the /healthz and /readyz probes are served either way)"`
 	MetricsPort   int    `envconfig:"METRICS_PORT" default:"8080" desc:"Port of /metrics, /healthz and /readyz"`
-	LogLevel      string `envconfig:"LOG_LEVEL" default:"info" desc:"trace, debug, info, warn or error"`
-	LogFormat     string `envconfig:"LOG_FORMAT" default:"json" desc:"json, or console for people"`
+	LogLevel      string `envconfig:"LOG_LEVEL" default:"info" empty:"info" desc:"trace, debug, info, warn or error"`
+	LogFormat     string `envconfig:"LOG_FORMAT" default:"json" empty:"json" desc:"json, or console for people"`
 }
 
 // Names of the checks, as CHECKS takes them.
@@ -134,7 +136,7 @@ func (e *ConfigError) Error() string {
 // empty items dropped, so "a, b," is [a b].
 type List []string
 
-// Decode implements envconfig.Decoder.
+// Decode reads the variable's value (see loadEnv).
 func (l *List) Decode(value string) error {
 	*l = nil
 	for item := range strings.SplitSeq(value, ",") {
@@ -151,12 +153,11 @@ func (l List) String() string { return strings.Join(l, ",") }
 // In dry-run mode NODE_NAME may be empty.
 func LoadConfig(dryRun bool) (Config, error) {
 	var c Config
-	if err := envconfig.Process("", &c); err != nil {
-		var pe *envconfig.ParseError
-		if errors.As(err, &pe) {
-			return c, &ConfigError{Var: pe.KeyName, Value: pe.Value, Accepted: acceptedType(pe.TypeName)}
-		}
-		return c, fmt.Errorf("invalid configuration: %w", err)
+	if err := loadEnv(&c, os.LookupEnv); err != nil {
+		return c, err
+	}
+	if err := c.fromKubeNodeReady(os.LookupEnv); err != nil {
+		return c, err
 	}
 	return c, c.Validate(dryRun)
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -108,11 +109,9 @@ func TestDryRunNeedsNoNodeName(t *testing.T) {
 // TestREADMEDocumentsEveryVariable keeps the README's configuration table
 // and the code in step: every variable with its default, nothing extra.
 func TestREADMEDocumentsEveryVariable(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	require.NoError(t, err)
 	row := regexp.MustCompile("(?m)^\\| `([A-Z_]+)` \\|\\s*`?([^|`]*?)`?\\s*\\|")
 	documented := map[string]string{}
-	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
+	for _, m := range row.FindAllStringSubmatch(readmeSection(t, "## Configuration"), -1) {
 		documented[m[1]] = strings.TrimSpace(m[2])
 	}
 	for _, v := range Variables() {
@@ -123,4 +122,136 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 		delete(documented, v.Name)
 	}
 	assert.Empty(t, documented, "README documents variables the agent does not read")
+}
+
+// TestEmptyValueMeansDefault: an empty value of a number, duration, boolean
+// or list means its default, as kube-node-ready's urfave/cli flags read it
+// (an empty boolean there is false); LOG_LEVEL and LOG_FORMAT, which
+// kube-node-ready never used, take their defaults too. An empty value of
+// other text is the value, and is refused where it is not allowed.
+func TestEmptyValueMeansDefault(t *testing.T) {
+	base := map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1"}
+	tests := []struct {
+		name    string
+		refused string // empty when the agent starts
+		want    func(t *testing.T, c Config)
+	}{
+		{name: "MAX_RETRIES", want: func(t *testing.T, c Config) { assert.Equal(t, 5, c.MaxRetries) }},
+		{name: "INITIAL_TIMEOUT", want: func(t *testing.T, c Config) { assert.Equal(t, 300*time.Second, c.InitialTimeout) }},
+		{name: "CHECK_TIMEOUT", want: func(t *testing.T, c Config) { assert.Equal(t, 10*time.Second, c.CheckTimeout) }},
+		{name: "METRICS_PORT", want: func(t *testing.T, c Config) { assert.Equal(t, 8080, c.MetricsPort) }},
+		{name: "DNS_TEST_DOMAINS", want: func(t *testing.T, c Config) {
+			assert.Equal(t, List{"kubernetes.default.svc.cluster.local"}, c.DNSTestDomains)
+		}},
+		{name: "ENABLE_METRICS", want: func(t *testing.T, c Config) {
+			assert.False(t, c.EnableMetrics, "kube-node-ready read an empty boolean as false")
+		}},
+		{name: "DELETE_FAILED_NODE", want: func(t *testing.T, c Config) { assert.Equal(t, KeepTainted, c.FailureAction) }},
+		{name: "DRY_RUN"},
+		{name: "LOG_LEVEL", want: func(t *testing.T, c Config) { assert.Equal(t, "info", c.LogLevel) }},
+		{name: "LOG_FORMAT", want: func(t *testing.T, c Config) { assert.Equal(t, "json", c.LogFormat) }},
+		{name: "CLUSTER_DNS_IP"},
+		{name: "KLOG_VERBOSITY"},
+		{name: "RETRY_BACKOFF_BASE", want: func(t *testing.T, c Config) { assert.Equal(t, time.Second, c.RetryBackoffBase) }},
+		{name: "ENDPOINTS_CONNECT", want: func(t *testing.T, c Config) { assert.True(t, c.EndpointsConnect) }},
+		{name: "MIN_HOLD_TIME", want: func(t *testing.T, c Config) { assert.Zero(t, c.MinHoldTime) }},
+		{name: "CHECKS", want: func(t *testing.T, c Config) { assert.Equal(t, List{"dns", "tcp", "apiserver", "endpoints"}, c.Checks) }},
+		{name: "RETRY_BACKOFF", refused: "RETRY_BACKOFF"}, // as in kube-node-ready, which stopped too
+		{name: "TAINT_KEY", refused: "TAINT_KEY"},
+		{name: "TAINT_EFFECT", refused: "TAINT_EFFECT"},
+		{name: "VERIFIED_LABEL", refused: "VERIFIED_LABEL"},
+		{name: "KUBERNETES_SERVICE_PORT", refused: "KUBERNETES_SERVICE_PORT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t, base)
+			t.Setenv(tt.name, "")
+
+			cfg, err := LoadConfig(false)
+
+			if tt.refused != "" {
+				var ce *ConfigError
+				require.ErrorAs(t, err, &ce)
+				assert.Equal(t, tt.refused, ce.Var)
+				return
+			}
+			require.NoError(t, err)
+			if tt.want != nil {
+				tt.want(t, cfg)
+			}
+		})
+	}
+}
+
+// TestLogSettingsOfKubeNodeReady: kube-node-ready logged through klog and
+// never used LOG_LEVEL or LOG_FORMAT, so it ran with any value. nodeready
+// takes the spellings people wrote for them and refuses the rest by name.
+func TestLogSettingsOfKubeNodeReady(t *testing.T) {
+	tests := []struct {
+		env           map[string]string
+		level, format string
+		refused       string
+	}{
+		{env: map[string]string{"LOG_LEVEL": "INFO"}, level: "info", format: "json"},
+		{env: map[string]string{"LOG_LEVEL": "Debug"}, level: "debug", format: "json"},
+		{env: map[string]string{"LOG_LEVEL": "warning"}, level: "warn", format: "json"},
+		{env: map[string]string{"LOG_FORMAT": "text"}, level: "info", format: "console"},
+		{env: map[string]string{"LOG_FORMAT": "JSON"}, level: "info", format: "json"},
+		{env: map[string]string{"LOG_FORMAT": "Console"}, level: "info", format: "console"},
+		{env: map[string]string{"LOG_LEVEL": "verbose"}, refused: "LOG_LEVEL"},
+		{env: map[string]string{"LOG_FORMAT": "logfmt"}, refused: "LOG_FORMAT"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.env), func(t *testing.T) {
+			clearEnv(t, map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1"})
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+
+			cfg, err := LoadConfig(false)
+
+			if tt.refused != "" {
+				var ce *ConfigError
+				require.ErrorAs(t, err, &ce)
+				assert.Equal(t, tt.refused, ce.Var)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.level, cfg.LogLevel)
+			assert.Equal(t, tt.format, cfg.LogFormat)
+		})
+	}
+}
+
+// TestUnimplementedKubeNodeReadyVariablesAreRefused: a variable that
+// kube-node-ready read and nodeready has no use for is accepted only where it
+// had no effect, and otherwise stops the agent with what to write instead.
+func TestUnimplementedKubeNodeReadyVariablesAreRefused(t *testing.T) {
+	tests := []struct {
+		name, value string
+		refused     bool
+		instead     string // part of the message
+	}{
+		{"CLUSTER_DNS_IP", "10.96.0.10", true, "DNS_NAMESERVER=10.96.0.10:53"},
+		{"CLUSTER_DNS_IP", "fd00::a", true, "DNS_NAMESERVER=[fd00::a]:53"},
+		{"KLOG_VERBOSITY", "2", true, "LOG_LEVEL=debug"},
+		{"KLOG_VERBOSITY", "lots", true, "whole number"},
+		{"KLOG_VERBOSITY", "0", false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
+			clearEnv(t, map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1", tt.name: tt.value})
+
+			_, err := LoadConfig(false)
+
+			if !tt.refused {
+				require.NoError(t, err)
+				return
+			}
+			var ce *ConfigError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, tt.name, ce.Var)
+			assert.Contains(t, ce.Error(), tt.instead)
+		})
+	}
 }

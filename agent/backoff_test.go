@@ -1,0 +1,77 @@
+package agent
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// steps returns the first n delays of the configured backoff.
+func steps(c Config, n int) []time.Duration {
+	b := newBackoff(c)
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = b.Step()
+	}
+	return out
+}
+
+// assertNear checks each delay against its nominal value and the 10% jitter
+// on top of it.
+func assertNear(t *testing.T, want, got []time.Duration) {
+	t.Helper()
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.GreaterOrEqual(t, got[i], want[i], "delay %d", i+1)
+		assert.LessOrEqual(t, got[i], want[i]+want[i]/10, "delay %d", i+1)
+	}
+}
+
+// TestLinearBackoffMatchesKubeNodeReady: kube-node-ready's checker waited a
+// constant 5s between attempts with RETRY_BACKOFF=linear
+// (internal/checker/checker.go, calculateBackoff), so nodeready does too,
+// unless RETRY_BACKOFF_BASE sets another delay.
+func TestLinearBackoffMatchesKubeNodeReady(t *testing.T) {
+	five := []time.Duration{5 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second}
+	two := []time.Duration{2 * time.Second, 2 * time.Second, 2 * time.Second, 2 * time.Second, 2 * time.Second, 2 * time.Second}
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []time.Duration
+	}{
+		{"linear", map[string]string{"RETRY_BACKOFF": "linear"}, five},
+		{"linear with an empty base", map[string]string{"RETRY_BACKOFF": "linear", "RETRY_BACKOFF_BASE": ""}, five},
+		{"linear with a base", map[string]string{"RETRY_BACKOFF": "linear", "RETRY_BACKOFF_BASE": "2s"}, two},
+		{"constant", map[string]string{"RETRY_BACKOFF": "constant", "RETRY_BACKOFF_BASE": "2s"}, two},
+		{"constant keeps its 1s default", map[string]string{"RETRY_BACKOFF": "constant"},
+			[]time.Duration{time.Second, time.Second, time.Second, time.Second, time.Second, time.Second}},
+		// kube-node-ready: 1s, 2s, 4s, 8s, 16s, then 30s.
+		{"exponential", map[string]string{"RETRY_BACKOFF": "exponential"},
+			[]time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.env["NODE_NAME"] = "node-a"
+			tt.env["KUBERNETES_SERVICE_HOST"] = "10.96.0.1"
+			clearEnv(t, tt.env)
+			cfg, err := LoadConfig(false)
+			require.NoError(t, err)
+
+			assertNear(t, tt.want, steps(cfg, len(tt.want)))
+		})
+	}
+}
+
+// TestLinearBackoffBelowItsCap: a RETRY_BACKOFF_MAX below kube-node-ready's
+// 5s is refused by name rather than shortening the delay silently.
+func TestLinearBackoffBelowItsCap(t *testing.T) {
+	clearEnv(t, map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+		"RETRY_BACKOFF": "linear", "RETRY_BACKOFF_MAX": "3s"})
+	_, err := LoadConfig(false)
+	var ce *ConfigError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "RETRY_BACKOFF_MAX", ce.Var)
+	assert.Contains(t, ce.Accepted, "5s")
+}
