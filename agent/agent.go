@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
@@ -22,6 +24,7 @@ import (
 type nodeWriter interface {
 	Release(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error)
 	Settle(ctx context.Context, window time.Duration) (int, error)
+	State(ctx context.Context) (nodepatch.State, error)
 	SetCondition(ctx context.Context, c nodepatch.Condition) (bool, error)
 	Taint(ctx context.Context) (bool, error)
 	Replace(ctx context.Context, dyn dynamic.Interface) (string, error)
@@ -55,8 +58,17 @@ type Agent struct {
 	events   events.EventRecorder
 	nodeRef  *corev1.Node // what Events are about
 	metrics  *metrics
+	// started is when the agent first started in this pod (STATE_DIR), from
+	// which the timers count.
 	started  time.Time
 	verified atomic.Bool
+	// observed: the node's state was read once it was registered. held: it
+	// carried the startup taint then (or the agent put it back for a
+	// re-verification). Only a held node is ever failed open or replaced.
+	observed, held bool
+	// releaseErr is the last release error reported in an Event, so a
+	// repeating one is not reported every round.
+	releaseErr string
 	// Phase times of the verification, for the log: when the first round
 	// began (start-up ends), when the last round's checks ended, and when
 	// the release was confirmed (before the settle window).
@@ -75,12 +87,21 @@ type pendingCondition struct {
 	failures int
 }
 
-// New wires an agent for the node in cfg. started is the process start, from
-// which the initial timeout and the time to verified are measured.
+// New wires an agent for the node in cfg. started is the process start; the
+// timers and the time to verified count from the pod's first start when
+// STATE_DIR records one (firstStart).
 func New(cfg Config, log zerolog.Logger, clients Clients, build BuildInfo, started time.Time) (*Agent, error) {
 	list, err := buildChecks(cfg, clients.Kube)
 	if err != nil {
 		return nil, err
+	}
+	first, err := firstStart(cfg.StateDir, started)
+	switch {
+	case err != nil:
+		log.Warn().Err(err).Msg("Could not use STATE_DIR, the timers count from this start")
+	case first.Before(started):
+		log.Info().Time("first_start", first).Dur("since", started.Sub(first).Round(time.Millisecond)).
+			Msg("Restarted in the same pod, the timers count from its first start")
 	}
 	spec := nodepatch.Spec{
 		Taint:      corev1.Taint{Key: cfg.TaintKey, Value: cfg.TaintValue, Effect: corev1.TaintEffect(cfg.TaintEffect)},
@@ -97,7 +118,7 @@ func New(cfg Config, log zerolog.Logger, clients Clients, build BuildInfo, start
 		events:   recorder,
 		nodeRef:  nodeRef(cfg.NodeName),
 		metrics:  newMetrics(build),
-		started:  started,
+		started:  first,
 		shutdown: shutdown,
 	}, nil
 }
@@ -120,6 +141,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.ReverifyTaint {
 		a.retaint(ctx)
 	}
+	a.observe(ctx, a.log)
 	if !a.verify(ctx) {
 		a.log.Info().Str("reason", cause(ctx)).Msg("Aborted verification, node left as it was")
 		a.lastFlush(ctx)
@@ -155,11 +177,39 @@ func (a *Agent) lastFlush(ctx context.Context) {
 	a.flushCondition(ctx, a.log)
 }
 
+// observe reads the node's state, once it is registered, to learn whether
+// nodeready holds it: whether it carried the startup taint when the agent
+// started. A Karpenter node gets its startup taint only at registration, so
+// until then it is read again before each round. A read that fails is tried
+// again before the next round; until a read succeeds the node counts as not
+// held, so nothing destructive can happen on a guess.
+func (a *Agent) observe(ctx context.Context, log zerolog.Logger) {
+	if a.observed {
+		return
+	}
+	s, err := a.node.State(ctx)
+	switch {
+	case err != nil:
+		log.Warn().Err(err).Msg("Could not read the node, will try again")
+		return
+	case !s.Registered:
+		return
+	}
+	a.observed, a.held = true, a.held || s.Tainted
+	ev := log.Info().Bool("held", a.held).Bool("labelled", s.Labelled)
+	if a.held {
+		ev.Str("taint", a.taint()).Msg("Holding node until its checks pass")
+	} else {
+		ev.Msg("Node has no startup taint: it will be labelled when its checks pass, never failed open or replaced")
+	}
+}
+
 // verify runs rounds of checks until they pass and the node is released
 // (true) or ctx ends (false). After MAX_RETRIES rounds or INITIAL_TIMEOUT
-// the failure is recorded once and FAILURE_ACTION applies; with
-// keep-tainted the rounds go on at the capped backoff, so a node that heals
-// is released without anyone restarting the pod.
+// the failure is recorded once; FAILURE_ACTION then applies when the node
+// is held and the checks themselves failed, never for a misconfiguration.
+// With keep-tainted the rounds go on at the capped backoff, so a node that
+// heals is released without anyone restarting the pod.
 func (a *Agent) verify(ctx context.Context) bool {
 	delays := newBackoff(a.cfg)
 	for round := 1; ; round++ {
@@ -167,9 +217,10 @@ func (a *Agent) verify(ctx context.Context) bool {
 		if round == 1 {
 			a.firstRound = time.Now()
 		} else {
+			a.observe(ctx, log)
 			a.flushCondition(ctx, log)
 		}
-		released, problems := a.round(ctx, log)
+		released, failing, misconfigured := a.round(ctx, log)
 		if released {
 			return true
 		}
@@ -178,10 +229,11 @@ func (a *Agent) verify(ctx context.Context) bool {
 		}
 		// No problems: the round waited (for Karpenter's registration), which
 		// is not failing and never brings on the failure action.
+		problems := slices.Concat(failing, misconfigured)
 		if len(problems) > 0 && !a.failed && (round >= a.cfg.MaxRetries || time.Since(a.started) >= a.cfg.InitialTimeout) {
-			a.recordFailure(ctx, log, round, problems)
+			a.recordFailure(ctx, log, round, failing, misconfigured)
 		}
-		if len(problems) > 0 && a.failed && a.act(ctx, log, problems) {
+		if len(failing) > 0 && len(misconfigured) == 0 && a.failed && a.act(ctx, log, failing) {
 			return true
 		}
 		delay := delays.Step()
@@ -198,30 +250,40 @@ func (a *Agent) verify(ctx context.Context) bool {
 
 // round runs every check concurrently and, when all pass, releases the node.
 // It reports whether the node was released, or else what stands in the way,
-// for people. A SIGTERM during the checks aborts the round (nothing released,
-// no problems recorded); once the checks have passed, the release is carried
-// through, so an ended context never hides a write that happened. A
-// Karpenter node that Karpenter has not registered yet is waited for: no
-// problems either.
-func (a *Agent) round(ctx context.Context, log zerolog.Logger) (bool, []string) {
+// for people: checks that failed, and what is wrong with the installation
+// rather than the node (a check or the release refused by RBAC or an
+// admission policy, a release that failed). A SIGTERM during the checks
+// aborts the round (nothing released, no problems recorded); once the checks
+// have passed, the release is carried through, so an ended context never
+// hides a write that happened. A Karpenter node that Karpenter has not
+// registered yet is waited for: no problems either.
+func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, failing, misconfigured []string) {
 	results, aborted := a.runChecks(ctx)
 	if aborted {
-		return false, nil // nothing is recorded
+		return false, nil, nil // nothing is recorded
 	}
 	a.checked = time.Now()
 	a.metrics.recordRound(results)
-	var problems []string
+	var notChecked []string
 	for _, r := range results {
 		ev := log.Debug()
-		if !r.Passed() && !r.Skipped() {
+		problem := fmt.Sprintf("%s %s: %v", r.Name, r.Target, r.Err)
+		switch {
+		case apierrors.IsForbidden(r.Err):
+			ev = log.Error()
+			misconfigured = append(misconfigured, problem)
+		case errors.Is(r.Err, checks.ErrNoClusterDNS):
 			ev = log.Warn()
-			problems = append(problems, fmt.Sprintf("%s %s: %v", r.Name, r.Target, r.Err))
+			notChecked = append(notChecked, problem)
+		case !r.Passed() && !r.Skipped():
+			ev = log.Warn()
+			failing = append(failing, problem)
 		}
 		ev.Str("check", r.Name).Str("target", r.Target).Str("result", r.Status()).
 			Float64("duration_seconds", r.Duration.Seconds()).AnErr("error", r.Err).Msg("Ran check")
 	}
-	if len(problems) > 0 {
-		return false, problems
+	if len(failing) > 0 || len(misconfigured) > 0 {
+		return false, failing, misconfigured
 	}
 	if left := a.cfg.MinHoldTime - time.Since(a.started); left > 0 {
 		// MIN_HOLD_TIME is waiting, not failing: it never counts toward
@@ -230,23 +292,29 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (bool, []string) 
 		log.Info().Dur("left", left).Msg("Checks passed, holding the taint for MIN_HOLD_TIME")
 		select {
 		case <-ctx.Done():
-			return false, nil
+			return false, nil, nil
 		case <-time.After(left):
 		}
 		return a.round(ctx, log)
 	}
 	msg := fmt.Sprintf("All %d checks passed", len(results))
+	if len(notChecked) > 0 {
+		msg = fmt.Sprintf("%d of %d checks passed, %s", len(results)-len(notChecked), len(results), strings.Join(notChecked, "; "))
+		log.Warn().Strs("not_checked", notChecked).Msg("Cluster DNS is not running anywhere, releasing without the dns check")
+		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "DNSNotChecked", "Verify",
+			"Released without the dns check: %s", strings.Join(notChecked, "; "))
+	}
 	if a.failed {
 		msg += " after a failed verification"
 	}
 	if err := a.release(ctx, log, nodepatch.Condition{Status: corev1.ConditionTrue, Reason: nodepatch.ReasonVerified, Message: msg},
 		corev1.EventTypeNormal, "Verified"); err != nil {
 		if errors.Is(err, nodepatch.ErrNotRegistered) {
-			return false, nil
+			return false, nil, nil
 		}
-		return false, []string{"release: " + err.Error()}
+		return false, nil, []string{"release: " + err.Error()}
 	}
-	return true, nil
+	return true, nil, nil
 }
 
 // runChecks runs every check once and returns the results, or aborted when
@@ -283,6 +351,7 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.
 		a.releaseFailed(log, err)
 		return err
 	}
+	a.releaseErr = ""
 	a.released = time.Now()
 	a.metrics.patches.WithLabelValues(string(outcome)).Inc()
 	log.Info().Str("outcome", string(outcome)).Str("taint", a.taint()).Str("label", a.cfg.VerifiedLabel).
@@ -322,17 +391,26 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.
 	return nil
 }
 
-// releaseFailed records a release that did not go through.
+// releaseFailed records a release that did not go through. Once the checks
+// have passed, what stops the release is the installation or the API, not
+// the node: it is reported as such (an Event when the error is new), never
+// counted as a failed check.
 func (a *Agent) releaseFailed(log zerolog.Logger, err error) {
 	a.metrics.patches.WithLabelValues("error").Inc()
+	if errors.Is(err, nodepatch.ErrNotRegistered) {
+		log.Info().Err(err).Msg("Could not release node")
+		return
+	}
 	ev := log.Warn()
-	switch {
-	case errors.Is(err, nodepatch.ErrNotRegistered):
-		ev = log.Info()
-	case errors.Is(err, nodepatch.ErrForbidden), errors.Is(err, nodepatch.ErrNodeNotFound):
+	if errors.Is(err, nodepatch.ErrForbidden) || errors.Is(err, nodepatch.ErrNodeNotFound) {
 		ev = log.Error()
 	}
-	ev.Err(err).Msg("Could not release node")
+	ev.Err(err).Msg("Could not release node, the checks passed: fix the installation, the node is not at fault")
+	if msg := err.Error(); msg != a.releaseErr {
+		a.releaseErr = msg
+		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReleaseFailed", "Release",
+			"Checks passed but the release failed (a misconfiguration, not a failed check; no failure action follows): %s", msg)
+	}
 }
 
 // setCondition reports c on the node. A write that fails is kept and tried

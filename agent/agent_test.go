@@ -56,6 +56,7 @@ type fakeNode struct {
 	conditions []nodepatch.Condition
 	taints     int
 	replaces   int
+	notHeld    bool // the node had no startup taint when the agent started
 }
 
 func (n *fakeNode) Release(ctx context.Context, _ map[string]string) (nodepatch.Outcome, error) {
@@ -72,6 +73,12 @@ func (n *fakeNode) Release(ctx context.Context, _ map[string]string) (nodepatch.
 		return "", n.err
 	}
 	return nodepatch.Patched, nil
+}
+
+func (n *fakeNode) State(context.Context) (nodepatch.State, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return nodepatch.State{Tainted: !n.notHeld, Registered: !errors.Is(n.err, nodepatch.ErrNotRegistered)}, nil
 }
 
 func (n *fakeNode) Settle(context.Context, time.Duration) (int, error) { return 0, n.settleErr }

@@ -20,7 +20,12 @@ func buildChecks(c Config, client kubernetes.Interface) ([]checks.Check, error) 
 		case CheckDNS:
 			resolver := checks.NewResolver(c.DNSNameserver)
 			for _, d := range c.DNSTestDomains {
-				list = append(list, checks.NewDNS(d, resolver))
+				var dns checks.Check = checks.NewDNS(d, resolver)
+				if c.ClusterDNS != "" && client != nil {
+					ns, svc := c.ClusterDNSRef()
+					dns = checks.NewUnlessNoClusterDNS(dns, client, ns, svc)
+				}
+				list = append(list, dns)
 			}
 		case CheckTCP:
 			addrs := c.TCPAddresses()

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,7 +37,7 @@ type Config struct {
 	VerifiedLabel      string `envconfig:"VERIFIED_LABEL" default:"node-ready/verified" desc:"Label added to a verified node; the DaemonSet's node affinity must use the same key"`
 	VerifiedLabelValue string `envconfig:"VERIFIED_LABEL_VALUE" default:"true" desc:"Value of the verified label"`
 
-	InitialTimeout   time.Duration `envconfig:"INITIAL_TIMEOUT" default:"300s" desc:"Time from start after which failing checks are recorded as a failed verification"`
+	InitialTimeout   time.Duration `envconfig:"INITIAL_TIMEOUT" default:"300s" desc:"Time from the agent's first start in its pod after which failing checks are recorded as a failed verification"`
 	MaxRetries       int           `envconfig:"MAX_RETRIES" default:"5" desc:"Rounds of checks after which failing checks are recorded as a failed verification"`
 	RetryBackoff     string        `envconfig:"RETRY_BACKOFF" default:"exponential" desc:"Delay between rounds: exponential, linear or constant"`
 	RetryBackoffBase time.Duration `envconfig:"RETRY_BACKOFF_BASE" default:"1s" desc:"First delay between rounds (every delay with constant and linear); unset with linear, it is 5s, kube-node-ready's delay"`
@@ -48,6 +49,7 @@ type Config struct {
 
 	DNSTestDomains List   `envconfig:"DNS_TEST_DOMAINS" default:"kubernetes.default.svc.cluster.local" desc:"dns: names that must resolve"`
 	DNSNameserver  string `envconfig:"DNS_NAMESERVER" desc:"dns: host:port of the nameserver to ask; empty for the pod's resolv.conf"`
+	ClusterDNS     string `envconfig:"CLUSTER_DNS_SERVICE" default:"kube-system/kube-dns" desc:"dns: namespace/name of the cluster DNS Service; while its EndpointSlices have no ready endpoint anywhere, a failing dns check is reported as not checkable instead of holding the node (no node could pass it, and DNS pods may need a released node to run on); empty turns this off"`
 
 	TCPTargets            List   `envconfig:"TCP_TARGETS" desc:"tcp: host:port list to connect to; empty for the API server's service address KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT"`
 	KubernetesServiceHost string `envconfig:"KUBERNETES_SERVICE_HOST" desc:"Set by the kubelet in every pod; the default tcp target"`
@@ -76,12 +78,14 @@ type Config struct {
 	CommandPath string `envconfig:"CHECK_COMMAND" desc:"command: absolute path of a program that passes by exiting 0, run without a shell; required when CHECKS has command"`
 	CommandArgs List   `envconfig:"CHECK_COMMAND_ARGS" desc:"command: its arguments, comma-separated (an argument cannot contain a comma)"`
 
-	MinHoldTime time.Duration `envconfig:"MIN_HOLD_TIME" default:"0s" desc:"Keep the node tainted at least this long after the agent started, for caches that need time; checks that pass earlier run once more when it ends; 0s turns it off"`
+	StateDir string `envconfig:"STATE_DIR" desc:"Directory that outlives a container restart (an emptyDir of the pod): the agent records its first start there, so INITIAL_TIMEOUT, FAIL_OPEN_AFTER and MIN_HOLD_TIME count from the pod's first start, not the container's; empty counts from the process start"`
 
-	FailureAction    string        `envconfig:"FAILURE_ACTION" default:"keep-tainted" desc:"What a failed verification does: keep-tainted (keep checking), fail-open (release after FAIL_OPEN_AFTER) or replace-node (delete the node's Karpenter NodeClaim, else the Node; needs manifests/replace-node/)"`
-	FailOpenAfter    time.Duration `envconfig:"FAIL_OPEN_AFTER" default:"30m" desc:"fail-open: time from the agent's start after which a node with failing checks is released anyway"`
+	MinHoldTime time.Duration `envconfig:"MIN_HOLD_TIME" default:"0s" desc:"Keep the node tainted at least this long after the agent first started in its pod, for caches that need time; checks that pass earlier run once more when it ends; 0s turns it off"`
+
+	FailureAction    string        `envconfig:"FAILURE_ACTION" default:"keep-tainted" desc:"What a failed verification of a node nodeready holds (it had the startup taint when the agent started) does: keep-tainted (keep checking), fail-open (release after FAIL_OPEN_AFTER) or replace-node (delete the node's Karpenter NodeClaim, else the Node, never a control-plane node; needs manifests/replace-node/); a misconfiguration (a refused release or check) never brings it on"`
+	FailOpenAfter    time.Duration `envconfig:"FAIL_OPEN_AFTER" default:"30m" desc:"fail-open: time from the agent's first start in its pod after which a node it holds with failing checks is released anyway"`
 	DeleteFailedNode bool          `envconfig:"DELETE_FAILED_NODE" default:"false" desc:"kube-node-ready's name for FAILURE_ACTION=replace-node; true selects it"`
-	ReverifyTaint    bool          `envconfig:"REVERIFY_TAINT" default:"false" desc:"Put the startup taint back when the agent starts on a node that has neither the label nor the taint (re-verification after the label was removed), so no new workloads land while it is checked again"`
+	ReverifyTaint    bool          `envconfig:"REVERIFY_TAINT" default:"false" desc:"Put the startup taint back when the agent starts on a node that nodeready verified before (its completion annotation is there) and that has neither the label nor the taint any more (re-verification after the label was removed), so no new workloads land while it is checked again; never on a node nodeready has not verified"`
 
 	ReadOnly bool `envconfig:"DRY_RUN" default:"false" desc:"kube-node-ready's read-only switch: true runs the rounds of checks and logs each write the agent would make, but writes nothing (no label, taint, condition, Event or deletion)"`
 
@@ -208,6 +212,14 @@ func (c *Config) EndpointsRef() (namespace, name string) {
 	return "default", c.EndpointsService
 }
 
+// ClusterDNSRef splits CLUSTER_DNS_SERVICE; a bare name is in "kube-system".
+func (c *Config) ClusterDNSRef() (namespace, name string) {
+	if ns, n, ok := strings.Cut(c.ClusterDNS, "/"); ok {
+		return ns, n
+	}
+	return "kube-system", c.ClusterDNS
+}
+
 func (c *Config) validators(dryRun bool) []func() error {
 	return []func() error{
 		func() error {
@@ -317,6 +329,22 @@ func (c *Config) validators(dryRun bool) []func() error {
 			ns, name := c.EndpointsRef()
 			if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Label(name)) > 0 {
 				return &ConfigError{"ENDPOINTS_SERVICE", c.EndpointsService, "use namespace/name of a Service, such as default/kubernetes"}
+			}
+			return nil
+		},
+		func() error {
+			if c.ClusterDNS == "" {
+				return nil
+			}
+			ns, name := c.ClusterDNSRef()
+			if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Label(name)) > 0 {
+				return &ConfigError{"CLUSTER_DNS_SERVICE", c.ClusterDNS, "use namespace/name of a Service, such as kube-system/kube-dns, or leave it empty"}
+			}
+			return nil
+		},
+		func() error {
+			if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
+				return &ConfigError{"STATE_DIR", c.StateDir, "must be an absolute path, such as /run/nodeready, or empty"}
 			}
 			return nil
 		},

@@ -16,27 +16,54 @@ import (
 const maxMessage = 1024
 
 // recordFailure records, once, that the retries or the initial timeout ran
-// out: an Error log line with every failing check, a CheckFailed Event per
-// failing check, a VerificationFailed Event naming the failure action, and
-// the condition.
-func (a *Agent) recordFailure(ctx context.Context, log zerolog.Logger, round int, problems []string) {
+// out: an Error log line with every failing check and misconfiguration, a
+// CheckFailed Event per failing check, a VerificationFailed Event naming the
+// failure action (or why none applies), and the condition.
+func (a *Agent) recordFailure(ctx context.Context, log zerolog.Logger, round int, failing, misconfigured []string) {
 	a.failed = true
 	a.metrics.failures.Inc()
-	log.Error().Strs("failing", problems).Str("action", a.cfg.FailureAction).Dur("retry_interval", a.cfg.RetryBackoffMax).
-		Msg("Verification failed, node stays tainted")
-	for _, p := range problems {
+	problems := append(append([]string(nil), failing...), misconfigured...)
+	action := a.failureAction(misconfigured)
+	log.Error().Strs("failing", failing).Strs("misconfigured", misconfigured).Str("action", action).
+		Dur("retry_interval", a.cfg.RetryBackoffMax).Msg("Verification failed, node stays as it is")
+	for _, p := range failing {
 		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "CheckFailed", "Verify", "%s", truncate(p))
 	}
 	a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "VerificationFailed", "Verify",
-		"%d of the checks still failing after %d rounds and %s; node stays tainted; failure action: %s",
-		len(problems), round, time.Since(a.started).Round(time.Second), a.cfg.FailureAction)
-	a.setCondition(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonChecksFailed, Message: summary(problems)})
+		"%d of the checks still failing after %d rounds and %s; node stays as it is; failure action: %s",
+		len(problems), round, time.Since(a.started).Round(time.Second), action)
+	reason := nodepatch.ReasonChecksFailed
+	if len(failing) == 0 {
+		reason = nodepatch.ReasonMisconfigured
+	}
+	a.setCondition(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: reason, Message: summary(problems)})
 }
 
-// act carries out FAILURE_ACTION after a recorded failure. It returns true
-// when the node was released (fail-open). It never runs on an abort: verify
-// calls it only while ctx is live.
+// failureAction names the failure action that applies, or why none does:
+// only a node nodeready holds is ever failed open or replaced, and a
+// misconfiguration is never the node's fault.
+func (a *Agent) failureAction(misconfigured []string) string {
+	switch {
+	case a.cfg.FailureAction == KeepTainted:
+		return KeepTainted
+	case !a.held:
+		return "none, the node is not held by nodeready (it had no startup taint when the agent started)"
+	case len(misconfigured) > 0:
+		return "none while the installation is misconfigured (" + a.cfg.FailureAction + " once only checks fail)"
+	default:
+		return a.cfg.FailureAction
+	}
+}
+
+// act carries out FAILURE_ACTION after a recorded failure of the checks. It
+// returns true when the node was released (fail-open). It never runs on an
+// abort (verify calls it only while ctx is live) nor on a node nodeready
+// does not hold: a node that predates the install, or whose taint someone
+// else removed, carries workloads that nodeready never kept away.
 func (a *Agent) act(ctx context.Context, log zerolog.Logger, problems []string) bool {
+	if !a.held {
+		return false
+	}
 	switch a.cfg.FailureAction {
 	case FailOpen:
 		if time.Since(a.started) < a.cfg.FailOpenAfter {
@@ -66,13 +93,16 @@ func (a *Agent) act(ctx context.Context, log zerolog.Logger, problems []string) 
 }
 
 // retaint puts the startup taint back on a node whose label was removed
-// (REVERIFY_TAINT), before its checks run again.
+// (REVERIFY_TAINT), before its checks run again. nodepatch does so only on a
+// node that carries nodeready's completion record: a node that predates the
+// install has neither label nor taint either, and is never tainted.
 func (a *Agent) retaint(ctx context.Context) {
 	tainted, err := a.node.Taint(ctx)
 	switch {
 	case err != nil:
 		a.log.Warn().Err(err).Msg("Could not put the startup taint back for re-verification")
 	case tainted:
+		a.held = true
 		a.log.Info().Str("taint", a.taint()).Msg("Put the startup taint back for re-verification")
 		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeNormal, "Reverifying", "Taint", "Put the startup taint %s back while the node is verified again", a.taint())
 		a.setCondition(ctx, a.log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonVerifying, Message: "Verifying the node again"})

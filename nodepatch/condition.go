@@ -16,11 +16,12 @@ const ConditionType corev1.NodeConditionType = "node-ready/Verified"
 
 // Reasons of the condition.
 const (
-	ReasonVerified     = "Verified"     // every check passed; the node is released
-	ReasonChecksFailed = "ChecksFailed" // retries or the initial timeout ran out; the node stays tainted
-	ReasonFailedOpen   = "FailedOpen"   // released although checks fail (FAILURE_ACTION=fail-open)
-	ReasonReplacing    = "Replacing"    // its NodeClaim or Node is being deleted (FAILURE_ACTION=replace-node)
-	ReasonVerifying    = "Verifying"    // re-verification started; the node is tainted again
+	ReasonVerified      = "Verified"      // every check passed; the node is released
+	ReasonChecksFailed  = "ChecksFailed"  // retries or the initial timeout ran out; the node stays tainted
+	ReasonFailedOpen    = "FailedOpen"    // released although checks fail (FAILURE_ACTION=fail-open)
+	ReasonReplacing     = "Replacing"     // its NodeClaim or Node is being deleted (FAILURE_ACTION=replace-node)
+	ReasonVerifying     = "Verifying"     // re-verification started; the node is tainted again
+	ReasonMisconfigured = "Misconfigured" // the checks cannot pass or the release is refused because of the installation (RBAC, admission policy, settings), not the node
 )
 
 // Condition is the state the agent reports on its node.

@@ -82,10 +82,12 @@ func TestTaintForReverification(t *testing.T) {
 		wrote  bool
 		taints []corev1.Taint
 	}{
-		{"unlabelled node without taints gets it", newNode(map[string]string{"pool": "a"}), true, []corev1.Taint{startup}},
-		{"other taints are kept", newNode(map[string]string{"pool": "a"}, foreign), true, []corev1.Taint{foreign, startup}},
-		{"already tainted: no write", newNode(nil, startup), false, []corev1.Taint{startup}},
-		{"still verified: no write", newNode(map[string]string{"node-ready/verified": "true"}), false, nil},
+		{"verified before, label removed: tainted", verifiedBefore(newNode(map[string]string{"pool": "a"})), true, []corev1.Taint{startup}},
+		{"other taints are kept", verifiedBefore(newNode(map[string]string{"pool": "a"}, foreign)), true, []corev1.Taint{foreign, startup}},
+		{"already tainted: no write", verifiedBefore(newNode(nil, startup)), false, []corev1.Taint{startup}},
+		{"still verified: no write", verifiedBefore(newNode(map[string]string{"node-ready/verified": "true"})), false, nil},
+		// A node that predates the install has neither label nor taint either.
+		{"never verified by nodeready: no write", newNode(map[string]string{"pool": "a"}, foreign), false, []corev1.Taint{foreign}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,6 +98,12 @@ func TestTaintForReverification(t *testing.T) {
 			assert.Equal(t, tt.taints, getNode(t, client).Spec.Taints)
 		})
 	}
+}
+
+// verifiedBefore adds nodeready's completion record to n.
+func verifiedBefore(n *corev1.Node) *corev1.Node {
+	n.Annotations[spec.Record()] = "2026-11-21T08:00:00Z"
+	return n
 }
 
 func nodeClaim(name, node string) *unstructured.Unstructured {

@@ -42,6 +42,9 @@ var (
 	// registered it yet. Karpenter merges its startupTaints into the Node at
 	// registration, so a taint removed before that would come back.
 	ErrNotRegistered = errors.New("waiting for Karpenter to register the node (label karpenter.sh/registered=true)")
+	// ErrControlPlane: replace-node refused to delete a control-plane node.
+	// Retrying does not help; nodeready should not run there.
+	ErrControlPlane = errors.New("refusing to replace a control-plane node")
 	// errNotConfirmed: the write went through but the node it stored is not
 	// verified (an admission plugin put the taint back or dropped the label).
 	errNotConfirmed = errors.New("the node as written is not verified")
@@ -100,7 +103,7 @@ func (p *Patcher) Release(ctx context.Context, annotations map[string]string) (O
 		if err != nil {
 			return err
 		}
-		if _, managed := node.Labels[karpenterNodePoolLabel]; managed && node.Labels[karpenterRegisteredLabel] != "true" {
+		if !registered(node) {
 			return ErrNotRegistered
 		}
 		patch := p.plan(node, annotations)

@@ -10,8 +10,11 @@ import (
 
 // Taint puts the startup taint back on a node that is being verified again
 // (its label was removed), so no new workloads land on it while the checks
-// run. It writes only when the node has neither the label nor the taint,
-// under the same lock as Release: a test of the whole taint list as read.
+// run. It writes only when the node has neither the label nor the taint and
+// carries nodeready's completion record (Spec.Record): a node that predates
+// the install has neither label nor taint too, and nodeready never taints a
+// node it has not verified before. The write is under the same lock as
+// Release: a test of the whole taint list as read.
 func (p *Patcher) Taint(ctx context.Context) (bool, error) {
 	tainted := false
 	err := p.retry(ctx, func() error {
@@ -19,7 +22,7 @@ func (p *Patcher) Taint(ctx context.Context) (bool, error) {
 		if err != nil {
 			return err
 		}
-		if p.hasTaint(node) || node.Labels[p.spec.LabelKey] == p.spec.LabelValue {
+		if s := p.state(node); s.Tainted || s.Labelled || !s.VerifiedBefore {
 			return nil
 		}
 		ops := []operation{

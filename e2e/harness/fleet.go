@@ -69,6 +69,9 @@ type NodeOptions struct {
 	Taints []corev1.Taint
 	// Env, when not nil, is set as SetEnv does.
 	Env map[string]string
+	// Untainted registers the node without the startup taint, as a node that predates
+	// nodeready's install: nodeready does not hold it.
+	Untainted bool
 }
 
 // Fleet is a set of simulated nodes, each with its own node-local DNS server, and the
@@ -300,9 +303,13 @@ func (f *Fleet) AddNode(ctx context.Context, name string, o NodeOptions) error {
 		return err
 	}
 
+	registered := append([]corev1.Taint{StartupTaint}, taints...)
+	if o.Untainted {
+		registered = slices.Clone(taints)
+	}
 	err = f.kubelet.AddNode(ctx, name, kubelet.NodeOptions{
 		Labels: maps.Clone(labels),
-		Taints: append([]corev1.Taint{StartupTaint}, taints...),
+		Taints: registered,
 	})
 	if err != nil {
 		f.mu.Lock()

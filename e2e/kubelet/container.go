@@ -93,6 +93,17 @@ func (m mounts) hostPath(p string) (string, bool) {
 	return "", false
 }
 
+// hostEnv rewrites the values of env that are absolute paths under an emptyDir mount to the
+// volume's directory on the host, as commandLine does for the program and its arguments: a
+// variable such as the agent's STATE_DIR names a path in the container.
+func (m mounts) hostEnv(env map[string]string) {
+	for k, v := range env {
+		if host, ok := m.hostPath(v); ok {
+			env[k] = host
+		}
+	}
+}
+
 // commandLine resolves what container c runs to a program on this machine and its
 // arguments, as the container runtime would: command (else the image's entrypoint) followed
 // by args, each with $(NAME) expanded from env. A process has no mount namespace of its own,

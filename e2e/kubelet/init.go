@@ -78,7 +78,9 @@ func (k *Kubelet) startInit(ctx context.Context, p *pod, api *corev1.Pod, c *cor
 	if err != nil {
 		return nil, err
 	}
-	bin, args, err := k.commandLine(c, containerMounts(c, vols), env)
+	m := containerMounts(c, vols)
+	m.hostEnv(env)
+	bin, args, err := k.commandLine(c, m, env)
 	if err != nil {
 		return nil, &startError{"RunContainerError", err}
 	}

@@ -134,7 +134,9 @@ func (k *Kubelet) startContainer(ctx context.Context, p *pod, dir string, vols m
 	}
 	env[metricsPortEnv] = strconv.Itoa(port)
 
-	bin, args, err := k.commandLine(c, containerMounts(c, vols), env)
+	m := containerMounts(c, vols)
+	m.hostEnv(env)
+	bin, args, err := k.commandLine(c, m, env)
 	if err != nil {
 		return nil, &startError{"RunContainerError", err}
 	}

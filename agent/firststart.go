@@ -1,0 +1,54 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// firstStartFile, in STATE_DIR, holds the time the agent first started in
+// this pod.
+const firstStartFile = "first-start"
+
+// firstStart returns the time from which INITIAL_TIMEOUT, FAIL_OPEN_AFTER and
+// MIN_HOLD_TIME count: the first start recorded in dir, or started, which it
+// records there when nothing is recorded yet. dir is an emptyDir of the pod,
+// which outlives the container: an OOM kill or a liveness restart must not
+// give a crash-looping agent a fresh timer, or it would never fail open. A
+// new pod (a DaemonSet rollout, a re-verification) has a new emptyDir and
+// starts afresh. With dir empty, or a record that cannot be used, it is
+// started, and err says why when something was wrong.
+func firstStart(dir string, started time.Time) (time.Time, error) {
+	if dir == "" {
+		return started, nil
+	}
+	path := filepath.Join(dir, firstStartFile)
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// Written whole into a temporary file and renamed, so a container
+		// killed mid-write never leaves a half record behind.
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(started.UTC().Format(time.RFC3339Nano)+"\n"), 0o600); err != nil {
+			return started, fmt.Errorf("record first start (STATE_DIR): %w", err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return started, fmt.Errorf("record first start (STATE_DIR): %w", err)
+		}
+		return started, nil
+	case err != nil:
+		return started, fmt.Errorf("read first start (STATE_DIR): %w", err)
+	}
+	first, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(data)))
+	if err != nil {
+		return started, fmt.Errorf("read first start from %s: %w", path, err)
+	}
+	if first.After(started) {
+		return started, fmt.Errorf("first start %s recorded in %s is after this start", first.Format(time.RFC3339), path)
+	}
+	return first, nil
+}

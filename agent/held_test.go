@@ -1,0 +1,170 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/nodepatch"
+)
+
+// eventsWith returns the recorded Events that start with prefix ("Warning
+// ReleaseFailed").
+func eventsWith(r *events.FakeRecorder, prefix string) []string {
+	var out []string
+	for _, e := range drain(r) {
+		if strings.HasPrefix(e, prefix) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestFailureActionsOnlyOnHeldNodes: a node that had no startup taint when
+// the agent started (a node that predates the install) is never failed open
+// nor replaced, however its checks fail; the failure is still recorded and
+// says why no action follows.
+func TestFailureActionsOnlyOnHeldNodes(t *testing.T) {
+	for _, action := range []string{FailOpen, ReplaceNode} {
+		t.Run(action, func(t *testing.T) {
+			node := &fakeNode{notHeld: true}
+			broken := &fakeCheck{name: "dns"}
+			broken.fail.Store(true)
+			a := testAgent(t, node, broken)
+			a.cfg.MaxRetries = 1
+			a.cfg.FailureAction = action
+			a.cfg.FailOpenAfter = time.Millisecond
+			_, _ = runAgent(t, a)
+
+			waitFor(t, "failure recorded", func() bool { return testutil.ToFloat64(a.metrics.failures) == 1 })
+			waitFor(t, "rounds go on", func() bool { return broken.runs.Load() >= 5 })
+			assert.False(t, a.held)
+			assert.Zero(t, node.count(), "never released")
+			assert.Zero(t, node.replaced(), "never replaced")
+			assert.Equal(t, []string{nodepatch.ReasonChecksFailed}, node.reasons())
+			failed := eventsWith(a.events.(*events.FakeRecorder), "Warning VerificationFailed")
+			require.Len(t, failed, 1)
+			assert.Contains(t, failed[0], "failure action: none, the node is not held by nodeready")
+
+			broken.fail.Store(false)
+			waitFor(t, "labelled once its checks pass", a.verified.Load)
+		})
+	}
+}
+
+// TestRefusedReleaseIsAMisconfiguration: checks pass but the release is
+// refused (the label changed in the ConfigMap but not in the admission
+// policy, say). That is reported as a misconfiguration, once per error, and
+// never brings on the failure action, on a held node either.
+func TestRefusedReleaseIsAMisconfiguration(t *testing.T) {
+	for _, action := range []string{FailOpen, ReplaceNode} {
+		t.Run(action, func(t *testing.T) {
+			node := &fakeNode{}
+			node.set(fmt.Errorf("patch node node-a: %w: check the ClusterRole and the admission policy", nodepatch.ErrForbidden))
+			a := testAgent(t, node, &fakeCheck{name: "dns"})
+			a.cfg.MaxRetries = 1
+			a.cfg.FailureAction = action
+			a.cfg.FailOpenAfter = time.Millisecond
+			_, _ = runAgent(t, a)
+
+			waitFor(t, "failure recorded", func() bool { return testutil.ToFloat64(a.metrics.failures) == 1 })
+			waitFor(t, "release tried again", func() bool { return node.count() >= 5 })
+			assert.True(t, a.held)
+			assert.Zero(t, node.replaced(), "a refused release never replaces the node")
+			assert.False(t, a.verified.Load(), "nor fails it open")
+			assert.Equal(t, []string{nodepatch.ReasonMisconfigured}, node.reasons())
+			rec := a.events.(*events.FakeRecorder)
+			all := drain(rec)
+			var refused, failed, checkFailed int
+			for _, e := range all {
+				switch {
+				case strings.HasPrefix(e, "Warning ReleaseFailed"):
+					refused++
+					assert.Contains(t, e, "a misconfiguration, not a failed check")
+				case strings.HasPrefix(e, "Warning VerificationFailed"):
+					failed++
+					assert.Contains(t, e, "failure action: none while the installation is misconfigured")
+				case strings.HasPrefix(e, "Warning CheckFailed"):
+					checkFailed++
+				}
+			}
+			assert.Equal(t, 1, refused, "one ReleaseFailed Event for a repeating error: %v", all)
+			assert.Equal(t, 1, failed)
+			assert.Zero(t, checkFailed, "no check failed")
+
+			node.set(nil) // the policy fixed
+			waitFor(t, "released once allowed", a.verified.Load)
+		})
+	}
+}
+
+// forbiddenCheck fails as a check does whose API read RBAC refuses.
+type forbiddenCheck struct{ fakeCheck }
+
+func (c *forbiddenCheck) Run(context.Context) error {
+	c.runs.Add(1)
+	return fmt.Errorf("list EndpointSlices of default/kubernetes: %w",
+		apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "", fmt.Errorf("RBAC")))
+}
+
+// TestForbiddenCheckIsAMisconfiguration: a check the API refuses (the
+// endpoints Role in the wrong namespace) cannot say anything about the node:
+// it holds the node but never replaces it.
+func TestForbiddenCheckIsAMisconfiguration(t *testing.T) {
+	node := &fakeNode{}
+	refused := &forbiddenCheck{fakeCheck{name: "endpoints"}}
+	broken := &fakeCheck{name: "dns"}
+	broken.fail.Store(true)
+	a := testAgent(t, node, refused, broken)
+	a.cfg.MaxRetries = 1
+	a.cfg.FailureAction = ReplaceNode
+	_, _ = runAgent(t, a)
+
+	waitFor(t, "failure recorded", func() bool { return testutil.ToFloat64(a.metrics.failures) == 1 })
+	waitFor(t, "rounds go on", func() bool { return refused.runs.Load() >= 5 })
+	assert.Zero(t, node.replaced(), "not while the installation is misconfigured")
+	assert.Zero(t, node.count())
+	checkFailed := eventsWith(a.events.(*events.FakeRecorder), "Warning CheckFailed")
+	if assert.Len(t, checkFailed, 1, "one per failing check; the refused one is a misconfiguration") {
+		assert.Contains(t, checkFailed[0], "dns target-dns")
+	}
+}
+
+// notCheckable is a dns check excused because no cluster DNS runs.
+type notCheckable struct{ fakeCheck }
+
+func (c *notCheckable) Run(context.Context) error {
+	c.runs.Add(1)
+	return fmt.Errorf("%w (kube-system/kube-dns has no ready endpoint): connection refused", checks.ErrNoClusterDNS)
+}
+
+// TestNoClusterDNSReleasesAndSaysSo: when no cluster DNS runs anywhere, the
+// dns check cannot hold the node (every node would be held, and the DNS pods
+// with them); the release says so in the condition, an Event and the log.
+func TestNoClusterDNSReleasesAndSaysSo(t *testing.T) {
+	node := &fakeNode{}
+	a := testAgent(t, node, &notCheckable{fakeCheck{name: "dns"}}, &fakeCheck{name: "tcp"})
+	var logs syncBuffer
+	a.log = a.log.Output(&logs)
+	_, _ = runAgent(t, a)
+
+	waitFor(t, "released", a.verified.Load)
+	require.Len(t, node.conditions, 1)
+	c := node.conditions[0]
+	assert.Equal(t, nodepatch.ReasonVerified, c.Reason)
+	assert.Equal(t, "1 of 2 checks passed, dns target-dns: skipped: cannot be checked: no cluster DNS is running (kube-system/kube-dns has no ready endpoint): connection refused", c.Message)
+	dns := eventsWith(a.events.(*events.FakeRecorder), "Warning DNSNotChecked")
+	require.Len(t, dns, 1)
+	assert.Contains(t, dns[0], "no cluster DNS is running")
+	assert.Contains(t, logs.String(), "Cluster DNS is not running anywhere, releasing without the dns check")
+}

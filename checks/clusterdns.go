@@ -1,0 +1,69 @@
+package checks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+)
+
+// ErrNoClusterDNS marks a dns check that failed while the cluster DNS Service
+// has no ready endpoint anywhere in the cluster. It wraps ErrSkipped: no node
+// can pass a DNS check then, so holding this one protects nothing, and in a
+// cluster whose every node is tainted (a new cluster, a pool swap, a
+// recovery) the DNS pods could never be scheduled: a deadlock.
+var ErrNoClusterDNS = fmt.Errorf("%w: cannot be checked: no cluster DNS is running", ErrSkipped)
+
+var _ Check = (*UnlessNoClusterDNS)(nil)
+
+// UnlessNoClusterDNS is a DNS check that, when it fails, looks at the
+// EndpointSlices of the cluster DNS Service. When the Service has slices and
+// none holds a ready endpoint, the failure becomes ErrNoClusterDNS. In every
+// other case (slices with a ready endpoint, no slices at all, or the lookup
+// failing) the DNS failure stands: only a cluster DNS that is known to be
+// down excuses it.
+type UnlessNoClusterDNS struct {
+	Check
+	client             kubernetes.Interface
+	namespace, service string
+}
+
+// NewUnlessNoClusterDNS wraps dns with the cluster DNS Service namespace/service.
+func NewUnlessNoClusterDNS(dns Check, client kubernetes.Interface, namespace, service string) *UnlessNoClusterDNS {
+	return &UnlessNoClusterDNS{Check: dns, client: client, namespace: namespace, service: service}
+}
+
+// Run implements Check. The Service is looked at only after the DNS query
+// failed, so a healthy node pays no request for it.
+func (c *UnlessNoClusterDNS) Run(ctx context.Context) error {
+	err := c.Check.Run(ctx)
+	if err == nil || errors.Is(err, ErrSkipped) {
+		return err
+	}
+	ready, n, lerr := readyEndpoints(ctx, c.client, c.namespace, c.service)
+	if lerr != nil || n == 0 || ready {
+		return err
+	}
+	return fmt.Errorf("%w (%s/%s has no ready endpoint): %w", ErrNoClusterDNS, c.namespace, c.service, err)
+}
+
+// readyEndpoints lists the EndpointSlices of namespace/service and reports
+// whether any holds a ready endpoint, and how many slices there are.
+func readyEndpoints(ctx context.Context, client kubernetes.Interface, namespace, service string) (ready bool, slices int, err error) {
+	list, err := client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.Set{discoveryv1.LabelServiceName: service}.String(),
+	})
+	if err != nil {
+		return false, 0, fmt.Errorf("list EndpointSlices of %s/%s: %w", namespace, service, explainForbidden(err))
+	}
+	for i := range list.Items {
+		if _, ok := readyAddress(&list.Items[i]); ok {
+			return true, len(list.Items), nil
+		}
+	}
+	return false, len(list.Items), nil
+}

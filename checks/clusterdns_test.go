@@ -1,0 +1,94 @@
+package checks_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodeready/nodeready/checks"
+)
+
+// stubDNS is a dns check with a fixed outcome.
+type stubDNS struct{ err error }
+
+func (s stubDNS) Name() string              { return "dns" }
+func (s stubDNS) Target() string            { return "kubernetes.default.svc.cluster.local" }
+func (s stubDNS) Run(context.Context) error { return s.err }
+func kubeDNSSlice(eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	s := endpointSlice("kube-dns-x1", "kube-dns", nil, eps...)
+	s.Namespace = "kube-system"
+	return s
+}
+
+// TestUnlessNoClusterDNS: a failing dns check is excused (ErrNoClusterDNS, a
+// skip) only when the cluster DNS Service is known to have no ready endpoint.
+func TestUnlessNoClusterDNS(t *testing.T) {
+	resolveErr := errors.New(`resolve "kubernetes.default.svc.cluster.local": connection refused`)
+	ready, notReady := new(true), new(false)
+	tests := []struct {
+		name      string
+		dns       error
+		objects   []runtime.Object
+		forbidden bool
+		excused   bool
+		lists     int
+	}{
+		{name: "dns passes: no request", dns: nil, lists: 0},
+		{name: "no ready endpoint anywhere: excused", dns: resolveErr,
+			objects: []runtime.Object{kubeDNSSlice(endpoint("10.244.0.5", notReady))}, excused: true, lists: 1},
+		{name: "a slice without endpoints: excused", dns: resolveErr,
+			objects: []runtime.Object{kubeDNSSlice()}, excused: true, lists: 1},
+		{name: "cluster DNS runs: the failure stands", dns: resolveErr,
+			objects: []runtime.Object{kubeDNSSlice(endpoint("10.244.0.5", notReady), endpoint("10.244.0.6", ready))}, lists: 1},
+		{name: "no slices (no such Service): the failure stands", dns: resolveErr, lists: 1},
+		{name: "lookup forbidden: the failure stands", dns: resolveErr,
+			objects: []runtime.Object{kubeDNSSlice()}, forbidden: true, lists: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset(tt.objects...)
+			if tt.forbidden {
+				client.PrependReactor("list", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "", errors.New("RBAC"))
+				})
+			}
+			c := checks.NewUnlessNoClusterDNS(stubDNS{tt.dns}, client, "kube-system", "kube-dns")
+			assert.Equal(t, "dns", c.Name())
+			assert.Equal(t, "kubernetes.default.svc.cluster.local", c.Target())
+
+			res := checks.Execute(t.Context(), c, 5*time.Second)
+			lists := 0
+			for _, a := range client.Actions() {
+				if a.Matches("list", "endpointslices") {
+					assert.Equal(t, "kube-system", a.GetNamespace())
+					lists++
+				}
+			}
+			assert.Equal(t, tt.lists, lists, "EndpointSlice lists")
+			switch {
+			case tt.dns == nil:
+				assert.True(t, res.Passed())
+			case tt.excused:
+				require.ErrorIs(t, res.Err, checks.ErrNoClusterDNS)
+				assert.True(t, res.Skipped(), "an excused dns check is a skip, not a failure")
+				assert.Contains(t, res.Err.Error(), "cannot be checked: no cluster DNS is running (kube-system/kube-dns has no ready endpoint)")
+				assert.Contains(t, res.Err.Error(), "connection refused", "the DNS error is kept")
+			default:
+				require.Error(t, res.Err)
+				assert.NotErrorIs(t, res.Err, checks.ErrNoClusterDNS)
+				assert.Equal(t, "fail", res.Status())
+				assert.ErrorIs(t, res.Err, tt.dns)
+			}
+		})
+	}
+}

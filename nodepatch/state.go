@@ -1,0 +1,52 @@
+package nodepatch
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// State is what the agent must know of its node before it may act on it.
+type State struct {
+	// Tainted: the node carries the startup taint.
+	Tainted bool
+	// Labelled: the node carries the verified label.
+	Labelled bool
+	// Registered: the node is not Karpenter's, or Karpenter has registered
+	// it (and so merged its startupTaints into it).
+	Registered bool
+	// VerifiedBefore: the node carries nodeready's completion record, so
+	// nodeready released it once.
+	VerifiedBefore bool
+}
+
+// Record returns the annotation that records a release: the time of the
+// release, under the label's key with "-at" appended. Release writes it; its
+// presence is how nodeready knows it has verified a node before.
+func (s Spec) Record() string { return s.LabelKey + "-at" }
+
+// State reads the node and reports what the agent needs of it.
+func (p *Patcher) State(ctx context.Context) (State, error) {
+	node, err := p.get(ctx)
+	if err != nil {
+		return State{}, err
+	}
+	return p.state(node), nil
+}
+
+func (p *Patcher) state(node *corev1.Node) State {
+	_, record := node.Annotations[p.spec.Record()]
+	return State{
+		Tainted:        p.hasTaint(node),
+		Labelled:       node.Labels[p.spec.LabelKey] == p.spec.LabelValue,
+		Registered:     registered(node),
+		VerifiedBefore: record,
+	}
+}
+
+// registered reports whether node is not Karpenter's or Karpenter has
+// registered it.
+func registered(node *corev1.Node) bool {
+	_, managed := node.Labels[karpenterNodePoolLabel]
+	return !managed || node.Labels[karpenterRegisteredLabel] == "true"
+}
