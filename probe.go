@@ -49,10 +49,11 @@ func probe(args []string, stderr io.Writer) int {
 	return exitFailed
 }
 
-// metricsPort reads METRICS_PORT with the agent's default and range.
+// metricsPort reads METRICS_PORT with the agent's default, also for an empty value, and
+// range.
 func metricsPort() (int, error) {
-	v, ok := os.LookupEnv("METRICS_PORT")
-	if !ok {
+	v := os.Getenv("METRICS_PORT")
+	if v == "" {
 		for _, d := range agent.Variables() {
 			if d.Name == "METRICS_PORT" {
 				v = d.Default

@@ -125,6 +125,7 @@ func TestProbeCommand(t *testing.T) {
 		{"unknown endpoint", []string{"probe", "metrics"}, nil, exitConfig, "probe healthz|readyz"},
 		{"no endpoint", []string{"probe"}, nil, exitConfig, "probe healthz|readyz"},
 		{"bad port", []string{"probe", "healthz"}, map[string]string{"METRICS_PORT": "http"}, exitConfig, "METRICS_PORT="},
+		{"port out of range", []string{"probe", "healthz"}, map[string]string{"METRICS_PORT": "65536"}, exitConfig, "METRICS_PORT="},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -105,7 +105,7 @@ func TestCSIDriverForbidden(t *testing.T) {
 	res := checks.Execute(t.Context(), checks.NewCSIDriver(client, "node-a", "ebs.csi.aws.com", true), time.Second)
 
 	require.Error(t, res.Err)
-	assert.Contains(t, res.Err.Error(), `get csinode "node-a": forbidden, check the agent's RBAC`)
+	assert.Contains(t, res.Err.Error(), `get csinode "node-a": forbidden: the csi gate needs the RBAC of manifests/gates/csi.yaml (kubectl apply -f manifests/gates/csi.yaml)`)
 }
 
 func TestValidateCSIDriverName(t *testing.T) {

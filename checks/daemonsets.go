@@ -41,7 +41,7 @@ var _ Check = (*DaemonSets)(nil)
 // round: the set can change while the node waits (a DaemonSet created,
 // relabelled or deleted). A round costs one node GET, one DaemonSet LIST in
 // discovery (one GET per DaemonSet when they are listed by name), and one pod
-// LIST when some DaemonSet is required. The error names every
+// LIST per namespace of the required DaemonSets. The error names every
 // DaemonSet that is not ready, so one line shows all that holds the node.
 type DaemonSets struct {
 	client   kubernetes.Interface
@@ -140,7 +140,7 @@ func (c *DaemonSets) named(ctx context.Context, node *corev1.Node) ([]daemonSetE
 		case apierrors.IsNotFound(err):
 			entries = append(entries, daemonSetEntry{key: key, problem: "not found"})
 		case err != nil:
-			return nil, fmt.Errorf("get daemonset %s: %w", key, explainForbidden(err))
+			return nil, fmt.Errorf("get daemonset %s: %w", key, gateForbidden(err, "daemonsets"))
 		default:
 			e := daemonSetEntry{key: key, ds: ds}
 			if why := notRunning(ds, node, verified); why != "" {
@@ -162,7 +162,7 @@ func (c *DaemonSets) discover(ctx context.Context, node *corev1.Node) ([]daemonS
 	}
 	list, err := c.client.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("list daemonsets: %w", explainForbidden(err))
+		return nil, fmt.Errorf("list daemonsets: %w", gateForbidden(err, "daemonsets"))
 	}
 	verified := c.verifiedNode(node)
 	var entries []daemonSetEntry
@@ -179,23 +179,34 @@ func (c *DaemonSets) discover(ctx context.Context, node *corev1.Node) ([]daemonS
 }
 
 // checkPods lists the pods on the node and records, for every required
-// DaemonSet, why none of its pods is Ready. RBAC cannot restrict a list to a
-// field selector, but the request always carries one: the API server returns
-// only the pods of this node.
+// DaemonSet, why none of its pods is Ready. A DaemonSet's pods live in its
+// namespace, so the pods are listed only there, once per namespace: the pod
+// reads can then be granted by Roles in those namespaces alone. RBAC cannot
+// restrict a list to a field selector, but the request always carries one:
+// the API server returns only the pods of this node.
 func (c *DaemonSets) checkPods(ctx context.Context, nodeName string, entries []daemonSetEntry) error {
-	selector := fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
-	pods, err := c.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: selector})
-	if err != nil {
-		return fmt.Errorf("list pods on %s: %w", nodeName, explainForbidden(err))
-	}
-	byOwner := map[types.UID][]*corev1.Pod{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		ref := metav1.GetControllerOf(p)
-		if p.Spec.NodeName != nodeName || ref == nil || ref.Kind != "DaemonSet" {
-			continue
+	var namespaces []string
+	for _, e := range entries {
+		if e.ds != nil && !slices.Contains(namespaces, e.ds.Namespace) {
+			namespaces = append(namespaces, e.ds.Namespace)
 		}
-		byOwner[ref.UID] = append(byOwner[ref.UID], p)
+	}
+	slices.Sort(namespaces)
+	selector := fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+	byOwner := map[types.UID][]*corev1.Pod{}
+	for _, ns := range namespaces {
+		pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: selector})
+		if err != nil {
+			return fmt.Errorf("list pods on %s in %s: %w", nodeName, ns, gateForbidden(err, "daemonsets"))
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			ref := metav1.GetControllerOf(p)
+			if p.Spec.NodeName != nodeName || ref == nil || ref.Kind != "DaemonSet" {
+				continue
+			}
+			byOwner[ref.UID] = append(byOwner[ref.UID], p)
+		}
 	}
 	for i := range entries {
 		if e := &entries[i]; e.ds != nil {

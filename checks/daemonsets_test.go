@@ -285,7 +285,7 @@ func TestDaemonSetsReadiness(t *testing.T) {
 			pods, ok := actions[2].(k8stesting.ListAction)
 			require.True(t, ok)
 			assert.Equal(t, "pods", pods.GetResource().Resource)
-			assert.Empty(t, pods.GetNamespace())
+			assert.Equal(t, "kube-system", pods.GetNamespace(), "the namespace of the DaemonSets only")
 			assert.Equal(t, "spec.nodeName=node-a", pods.GetListRestrictions().Fields.String(), "never every pod of the cluster")
 		})
 	}
@@ -413,23 +413,56 @@ func TestDaemonSetsForbidden(t *testing.T) {
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", nil)
 		}
 	}
+	const gateRBAC = "forbidden: the daemonsets gate needs the RBAC of manifests/gates/daemonsets.yaml (kubectl apply -f manifests/gates/daemonsets.yaml)"
 	tests := []struct {
 		verb, resource string
+		names          []string
 		wantErr        string
 	}{
-		{"get", "nodes", `get node "node-a": forbidden, check the agent's RBAC`},
-		{"list", "daemonsets", "list daemonsets: forbidden, check the agent's RBAC"},
-		{"list", "pods", "list pods on node-a: forbidden, check the agent's RBAC"},
+		{"get", "nodes", nil, `get node "node-a": forbidden, check the agent's RBAC`},
+		{"list", "daemonsets", nil, "list daemonsets: " + gateRBAC},
+		{"get", "daemonsets", []string{"kube-system/cilium"}, "get daemonset kube-system/cilium: " + gateRBAC},
+		{"list", "pods", nil, "list pods on node-a in kube-system: " + gateRBAC},
 	}
 	for _, tt := range tests {
 		t.Run(tt.verb+" "+tt.resource, func(t *testing.T) {
 			client := fake.NewClientset(newNode(), daemonSet("cilium", nil))
 			client.PrependReactor(tt.verb, tt.resource, forbidden(tt.resource))
+			opts := dsOptions()
+			opts.Names = tt.names
 
-			res := checks.Execute(t.Context(), checks.NewDaemonSets(client, "node-a", dsOptions()), time.Second)
+			res := checks.Execute(t.Context(), checks.NewDaemonSets(client, "node-a", opts), time.Second)
 
 			require.Error(t, res.Err)
 			assert.Contains(t, res.Err.Error(), tt.wantErr)
 		})
 	}
+}
+
+// TestDaemonSetsListPodsPerNamespace: pods are listed only in the namespaces of the required
+// DaemonSets, each list with the node's field selector, so the pod reads can be granted by
+// Roles in those namespaces.
+func TestDaemonSetsListPodsPerNamespace(t *testing.T) {
+	cilium := daemonSet("cilium", nil)
+	logs := daemonSet("fluent-bit", func(ds *appsv1.DaemonSet) { ds.Namespace = "logging" })
+	csi := daemonSet("ebs-csi-node", nil)
+	client := fake.NewClientset(newNode(), cilium, logs, csi,
+		daemonPod(cilium, "cilium-1", "node-a", corev1.PodRunning, true),
+		daemonPod(logs, "fluent-bit-1", "node-a", corev1.PodRunning, true),
+		daemonPod(csi, "ebs-csi-node-1", "node-a", corev1.PodRunning, true))
+
+	res := checks.Execute(t.Context(), checks.NewDaemonSets(client, "node-a", dsOptions()), time.Second)
+	require.NoError(t, res.Err)
+
+	var namespaces []string
+	for _, a := range client.Actions() {
+		if a.GetResource().Resource != "pods" {
+			continue
+		}
+		list, ok := a.(k8stesting.ListAction)
+		require.True(t, ok, "pods are only listed, got %s", a.GetVerb())
+		assert.Equal(t, "spec.nodeName=node-a", list.GetListRestrictions().Fields.String())
+		namespaces = append(namespaces, a.GetNamespace())
+	}
+	assert.Equal(t, []string{"kube-system", "logging"}, namespaces, "one list per namespace of a required DaemonSet")
 }

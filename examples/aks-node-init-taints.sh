@@ -21,9 +21,9 @@
 # nodeInitializationTaints on that pool in agentPoolProfiles of the managed
 # cluster (ARM/Bicep, a managed-cluster-level update). Do that when the cluster
 # has Windows pools: nodeready serves Linux nodes only, so a Windows node would
-# keep the taint. After az aks update,
-# VMSS nodes show the taints only once an operation updates the VMSS model
-# (a node image or Kubernetes upgrade); az aks create sets them from the start.
+# keep the taint. After az aks update, VMSS nodes show the taints only once an
+# operation updates the VMSS model (a node image or Kubernetes upgrade); az aks
+# create sets them from the start.
 #
 # Without the preview, give the pool a label instead and install
 # manifests/node-creation/label-to-taint.yaml (Kubernetes 1.36+), which

@@ -27,10 +27,52 @@ import (
 func TestGates(t *testing.T) {
 	c := harness.StartForTest(t, harness.Options{})
 
+	// The gate's RBAC is not part of manifests/: this subtest applies it, as the README says.
+	t.Run("daemonsets: without its RBAC the failure names the file to apply", func(t *testing.T) { testDaemonSetsRBAC(t, c) })
 	t.Run("daemonsets: held until the required node agent is Ready", func(t *testing.T) { testDaemonSets(t, c) })
 	t.Run("conditions: held until the node reports the condition", func(t *testing.T) { testConditions(t, c) })
 	t.Run("resources: held until the device is allocatable", func(t *testing.T) { testResources(t, c) })
 	t.Run("pre-pull: warm-up images pulled before the agent starts", func(t *testing.T) { testPrepull(t, c) })
+}
+
+// testDaemonSetsRBAC: with `kubectl apply -f manifests/` alone, the daemonsets gate is
+// refused and the agent's condition says which file to apply; once it is applied, the same
+// agent releases the node.
+func testDaemonSetsRBAC(t *testing.T, c *harness.Cluster) {
+	const rbacFile = "manifests/gates/daemonsets.yaml"
+	ctx := t.Context()
+	f := harness.NewFleetForTest(t, c, "dsrbac")
+	node := f.Name() + "-0"
+	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{Env: map[string]string{
+		"CHECKS":      baseChecks + ",daemonsets",
+		"MAX_RETRIES": "1",
+	}}))
+
+	var last corev1.NodeCondition
+	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
+		n, err := c.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == nodepatch.ConditionType {
+				last = cond
+				return strings.Contains(cond.Message, "kubectl apply -f "+rbacFile), nil
+			}
+		}
+		return false, nil
+	})
+	require.NoError(t, err, "the agent's condition never named %s; last %+v", rbacFile, last)
+	assert.Equal(t, corev1.ConditionFalse, last.Status)
+	t.Logf("condition %s: %s", last.Reason, last.Message)
+	requireHeld(t, c, node)
+
+	out, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(c.RepoRoot(), rbacFile))
+	require.NoError(t, err)
+	t.Logf("kubectl apply -f %s:\n%s", rbacFile, out)
+	require.NoError(t, f.WaitReleased(ctx, node))
+	harness.RequireAgentCondition(t, c, node, nodepatch.ReasonVerified)
+	require.NoError(t, f.WaitAgentsGone(ctx, node))
 }
 
 // testDaemonSets: a fake CNI DaemonSet that tolerates the startup taint, whose pod the

@@ -72,11 +72,21 @@ type targets struct {
 	Finalizers          []string
 	Capacity            corev1.ResourceList
 	Conditions          []corev1.NodeCondition // the agent's, and any a forbidden write faked
+	DaemonEndpoints     corev1.NodeDaemonEndpoints
+	NodeInfo            corev1.NodeSystemInfo
+	Images              []corev1.ContainerImage
+	VolumesAttached     []corev1.AttachedVolume
+	VolumesInUse        []corev1.UniqueVolumeName
+	RuntimeHandlers     []corev1.NodeRuntimeHandler
+	Addresses           []corev1.NodeAddress
 }
 
 func targetsOf(n *corev1.Node) targets {
 	t := targets{Labels: n.Labels, Annotations: map[string]string{}, Unschedulable: n.Spec.Unschedulable,
-		ProviderID: n.Spec.ProviderID, Finalizers: n.Finalizers, Capacity: n.Status.Capacity}
+		ProviderID: n.Spec.ProviderID, Finalizers: n.Finalizers, Capacity: n.Status.Capacity,
+		DaemonEndpoints: n.Status.DaemonEndpoints, NodeInfo: n.Status.NodeInfo, Images: n.Status.Images,
+		VolumesAttached: n.Status.VolumesAttached, VolumesInUse: n.Status.VolumesInUse,
+		RuntimeHandlers: n.Status.RuntimeHandlers, Addresses: n.Status.Addresses}
 	for k, v := range n.Annotations {
 		if strings.HasPrefix(k, "example.com/") {
 			t.Annotations[k] = v
@@ -135,6 +145,14 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 		{"add a finalizer to node A", nodeA, `{"metadata":{"finalizers":["example.com/hold"]}}`, false},
 		{"report node A Ready in its status", nodeA, `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Faked"}]}}`, true},
 		{"raise node A's capacity", nodeA, `{"status":{"capacity":{"pods":"1000"}}}`, true},
+		// The rest of the status, field by field: the policy compares the whole status.
+		{"point node A's kubelet endpoint elsewhere", nodeA, `{"status":{"daemonEndpoints":{"kubeletEndpoint":{"Port":10666}}}}`, true},
+		{"rewrite node A's node info", nodeA, `{"status":{"nodeInfo":{"kubeletVersion":"v9.9.9","osImage":"Evil OS"}}}`, true},
+		{"list an image on node A", nodeA, `{"status":{"images":[{"names":["example.com/evil:latest"],"sizeBytes":1}]}}`, true},
+		{"attach a volume to node A", nodeA, `{"status":{"volumesAttached":[{"name":"kubernetes.io/csi/evil^vol-1","devicePath":"/dev/evil"}]}}`, true},
+		{"mark a volume in use on node A", nodeA, `{"status":{"volumesInUse":["kubernetes.io/csi/evil^vol-1"]}}`, true},
+		{"add a runtime handler to node A", nodeA, `{"status":{"runtimeHandlers":[{"name":"evil","features":{"recursiveReadOnlyMounts":true}}]}}`, true},
+		{"change node A's addresses", nodeA, `{"status":{"addresses":[{"type":"InternalIP","address":"192.0.2.66"}]}}`, true},
 		{"write the condition of node B", nodeB, `{"status":{"conditions":[{"type":"node-ready/Verified","status":"True","reason":"Verified"}]}}`, true},
 	}
 	const repeats = 3
