@@ -24,6 +24,12 @@ const (
 	ReasonMisconfigured = "Misconfigured" // the checks cannot pass or the release is refused because of the installation (RBAC, admission policy, settings), not the node
 )
 
+// MaxMessage bounds the condition message, in bytes. The API server sets no
+// limit of its own on a Node condition's message (only the size of the
+// request); this one keeps it readable in `kubectl describe node` and equal
+// to the limit of an Event's note, which often carries the same text.
+const MaxMessage = 1024
+
 // Condition is the state the agent reports on its node.
 type Condition struct {
 	Status          corev1.ConditionStatus
@@ -35,7 +41,9 @@ type Condition struct {
 // own entry of status.conditions (a strategic merge on the condition type),
 // so the kubelet's and other reporters' conditions are untouched and no lock
 // is needed. It reads the node only when no read is at hand from Release.
+// A message longer than MaxMessage is cut.
 func (p *Patcher) SetCondition(ctx context.Context, c Condition) (bool, error) {
+	c.Message = Truncate(c.Message, MaxMessage)
 	node := p.last
 	if node == nil {
 		var err error

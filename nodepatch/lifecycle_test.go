@@ -1,17 +1,13 @@
 package nodepatch
 
 import (
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -106,58 +102,43 @@ func verifiedBefore(n *corev1.Node) *corev1.Node {
 	return n
 }
 
-func nodeClaim(name, node string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-		"metadata": map[string]any{"name": name, "uid": "uid-" + name},
-		"status":   map[string]any{"nodeName": node},
-	}}
-	return u
+func TestSetConditionBoundsTheMessage(t *testing.T) {
+	p, client := newPatcher(t, newNode(nil, startup))
+	long := strings.Repeat("dns ünïcödé.example: no such host; ", 100) // 2-byte runes throughout
+	c := Condition{Status: corev1.ConditionFalse, Reason: ReasonChecksFailed, Message: long}
+	wrote, err := p.SetCondition(t.Context(), c)
+	require.NoError(t, err)
+	assert.True(t, wrote)
+	msg := condition(getNode(t, client), ConditionType).Message
+	assert.LessOrEqual(t, len(msg), MaxMessage, "bytes")
+	assert.True(t, utf8.ValidString(msg), "cut on a rune boundary")
+	assert.True(t, strings.HasPrefix(long, strings.TrimSuffix(msg, "...")))
+	assert.True(t, strings.HasSuffix(msg, "..."), "marked as cut")
+
+	wrote, err = p.SetCondition(t.Context(), c)
+	require.NoError(t, err)
+	assert.False(t, wrote, "the same long condition again is not written")
 }
 
-func TestReplace(t *testing.T) {
-	scheme := runtime.NewScheme()
-	listKinds := map[schema.GroupVersionResource]string{NodeClaims: "NodeClaimList"}
-
-	t.Run("the node's NodeClaim is deleted, the Node is not", func(t *testing.T) {
-		p, client := newPatcher(t, newNode(nil, startup))
-		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, listKinds, nodeClaim("default-a", "other-node"), nodeClaim("default-b", nodeName))
-		what, err := p.Replace(t.Context(), dyn)
-		require.NoError(t, err)
-		assert.Equal(t, "NodeClaim default-b", what)
-		_, err = dyn.Resource(NodeClaims).Get(t.Context(), "default-b", metav1.GetOptions{})
-		assert.True(t, apierrors.IsNotFound(err))
-		_, err = dyn.Resource(NodeClaims).Get(t.Context(), "default-a", metav1.GetOptions{})
-		assert.NoError(t, err, "another node's NodeClaim stays")
-		assert.NotNil(t, getNode(t, client))
-	})
-	t.Run("without a NodeClaim the Node is deleted", func(t *testing.T) {
-		p, client := newPatcher(t, newNode(nil, startup))
-		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, listKinds, nodeClaim("default-a", "other-node"))
-		what, err := p.Replace(t.Context(), dyn)
-		require.NoError(t, err)
-		assert.Equal(t, "Node "+nodeName, what)
-		_, err = client.Tracker().Get(nodeGVR, "", nodeName)
-		assert.True(t, apierrors.IsNotFound(err))
-	})
-	t.Run("without Karpenter the Node is deleted", func(t *testing.T) {
-		p, client := newPatcher(t, newNode(nil, startup))
-		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, listKinds)
-		dyn.PrependReactor("list", "nodeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, apierrors.NewNotFound(NodeClaims.GroupResource(), "")
+func TestTruncate(t *testing.T) {
+	tests := []struct {
+		name, in string
+		limit    int
+		want     string
+	}{
+		{"short stays", "dns x: no such host", 1024, "dns x: no such host"},
+		{"exactly the limit stays", "abcdef", 6, "abcdef"},
+		{"cut and marked", "abcdefgh", 6, "abc..."},
+		{"cut before a rune, not inside it", "ab€cdefgh", 7, "ab..."}, // € is 3 bytes at 2..4
+		{"invalid bytes become U+FFFD", "a\xffb", 10, "a\uFFFDb"},
+		{"tiny limit", "abcdef", 2, ".."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Truncate(tt.in, tt.limit)
+			assert.Equal(t, tt.want, got)
+			assert.LessOrEqual(t, len(got), tt.limit)
+			assert.True(t, utf8.ValidString(got))
 		})
-		what, err := p.Replace(t.Context(), dyn)
-		require.NoError(t, err)
-		assert.Equal(t, "Node "+nodeName, what)
-		_, err = client.Tracker().Get(nodeGVR, "", nodeName)
-		assert.True(t, apierrors.IsNotFound(err))
-	})
-	t.Run("forbidden is reported", func(t *testing.T) {
-		p, client := newPatcher(t, newNode(nil, startup))
-		client.PrependReactor("delete", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, nodeName, assert.AnError)
-		})
-		_, err := p.Replace(t.Context(), nil)
-		require.ErrorIs(t, err, ErrForbidden)
-	})
+	}
 }

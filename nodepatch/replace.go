@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 )
@@ -15,27 +14,37 @@ import (
 // NodeClaims is Karpenter's v1 NodeClaim resource.
 var NodeClaims = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}
 
+// controlPlaneLabels mark a control-plane node (the second is the legacy
+// name); such a node is never deleted.
+var controlPlaneLabels = []string{"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"}
+
 // Replace deletes the node's Karpenter NodeClaim when there is one, so
 // Karpenter drains the node and launches a replacement, and the Node itself
 // otherwise. It returns what it deleted, such as "NodeClaim default-x7k2p".
-// The deletion is preconditioned on the UID it read, so a node of the same
-// name that came back in the meantime is not deleted.
+// Karpenter makes the NodeClaim the Node's owner at registration, so the
+// Node's ownerReference names it and no NodeClaim is read. Each deletion is
+// preconditioned on the UID the Node records (its own, or its owner's), so
+// an object of the same name that came in the meantime is not deleted. It
+// refuses a control-plane node with ErrControlPlane, before any write.
 func (p *Patcher) Replace(ctx context.Context, dyn dynamic.Interface) (string, error) {
-	claim, err := p.findNodeClaim(ctx, dyn)
-	if err != nil {
-		return "", err
-	}
-	if claim != nil {
-		uid := claim.GetUID()
-		err := dyn.Resource(NodeClaims).Delete(ctx, claim.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return "", p.classify("delete NodeClaim of", err)
-		}
-		return "NodeClaim " + claim.GetName(), nil
-	}
 	node, err := p.get(ctx)
 	if err != nil {
 		return "", err
+	}
+	for _, l := range controlPlaneLabels {
+		if _, ok := node.Labels[l]; ok {
+			return "", fmt.Errorf("node %s is labelled %s: %w", p.node, l, ErrControlPlane)
+		}
+	}
+	if owner := nodeClaimOwner(node); owner != nil && dyn != nil {
+		uid := owner.UID
+		err := dyn.Resource(NodeClaims).Delete(ctx, owner.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		// NotFound, or Conflict on the UID: the node's NodeClaim is gone
+		// already, and with it the node.
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return "", p.classify("delete NodeClaim of", err)
+		}
+		return "NodeClaim " + owner.Name, nil
 	}
 	err = p.client.CoreV1().Nodes().Delete(ctx, p.node, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &node.UID}})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -44,24 +53,14 @@ func (p *Patcher) Replace(ctx context.Context, dyn dynamic.Interface) (string, e
 	return "Node " + p.node, nil
 }
 
-// findNodeClaim returns the NodeClaim whose status.nodeName is the node, or
-// nil when there is none or the cluster has no NodeClaim resource.
-func (p *Patcher) findNodeClaim(ctx context.Context, dyn dynamic.Interface) (*unstructured.Unstructured, error) {
-	if dyn == nil {
-		return nil, nil
-	}
-	list, err := dyn.Resource(NodeClaims).List(ctx, metav1.ListOptions{})
-	switch {
-	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-		return nil, nil // no Karpenter here
-	case err != nil:
-		return nil, fmt.Errorf("list NodeClaims: %w", p.classify("find NodeClaim of", err))
-	}
-	for i := range list.Items {
-		name, _, _ := unstructured.NestedString(list.Items[i].Object, "status", "nodeName")
-		if name == p.node {
-			return &list.Items[i], nil
+// nodeClaimOwner returns the Node's ownerReference to a Karpenter NodeClaim,
+// or nil when it has none.
+func nodeClaimOwner(node *corev1.Node) *metav1.OwnerReference {
+	for i, ref := range node.OwnerReferences {
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err == nil && gv.Group == NodeClaims.Group && ref.Kind == "NodeClaim" {
+			return &node.OwnerReferences[i]
 		}
 	}
-	return nil, nil
+	return nil
 }
