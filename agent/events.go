@@ -2,72 +2,287 @@ package agent
 
 import (
 	"context"
-	"sync/atomic"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/nodeready/nodeready/nodepatch"
 )
 
 // reportingController names nodeready as the source of its Events.
 const reportingController = "nodeready.io/agent"
 
-// flushBudget bounds the wait for Events still on their way at exit.
-const flushBudget = 2 * time.Second
+// noteLimit is the longest note, in bytes, that the API server's
+// validation of events.k8s.io/v1 accepts.
+const noteLimit = 1024
 
-// newRecorder returns client-go's events.k8s.io recorder (which aggregates
-// repeated Events into series) and its shutdown. Events about a Node are
-// stored in the default namespace. The recorder writes from goroutines of
-// its own, and the Verified Event is emitted moments before the SIGTERM that
-// ends the process, so the shutdown waits, bounded, until every Event handed
-// to the recorder has been written (or its first write has failed).
-func newRecorder(client kubernetes.Interface) (events.EventRecorder, func()) {
+const (
+	// flushBudget bounds the wait at exit for Events still on their way.
+	flushBudget = 2 * time.Second
+	// mustSendBudget is the time an Event that matters has from its emission
+	// to be written, when that ends after flushBudget. The Verified Event is
+	// emitted within the release's budget (2*afterBudget+SETTLE_TIME from
+	// the release's start, which precedes the SIGTERM), so the two together
+	// stay inside the default 30 s grace period.
+	mustSendBudget = 5 * time.Second
+)
+
+// mustSend are the reasons of the Events that matter: each is written
+// before the agent exits, or its loss is logged as an error.
+var mustSend = map[string]bool{"Verified": true, "FailedOpen": true, "ReplacingNode": true, "VerificationFailed": true}
+
+// sendBackoff paces the writes of an Event the API server answered with 429
+// or a server error (client-go's REST client has already waited out any
+// Retry-After); together they stay within mustSendBudget.
+var sendBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5}
+
+// newRecorder returns a recorder of events.k8s.io Events about the node and
+// its shutdown, to be called when the agent ends.
+//
+// It keeps client-go's recorder, which writes from goroutines of its own and
+// aggregates a repeated Event into a series, and adds what the agent needs
+// of it. client-go's aggregation key leaves out the note, so one broadcaster
+// would store only the first of several failing checks; here each subject
+// (what a note is about, see subjectOf) has a broadcaster of its own, so
+// each check gets its Event and the same check failing again is counted
+// into it. Every note is cut to noteLimit. And the shutdown waits, bounded,
+// until every Event is written, so an Event that matters is not lost to the
+// process ending; one that cannot be written is logged.
+func newRecorder(client kubernetes.Interface, log zerolog.Logger) (events.EventRecorder, func()) {
 	if client == nil {
 		return &events.FakeRecorder{}, nil
 	}
-	var emitted, written atomic.Int64
-	sink := &countingSink{EventSink: &events.EventSinkImpl{Interface: client.EventsV1()}, written: &written}
-	b := events.NewBroadcaster(sink)
 	ctx, cancel := context.WithCancel(context.Background())
-	_ = b.StartRecordingToSinkWithContext(ctx)
-	recorder := &countingRecorder{EventRecorder: b.NewRecorder(scheme.Scheme, reportingController), emitted: &emitted}
-	return recorder, func() {
-		_ = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, flushBudget, true, func(context.Context) (bool, error) {
-			return written.Load() >= emitted.Load(), nil
-		})
-		b.Shutdown()
+	r := &recorder{
+		sink:     &events.EventSinkImpl{Interface: client.EventsV1()},
+		log:      log,
+		ctx:      ctx,
+		subjects: map[string]events.EventBroadcaster{},
+		recs:     map[string]events.EventRecorder{},
+		pending:  map[sendKey]*sendState{},
+	}
+	return r, func() {
+		r.flush()
+		r.mu.Lock()
+		for _, b := range r.subjects {
+			b.Shutdown()
+		}
+		r.mu.Unlock()
 		cancel()
 	}
 }
 
-// countingRecorder counts the Events handed to the recorder.
-type countingRecorder struct {
-	events.EventRecorder
-	emitted *atomic.Int64
+// recorder routes each Event to the broadcaster of its subject and tracks
+// whether it was written.
+type recorder struct {
+	sink events.EventSink
+	log  zerolog.Logger
+	ctx  context.Context // of the broadcasters; ends at the shutdown
+
+	mu       sync.Mutex
+	subjects map[string]events.EventBroadcaster
+	recs     map[string]events.EventRecorder
+	pending  map[sendKey]*sendState
 }
 
-func (r *countingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	r.emitted.Add(1)
-	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
+// sendKey names the Events that client-go aggregates into one.
+type sendKey struct{ reason, subject string }
+
+// sendState counts the Events of one key handed to client-go and those
+// written (or given up).
+type sendState struct {
+	emitted, settled int
+	last             time.Time // of the last emission
+	err              error     // of the last failed write
 }
 
-// countingSink counts the Events the sink has created, or failed to. An
-// Event repeated into a series is not created again; the bounded wait covers it.
-type countingSink struct {
+func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	note = nodepatch.Truncate(fmt.Sprintf(note, args...), noteLimit)
+	subject := subjectOf(note)
+	r.mu.Lock()
+	rec, ok := r.recs[subject]
+	if !ok {
+		b := events.NewBroadcaster(&trackingSink{EventSink: r.sink, r: r, subject: subject})
+		if err := b.StartRecordingToSinkWithContext(r.ctx); err != nil {
+			r.mu.Unlock()
+			r.log.Error().Err(err).Str("reason", reason).Msg("Could not send Event")
+			return
+		}
+		rec = b.NewRecorder(scheme.Scheme, reportingController)
+		r.subjects[subject], r.recs[subject] = b, rec
+	}
+	s := r.state(sendKey{reason, subject})
+	s.emitted++
+	s.last = time.Now()
+	r.mu.Unlock()
+	rec.Eventf(regarding, related, eventtype, reason, action, "%s", note)
+}
+
+// state returns the state of key; r.mu is held.
+func (r *recorder) state(key sendKey) *sendState {
+	s, ok := r.pending[key]
+	if !ok {
+		s = &sendState{}
+		r.pending[key] = s
+	}
+	return s
+}
+
+// settle records the outcome of a write: every Event of the key handed over
+// so far is stored (a series carries their count), or given up.
+// A loss is logged before it counts as settled, so it is logged before the
+// shutdown returns.
+func (r *recorder) settle(key sendKey, err error) {
+	if err != nil {
+		r.lost(key, err)
+	}
+	r.mu.Lock()
+	s := r.state(key)
+	s.settled, s.err = s.emitted, err
+	r.mu.Unlock()
+}
+
+// lost logs an Event that will not be written.
+func (r *recorder) lost(key sendKey, err error) {
+	ev := r.log.Warn()
+	if mustSend[key.reason] {
+		ev = r.log.Error()
+	}
+	ev.Err(err).Str("reason", key.reason).Str("subject", key.subject).Msg("Could not send Event")
+}
+
+// flush waits until every Event handed over is written or given up: up to
+// flushBudget, and for an Event that matters up to mustSendBudget from its
+// emission. It logs the Events still unwritten then.
+func (r *recorder) flush() {
+	start := time.Now()
+	unsent := func(now time.Time) (waiting bool, late []sendKey) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for key, s := range r.pending {
+			if s.settled >= s.emitted {
+				continue
+			}
+			deadline := start.Add(flushBudget)
+			if mustSend[key.reason] {
+				deadline = later(deadline, s.last.Add(mustSendBudget))
+			}
+			if now.Before(deadline) {
+				waiting = true
+			} else {
+				late = append(late, key)
+			}
+		}
+		return waiting, late
+	}
+	var late []sendKey
+	_ = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, flushBudget+mustSendBudget, true,
+		func(context.Context) (bool, error) {
+			var waiting bool
+			waiting, late = unsent(time.Now())
+			return !waiting, nil
+		})
+	for _, key := range late {
+		r.mu.Lock()
+		err := r.pending[key].err
+		r.mu.Unlock()
+		if err == nil {
+			err = errors.New("not written before exit")
+		}
+		r.lost(key, err)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// subjectOf returns what a note is about: the text before its first ": ",
+// which for a failing check is the check and its target
+// ("dns kubernetes.default.svc.cluster.local"), or else the whole note.
+func subjectOf(note string) string {
+	subject, _, _ := strings.Cut(note, ": ")
+	return subject
+}
+
+// trackingSink writes Events of one subject for client-go's broadcaster,
+// writes again those answered with 429 or a server error, and reports each
+// outcome to the recorder.
+type trackingSink struct {
 	events.EventSink
-	written *atomic.Int64
+	r       *recorder
+	subject string
 }
 
-func (s *countingSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	defer s.written.Add(1)
-	return s.EventSink.Create(ctx, e)
+func (s *trackingSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	return s.send(ctx, e, false, func() (*eventsv1.Event, error) { return s.EventSink.Create(ctx, e) })
+}
+
+func (s *trackingSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
+	return s.send(ctx, e, true, func() (*eventsv1.Event, error) { return s.EventSink.Patch(ctx, e, data) })
+}
+
+func (s *trackingSink) send(ctx context.Context, e *eventsv1.Event, patch bool, write func() (*eventsv1.Event, error)) (*eventsv1.Event, error) {
+	var out *eventsv1.Event
+	err := retry.OnError(sendBackoff, func(err error) bool { return ctx.Err() == nil && transient(err) }, func() error {
+		var err error
+		out, err = write()
+		return err
+	})
+	if err == nil || final(err, patch, e.Series != nil) {
+		s.r.settle(sendKey{e.Reason, s.subject}, err)
+	}
+	return out, err
+}
+
+// transient reports whether writing again soon may succeed: the API server
+// was busy or failing, or did not answer.
+func transient(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+			apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
+	}
+	var construction *rest.RequestConstructionError
+	return !errors.As(err, &construction)
+}
+
+// final reports whether client-go's broadcaster gives the Event up after
+// err, as recordEvent in k8s.io/client-go/tools/events decides: a series
+// patch that finds no Event is created instead, an Event the API server
+// refused is given up (but for a series created twice at once), and after
+// any other error it tries again after a pause.
+func final(err error, patch, series bool) bool {
+	switch err := err.(type) {
+	case *apierrors.StatusError:
+		if patch && err.Status().Code == http.StatusNotFound {
+			return false
+		}
+		return !(series && apierrors.IsAlreadyExists(err))
+	case *rest.RequestConstructionError:
+		return true
+	}
+	return false
 }
 
 // nodeRef is what the Events are about. Its UID is the node's name, the

@@ -1,16 +1,62 @@
 package agent
 
 import (
+	"bytes"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
+
+// sentEvents records the Events the fake API server stored, and how.
+type sentEvents struct {
+	mu      sync.Mutex
+	created []*eventsv1.Event
+	patched []string // names
+}
+
+func (s *sentEvents) notes(reason string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, e := range s.created {
+		if e.Reason == reason {
+			out = append(out, e.Note)
+		}
+	}
+	return out
+}
+
+// recordingClient is a fake clientset that keeps the Events it stores.
+func recordingClient() (*fake.Clientset, *sentEvents) {
+	client := fake.NewClientset()
+	sent := &sentEvents{}
+	client.PrependReactor("create", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sent.mu.Lock()
+		defer sent.mu.Unlock()
+		sent.created = append(sent.created, a.(k8stesting.CreateAction).GetObject().(*eventsv1.Event).DeepCopy())
+		return false, nil, nil
+	})
+	client.PrependReactor("patch", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sent.mu.Lock()
+		defer sent.mu.Unlock()
+		sent.patched = append(sent.patched, a.(k8stesting.PatchAction).GetName())
+		return false, nil, nil
+	})
+	return client, sent
+}
 
 // TestShutdownWaitsForEvents: the Verified Event is emitted just before the
 // process ends; the shutdown lets its write finish instead of dropping it.
@@ -22,8 +68,94 @@ func TestShutdownWaitsForEvents(t *testing.T) {
 		created.Add(1)
 		return false, nil, nil
 	})
-	recorder, shutdown := newRecorder(client)
+	recorder, shutdown := newRecorder(client, zerolog.Nop())
 	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeNormal, "Verified", "Release", "All checks passed")
 	shutdown()
 	assert.Equal(t, int32(1), created.Load(), "the Event was written before the shutdown returned")
+}
+
+// TestEventAnsweredWith429IsSentAgain: API Priority and Fairness answers a
+// busy API server's requests with 429; the Event is written again, before
+// the shutdown returns, instead of being dropped.
+func TestEventAnsweredWith429IsSentAgain(t *testing.T) {
+	client, sent := recordingClient()
+	var attempts atomic.Int32
+	client.PrependReactor("create", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if attempts.Add(1) == 1 {
+			return true, nil, apierrors.NewTooManyRequests("Too many requests, please try again later.", 1)
+		}
+		return false, nil, nil
+	})
+	recorder, shutdown := newRecorder(client, zerolog.Nop())
+	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeNormal, "Verified", "Release", "All 4 checks passed; released in 1s")
+	shutdown()
+	assert.Equal(t, []string{"All 4 checks passed; released in 1s"}, sent.notes("Verified"))
+	assert.Equal(t, int32(2), attempts.Load())
+}
+
+// TestCheckFailedPerCheck: client-go aggregates Events by reason, not by
+// note; each failing check still gets an Event of its own, and the same
+// check failing again is counted into its series.
+func TestCheckFailedPerCheck(t *testing.T) {
+	client, sent := recordingClient()
+	var creates atomic.Int32
+	allCreated := make(chan struct{})
+	client.PrependReactor("create", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if creates.Add(1) == 3 {
+			close(allCreated)
+		}
+		return false, nil, nil
+	})
+	recorder, shutdown := newRecorder(client, zerolog.Nop())
+	node := nodeRef("node-a")
+	for _, note := range []string{
+		"dns a.example: no such host",
+		"tcp 10.0.0.1:443: connection refused",
+		"http https://x:8443/healthz: status 503",
+	} {
+		recorder.Eventf(node, nil, corev1.EventTypeWarning, "CheckFailed", "Verify", "%s", note)
+	}
+	select { // the repeat comes after the first failures are stored, as between rounds
+	case <-allCreated:
+	case <-time.After(10 * time.Second): // fewer were stored; the assertions say which
+	}
+	recorder.Eventf(node, nil, corev1.EventTypeWarning, "CheckFailed", "Verify", "%s", "dns a.example: i/o timeout")
+	shutdown()
+	assert.ElementsMatch(t, []string{
+		"dns a.example: no such host",
+		"tcp 10.0.0.1:443: connection refused",
+		"http https://x:8443/healthz: status 503",
+	}, sent.notes("CheckFailed"))
+	assert.Len(t, sent.patched, 1, "the repeated dns failure is counted into its series")
+}
+
+// TestNoteWithinTheLimit: events.k8s.io/v1 refuses a note over 1024 bytes;
+// every note is cut to fit, on a rune boundary.
+func TestNoteWithinTheLimit(t *testing.T) {
+	client, sent := recordingClient()
+	recorder, shutdown := newRecorder(client, zerolog.Nop())
+	long := strings.Repeat("dns ünïcödé.example: no such host; ", 60)
+	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeWarning, "FailedOpen", "Release", "Released after 30m with failing checks: %s; released in %s", long, "30m0s")
+	shutdown()
+	notes := sent.notes("FailedOpen")
+	require.Len(t, notes, 1)
+	assert.LessOrEqual(t, len(notes[0]), 1024)
+	assert.True(t, utf8.ValidString(notes[0]))
+	assert.True(t, strings.HasPrefix(notes[0], "Released after 30m with failing checks: dns ünïcödé.example"))
+}
+
+// TestLostEventIsLogged: an Event that matters and that the API server
+// refuses is not lost silently.
+func TestLostEventIsLogged(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("create", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(eventsv1.Resource("events"), "", assert.AnError)
+	})
+	var out bytes.Buffer
+	recorder, shutdown := newRecorder(client, zerolog.New(&out))
+	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeWarning, "ReplacingNode", "Replace", "Deleted NodeClaim x because checks failed: dns a: no such host")
+	shutdown()
+	assert.Contains(t, out.String(), `"level":"error"`)
+	assert.Contains(t, out.String(), `"reason":"ReplacingNode"`)
+	assert.Contains(t, out.String(), `"message":"Could not send Event"`)
 }

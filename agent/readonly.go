@@ -24,7 +24,7 @@ import (
 func newWriters(cfg Config, log zerolog.Logger, client kubernetes.Interface, spec nodepatch.Spec) (nodeWriter, events.EventRecorder, func()) {
 	p := nodepatch.New(client, cfg.NodeName, spec)
 	if !cfg.ReadOnly {
-		recorder, shutdown := newRecorder(client)
+		recorder, shutdown := newRecorder(client, log)
 		return p, recorder, shutdown
 	}
 	log.Info().Msg("Running read-only (DRY_RUN=true): the node, its condition and its Events are left as they are")

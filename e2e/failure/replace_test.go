@@ -2,6 +2,7 @@ package failure
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -54,9 +56,11 @@ func replaceEnv(maxRetries string) map[string]string {
 }
 
 // testReplaceNode installs manifests/replace-node/ and a NodeClaim CRD, then holds that a
-// failing node's agent deletes the node's NodeClaim and not the Node, deletes the Node when
-// there is no NodeClaim, never touches another node's NodeClaim (which the own-NodeClaim
-// policy refuses to its token), and replaces nothing when its pod is deleted first.
+// failing node's agent deletes the NodeClaim its Node's ownerReference names, and not the
+// Node, without listing NodeClaims (the ClusterRole no longer allows it); deletes the Node
+// when there is no NodeClaim; never touches another node's NodeClaim (which the
+// own-NodeClaim policy refuses to its token); and replaces nothing when its pod is deleted
+// first.
 func testReplaceNode(t *testing.T, c *harness.Cluster) {
 	ctx := t.Context()
 	out, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "replace-node"))
@@ -78,9 +82,11 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		claimedClaim := createNodeClaim(t, claims, "default-claimed", claimed)
 		healthyClaim := createNodeClaim(t, claims, "default-healthy", healthy)
 
-		require.NoError(t, f.AddNode(ctx, claimed, harness.NodeOptions{BrokenDNS: true, Env: replaceEnv("2")}))
+		require.NoError(t, f.AddNode(ctx, claimed, harness.NodeOptions{BrokenDNS: true, Labels: karpenterLabels, Env: replaceEnv("2")}))
+		registerNode(t, c, claimed, claimedClaim)
 		require.NoError(t, f.AddNode(ctx, unclaimed, harness.NodeOptions{BrokenDNS: true, Env: replaceEnv("2")}))
-		require.NoError(t, f.AddNode(ctx, healthy, harness.NodeOptions{Env: replaceEnv("2")}))
+		require.NoError(t, f.AddNode(ctx, healthy, harness.NodeOptions{Labels: karpenterLabels, Env: replaceEnv("2")}))
+		registerNode(t, c, healthy, healthyClaim)
 
 		// The node with a NodeClaim: the NodeClaim goes, the Node stays.
 		err := harness.Poll(t, func(ctx context.Context) (bool, error) {
@@ -147,7 +153,8 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		node := f.Name() + "-0"
 		claim := createNodeClaim(t, claims, "default-sigterm", node)
 		// The failure would be recorded after 1000 rounds: the pod is deleted long before.
-		require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{BrokenDNS: true, Env: replaceEnv("1000")}))
+		require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{BrokenDNS: true, Labels: karpenterLabels, Env: replaceEnv("1000")}))
+		registerNode(t, c, node, claim)
 		agent, err := f.WaitAgentRunning(ctx, node)
 		require.NoError(t, err)
 		require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 3))
@@ -176,6 +183,30 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 			requireNoEvent(t, c, node, reason)
 		}
 	})
+}
+
+// karpenterLabels are on a Karpenter node from its creation: the NodePool that launched it.
+var karpenterLabels = map[string]string{"karpenter.sh/nodepool": "default"}
+
+// registerNode does to the Node what Karpenter's registration does, in one patch: the
+// NodeClaim becomes the Node's owner (apiVersion karpenter.sh/v1, kind NodeClaim, its name
+// and uid, blockOwnerDeletion) and the node is labelled karpenter.sh/registered=true.
+// Karpenter's termination finalizer is left out, so the test can remove the node.
+func registerNode(t *testing.T, c *harness.Cluster, node string, claim *unstructured.Unstructured) {
+	t.Helper()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"labels": map[string]string{"karpenter.sh/registered": "true"},
+		"ownerReferences": []metav1.OwnerReference{{
+			APIVersion:         claim.GetAPIVersion(),
+			Kind:               claim.GetKind(),
+			Name:               claim.GetName(),
+			UID:                claim.GetUID(),
+			BlockOwnerDeletion: ptr.To(true),
+		}},
+	}})
+	require.NoError(t, err)
+	_, err = c.Client().CoreV1().Nodes().Patch(t.Context(), node, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err, "register node %s", node)
 }
 
 // createNodeClaim creates a NodeClaim whose status names node, as Karpenter's once the node
