@@ -2,6 +2,9 @@ package agent
 
 import (
 	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,7 +19,9 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -158,4 +163,35 @@ func TestLostEventIsLogged(t *testing.T) {
 	assert.Contains(t, out.String(), `"level":"error"`)
 	assert.Contains(t, out.String(), `"reason":"ReplacingNode"`)
 	assert.Contains(t, out.String(), `"message":"Could not send Event"`)
+}
+
+// TestEventOutlastsRetryAfter: a busy API server answers 429 with a
+// Retry-After that client-go's REST client waits out before it sends the
+// Event again; the shutdown right after the Verified Event waits for that
+// instead of ending the process first.
+func TestEventOutlastsRetryAfter(t *testing.T) {
+	var posts, stored atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.NotFound(w, r)
+			return
+		}
+		if posts.Add(1) == 1 {
+			w.Header().Set("Retry-After", "3")
+			http.Error(w, "Too many requests, please try again later.", http.StatusTooManyRequests)
+			return
+		}
+		stored.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", r.Header.Get("Content-Type")) // the Event as sent, as stored
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	require.NoError(t, err)
+	recorder, shutdown := newRecorder(client, zerolog.Nop())
+	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeNormal, "Verified", "Release", "All 4 checks passed; released in 1s")
+	shutdown()
+	assert.Equal(t, int32(1), stored.Load(), "the Event was stored before the shutdown returned")
 }
