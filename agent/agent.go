@@ -50,14 +50,14 @@ const lastFlushBudget = 3 * time.Second
 
 // Agent verifies and releases one node.
 type Agent struct {
-	cfg      Config
-	log      zerolog.Logger
-	checks   []checks.Check
-	node     nodeWriter
-	dynamic  dynamic.Interface
-	events   events.EventRecorder
-	nodeRef  *corev1.Node // what Events are about
-	metrics  *metrics
+	cfg     Config
+	log     zerolog.Logger
+	checks  []checks.Check
+	node    nodeWriter
+	dynamic dynamic.Interface
+	events  events.EventRecorder
+	nodeRef *corev1.Node // what Events are about
+	metrics *metrics
 	// started is when the agent first started in this pod (STATE_DIR), from
 	// which the timers count.
 	started  time.Time
@@ -66,9 +66,9 @@ type Agent struct {
 	// carried the startup taint then (or the agent put it back for a
 	// re-verification). Only a held node is ever failed open or replaced.
 	observed, held bool
-	// releaseErr is the last release error reported in an Event, so a
-	// repeating one is not reported every round.
-	releaseErr string
+	// releaseErr and replaceErr are the last release and replacement errors
+	// reported in an Event, so a repeating one is not reported every round.
+	releaseErr, replaceErr string
 	// Phase times of the verification, for the log: when the first round
 	// began (start-up ends), when the last round's checks ended, and when
 	// the release was confirmed (before the settle window).

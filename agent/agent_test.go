@@ -56,7 +56,8 @@ type fakeNode struct {
 	conditions []nodepatch.Condition
 	taints     int
 	replaces   int
-	notHeld    bool // the node had no startup taint when the agent started
+	notHeld    bool  // the node had no startup taint when the agent started
+	replaceErr error // what Replace answers
 }
 
 func (n *fakeNode) Release(ctx context.Context, _ map[string]string) (nodepatch.Outcome, error) {
@@ -105,6 +106,9 @@ func (n *fakeNode) Replace(context.Context, dynamic.Interface) (string, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.replaces++
+	if n.replaceErr != nil {
+		return "", n.replaceErr
+	}
 	return "NodeClaim default-x", nil
 }
 

@@ -140,7 +140,7 @@ func (e *ConfigError) Error() string {
 // empty items dropped, so "a, b," is [a b].
 type List []string
 
-// Decode reads the variable's value (see loadEnv).
+// Decode implements envconfig.Decoder.
 func (l *List) Decode(value string) error {
 	*l = nil
 	for item := range strings.SplitSeq(value, ",") {
@@ -157,7 +157,7 @@ func (l List) String() string { return strings.Join(l, ",") }
 // In dry-run mode NODE_NAME may be empty.
 func LoadConfig(dryRun bool) (Config, error) {
 	var c Config
-	if err := loadEnv(&c, os.LookupEnv); err != nil {
+	if err := loadEnv(&c); err != nil {
 		return c, err
 	}
 	if err := c.fromKubeNodeReady(os.LookupEnv); err != nil {

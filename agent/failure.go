@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,9 +12,6 @@ import (
 
 	"github.com/nodeready/nodeready/nodepatch"
 )
-
-// maxMessage keeps a condition or Event message readable in kubectl.
-const maxMessage = 1024
 
 // recordFailure records, once, that the retries or the initial timeout ran
 // out: an Error log line with every failing check and misconfiguration, a
@@ -27,7 +25,7 @@ func (a *Agent) recordFailure(ctx context.Context, log zerolog.Logger, round int
 	log.Error().Strs("failing", failing).Strs("misconfigured", misconfigured).Str("action", action).
 		Dur("retry_interval", a.cfg.RetryBackoffMax).Msg("Verification failed, node stays as it is")
 	for _, p := range failing {
-		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "CheckFailed", "Verify", "%s", truncate(p))
+		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "CheckFailed", "Verify", "%s", p)
 	}
 	a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "VerificationFailed", "Verify",
 		"%d of the checks still failing after %d rounds and %s; node stays as it is; failure action: %s",
@@ -71,7 +69,7 @@ func (a *Agent) act(ctx context.Context, log zerolog.Logger, problems []string) 
 		}
 		msg := fmt.Sprintf("Released after %s with failing checks: %s", a.cfg.FailOpenAfter, summary(problems))
 		log.Warn().Strs("failing", problems).Msg("Failing open")
-		err := a.release(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonFailedOpen, Message: truncate(msg)},
+		err := a.release(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonFailedOpen, Message: msg},
 			corev1.EventTypeWarning, "FailedOpen")
 		return err == nil
 	case ReplaceNode:
@@ -81,8 +79,7 @@ func (a *Agent) act(ctx context.Context, log zerolog.Logger, problems []string) 
 		a.setCondition(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonReplacing, Message: summary(problems)})
 		what, err := a.node.Replace(ctx, a.dynamic)
 		if err != nil {
-			log.Error().Err(err).Msg("Could not replace node, will try again")
-			a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReplaceFailed", "Replace", "%s", truncate(err.Error()))
+			a.replaceFailed(ctx, log, err, problems)
 			return false
 		}
 		a.replaced = true
@@ -90,6 +87,30 @@ func (a *Agent) act(ctx context.Context, log zerolog.Logger, problems []string) 
 		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReplacingNode", "Replace", "Deleted %s because checks failed: %s", what, summary(problems))
 	}
 	return false
+}
+
+// replaceFailed reports a replacement that did not happen: a control-plane
+// node is never replaced (for good), and a refused deletion is a
+// misconfiguration, tried again each round but reported only when its error
+// changes.
+func (a *Agent) replaceFailed(ctx context.Context, log zerolog.Logger, err error, problems []string) {
+	if errors.Is(err, nodepatch.ErrControlPlane) {
+		a.replaced = true // nothing to try again
+		log.Error().Err(err).Msg("Not replacing node: control-plane nodes are never replaced, it stays tainted")
+		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReplaceFailed", "Replace",
+			"Not replacing a control-plane node; it stays tainted while checks fail: %s", summary(problems))
+		a.setCondition(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonChecksFailed, Message: summary(problems)})
+		return
+	}
+	ev := log.Warn()
+	if errors.Is(err, nodepatch.ErrForbidden) {
+		ev = log.Error()
+	}
+	ev.Err(err).Msg("Could not replace node, will try again")
+	if msg := err.Error(); msg != a.replaceErr {
+		a.replaceErr = msg
+		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReplaceFailed", "Replace", "%s", msg)
+	}
 }
 
 // retaint puts the startup taint back on a node whose label was removed
@@ -109,12 +130,6 @@ func (a *Agent) retaint(ctx context.Context) {
 	}
 }
 
-// summary joins the problems for a condition or Event message.
-func summary(problems []string) string { return truncate(strings.Join(problems, "; ")) }
-
-func truncate(s string) string {
-	if len(s) <= maxMessage {
-		return s
-	}
-	return s[:maxMessage-3] + "..."
-}
+// summary joins the problems for a condition or Event message. The
+// recorder and nodepatch.SetCondition bound the length, whatever is added to it.
+func summary(problems []string) string { return strings.Join(problems, "; ") }

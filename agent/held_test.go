@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,4 +168,40 @@ func TestNoClusterDNSReleasesAndSaysSo(t *testing.T) {
 	require.Len(t, dns, 1)
 	assert.Contains(t, dns[0], "no cluster DNS is running")
 	assert.Contains(t, logs.String(), "Cluster DNS is not running anywhere, releasing without the dns check")
+}
+
+// TestReplaceRefusals: a control-plane node is never replaced, and that is
+// said once; a refused deletion is tried again each round but reported once
+// per error.
+func TestReplaceRefusals(t *testing.T) {
+	tests := []struct {
+		name      string
+		err       error
+		attempts  func(int) bool
+		condition []string
+	}{
+		{"control-plane node", fmt.Errorf("node node-a: %w", nodepatch.ErrControlPlane),
+			func(n int) bool { return n == 1 },
+			[]string{nodepatch.ReasonChecksFailed, nodepatch.ReasonReplacing, nodepatch.ReasonChecksFailed}},
+		{"deletion forbidden", fmt.Errorf("delete node node-a: %w", nodepatch.ErrForbidden),
+			func(n int) bool { return n >= 3 },
+			[]string{nodepatch.ReasonChecksFailed, nodepatch.ReasonReplacing}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			node := &fakeNode{replaceErr: tt.err}
+			broken := &fakeCheck{name: "dns"}
+			broken.fail.Store(true)
+			a := testAgent(t, node, broken)
+			a.cfg.MaxRetries = 1
+			a.cfg.FailureAction = ReplaceNode
+			_, _ = runAgent(t, a)
+
+			waitFor(t, "rounds go on", func() bool { return broken.runs.Load() >= 6 })
+			assert.True(t, tt.attempts(node.replaced()), "%d attempts", node.replaced())
+			// The fake records every write; the real one skips a condition already shown.
+			assert.Equal(t, tt.condition, slices.Compact(node.reasons()))
+			assert.Len(t, eventsWith(a.events.(*events.FakeRecorder), "Warning ReplaceFailed"), 1)
+		})
+	}
 }
