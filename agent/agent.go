@@ -141,7 +141,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.ReverifyTaint {
 		a.retaint(ctx)
 	}
-	a.observe(ctx, a.log)
 	if !a.verify(ctx) {
 		a.log.Info().Str("reason", cause(ctx)).Msg("Aborted verification, node left as it was")
 		a.lastFlush(ctx)
@@ -179,10 +178,12 @@ func (a *Agent) lastFlush(ctx context.Context) {
 
 // observe reads the node's state, once it is registered, to learn whether
 // nodeready holds it: whether it carried the startup taint when the agent
-// started. A Karpenter node gets its startup taint only at registration, so
-// until then it is read again before each round. A read that fails is tried
-// again before the next round; until a read succeeds the node counts as not
-// held, so nothing destructive can happen on a guess.
+// started. It runs after the first round with problems, so a node that
+// passes at once costs no read beyond the release's own. A Karpenter node
+// gets its startup taint only at registration, so until then it is read
+// again after each such round. A read that fails is tried again after the
+// next; until a read succeeds the node counts as not held, so nothing
+// destructive can happen on a guess.
 func (a *Agent) observe(ctx context.Context, log zerolog.Logger) {
 	if a.observed {
 		return
@@ -217,7 +218,6 @@ func (a *Agent) verify(ctx context.Context) bool {
 		if round == 1 {
 			a.firstRound = time.Now()
 		} else {
-			a.observe(ctx, log)
 			a.flushCondition(ctx, log)
 		}
 		released, failing, misconfigured := a.round(ctx, log)
@@ -230,6 +230,9 @@ func (a *Agent) verify(ctx context.Context) bool {
 		// No problems: the round waited (for Karpenter's registration), which
 		// is not failing and never brings on the failure action.
 		problems := slices.Concat(failing, misconfigured)
+		if len(problems) > 0 {
+			a.observe(ctx, log)
+		}
 		if len(problems) > 0 && !a.failed && (round >= a.cfg.MaxRetries || time.Since(a.started) >= a.cfg.InitialTimeout) {
 			a.recordFailure(ctx, log, round, failing, misconfigured)
 		}
