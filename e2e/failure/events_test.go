@@ -33,7 +33,7 @@ func testCheckFailedPerCheck(t *testing.T, c *harness.Cluster) {
 		"DNS_TEST_DOMAINS": strings.Join(names, ","),
 		"MAX_RETRIES":      "2",
 	}}))
-	waitEvent(t, c, node, "VerificationFailed")
+	harness.RequireNodeEvent(t, c, node, "VerificationFailed")
 
 	var found []eventsv1.Event
 	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
@@ -88,11 +88,11 @@ func testLongNotes(t *testing.T, c *harness.Cluster) {
 	cond := harness.RequireAgentCondition(t, c, open, nodepatch.ReasonFailedOpen)
 	assert.LessOrEqual(t, len(cond.Message), noteLimit, "condition message of %d bytes", len(cond.Message))
 	assert.True(t, strings.HasPrefix(cond.Message, "Released after 2s with failing checks: dns "+names[0]), "message: %.200q", cond.Message)
-	ev := waitEvent(t, c, open, "FailedOpen")
+	ev := harness.RequireNodeEvent(t, c, open, "FailedOpen")
 	assert.Equal(t, corev1.EventTypeWarning, ev.Type)
 	assert.LessOrEqual(t, len(ev.Note), noteLimit)
 	assert.True(t, strings.HasPrefix(ev.Note, "Released after 2s with failing checks: dns "+names[0]), "note: %.200q", ev.Note)
-	waitEvent(t, c, open, "VerificationFailed")
+	harness.RequireNodeEvent(t, c, open, "VerificationFailed")
 
 	// replace-node (no NodeClaim): the Node is deleted and the Event is stored.
 	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
@@ -100,10 +100,10 @@ func testLongNotes(t *testing.T, c *harness.Cluster) {
 		return apierrors.IsNotFound(err), nil
 	})
 	require.NoError(t, err, "the failing node %s was not deleted", replaced)
-	ev = waitEvent(t, c, replaced, "ReplacingNode")
+	ev = harness.RequireNodeEvent(t, c, replaced, "ReplacingNode")
 	assert.LessOrEqual(t, len(ev.Note), noteLimit)
 	assert.True(t, strings.HasPrefix(ev.Note, "Deleted Node "+replaced+" because checks failed: dns "+names[0]), "note: %.200q", ev.Note)
-	waitEvent(t, c, replaced, "VerificationFailed")
+	harness.RequireNodeEvent(t, c, replaced, "VerificationFailed")
 	require.NoError(t, f.WaitAgentsGone(ctx, open))
 }
 

@@ -44,7 +44,7 @@ func testDescribe(t *testing.T, c *harness.Cluster) {
 	cond := harness.RequireAgentCondition(t, c, good, nodepatch.ReasonVerified)
 	assert.Equal(t, corev1.ConditionTrue, cond.Status)
 	assert.Equal(t, "All 4 checks passed", cond.Message)
-	verified := waitEvent(t, c, good, "Verified")
+	verified := harness.RequireNodeEvent(t, c, good, "Verified")
 	assert.Equal(t, corev1.EventTypeNormal, verified.Type)
 	assert.Contains(t, verified.Note, "All 4 checks passed; released in ")
 	assert.Equal(t, "nodeready.io/agent", verified.ReportingController)
@@ -63,10 +63,10 @@ func testDescribe(t *testing.T, c *harness.Cluster) {
 	assert.Equal(t, corev1.ConditionFalse, cond.Status)
 	assert.True(t, strings.HasPrefix(cond.Message, "dns "+harness.DNSName+": "), "message names the failing check: %q", cond.Message)
 	assert.NotContains(t, cond.Message, "tcp ", "only the failing check")
-	checkFailed := waitEvent(t, c, bad, "CheckFailed")
+	checkFailed := harness.RequireNodeEvent(t, c, bad, "CheckFailed")
 	assert.Equal(t, corev1.EventTypeWarning, checkFailed.Type)
 	assert.True(t, strings.HasPrefix(checkFailed.Note, "dns "+harness.DNSName+": "), "note: %q", checkFailed.Note)
-	failed := waitEvent(t, c, bad, "VerificationFailed")
+	failed := harness.RequireNodeEvent(t, c, bad, "VerificationFailed")
 	assert.Equal(t, corev1.EventTypeWarning, failed.Type)
 	assert.Contains(t, failed.Note, "1 of the checks still failing after 2 rounds")
 	assert.Contains(t, failed.Note, "failure action: keep-tainted")
@@ -87,7 +87,7 @@ func testDescribe(t *testing.T, c *harness.Cluster) {
 	if msgs := describedEvents(out, "Warning", "VerificationFailed"); assert.NotEmpty(t, msgs, "VerificationFailed Events in the describe output") {
 		assert.Contains(t, msgs[0], "failure action: keep-tainted")
 	}
-	requireNoEvent(t, c, bad, "Verified")
+	harness.RequireNoNodeEvent(t, c, bad, "Verified")
 
 	// Healed: the same agent releases it, and the condition says so.
 	f.DNS(bad).SetBroken(false)
@@ -159,11 +159,11 @@ func testFailOpen(t *testing.T, c *harness.Cluster) {
 	assert.GreaterOrEqual(t, d, failOpenAfter)
 	assert.NotEmpty(t, n.Annotations[harness.VerifiedLabel+"-at"])
 
-	ev := waitEvent(t, c, node, "FailedOpen")
+	ev := harness.RequireNodeEvent(t, c, node, "FailedOpen")
 	assert.Equal(t, corev1.EventTypeWarning, ev.Type)
 	assert.Contains(t, ev.Note, "Released after 5s with failing checks: dns ")
-	waitEvent(t, c, node, "VerificationFailed")
-	requireNoEvent(t, c, node, "Verified")
+	harness.RequireNodeEvent(t, c, node, "VerificationFailed")
+	harness.RequireNoNodeEvent(t, c, node, "Verified")
 	require.NoError(t, f.WaitAgentsGone(ctx, node))
 }
 
@@ -177,7 +177,7 @@ func testReverifyTaint(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{Env: map[string]string{"REVERIFY_TAINT": "true"}}))
 	require.NoError(t, f.WaitReleased(ctx, node))
 	require.NoError(t, f.WaitAgentsGone(ctx, node))
-	requireNoEvent(t, c, node, "Reverifying") // a new node is tainted already: nothing to put back
+	harness.RequireNoNodeEvent(t, c, node, "Reverifying") // a new node is tainted already: nothing to put back
 
 	_, err := c.Kubectl(ctx, "label", "node", node, harness.VerifiedLabel+"-")
 	require.NoError(t, err)
@@ -198,7 +198,7 @@ func testReverifyTaint(t *testing.T, c *harness.Cluster) {
 		harness.Released,   // and released the node again
 	}, h.States(node))
 
-	ev := waitEvent(t, c, node, "Reverifying")
+	ev := harness.RequireNodeEvent(t, c, node, "Reverifying")
 	assert.Equal(t, corev1.EventTypeNormal, ev.Type)
 	assert.Contains(t, ev.Note, "Put the startup taint "+harness.StartupTaint.Key+"=true:NoSchedule back")
 	cond := harness.AgentCondition(harness.RequireNode(t, c, node))

@@ -1,38 +1,10 @@
 package failure
 
 import (
-	"context"
 	"regexp"
-	"testing"
 
-	"github.com/stretchr/testify/require"
-	eventsv1 "k8s.io/api/events/v1"
-
-	"github.com/nodeready/nodeready/e2e/harness"
 	"github.com/nodeready/nodeready/nodepatch"
 )
-
-// waitEvent waits for an Event about the node with the reason (the agent sends Events
-// asynchronously) and returns the first.
-func waitEvent(t *testing.T, c *harness.Cluster, node, reason string) eventsv1.Event {
-	t.Helper()
-	var found []eventsv1.Event
-	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
-		var err error
-		found, err = c.NodeEvents(ctx, node, reason)
-		return err == nil && len(found) > 0, nil
-	})
-	require.NoError(t, err, "no %s Event about node %s", reason, node)
-	return found[0]
-}
-
-// requireNoEvent asserts that no Event about the node has the reason.
-func requireNoEvent(t *testing.T, c *harness.Cluster, node, reason string) {
-	t.Helper()
-	found, err := c.NodeEvents(t.Context(), node, reason)
-	require.NoError(t, err)
-	require.Empty(t, found, "%s Event about node %s", reason, node)
-}
 
 // rfc1123z matches the times in `kubectl describe node`'s Conditions table.
 const rfc1123z = `\w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} [+-]\d{4}`

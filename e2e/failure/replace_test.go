@@ -94,7 +94,7 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 			return apierrors.IsNotFound(err), nil
 		})
 		require.NoError(t, err, "NodeClaim %s of the failing node %s was not deleted", claimedClaim.GetName(), claimed)
-		ev := waitEvent(t, c, claimed, "ReplacingNode")
+		ev := harness.RequireNodeEvent(t, c, claimed, "ReplacingNode")
 		assert.Equal(t, corev1.EventTypeWarning, ev.Type)
 		assert.Contains(t, ev.Note, "Deleted NodeClaim "+claimedClaim.GetName()+" because checks failed: dns ")
 		cond := harness.RequireAgentCondition(t, c, claimed, nodepatch.ReasonReplacing)
@@ -116,7 +116,7 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 			return apierrors.IsNotFound(err), nil
 		})
 		require.NoError(t, err, "the failing node %s without a NodeClaim was not deleted", unclaimed)
-		ev = waitEvent(t, c, unclaimed, "ReplacingNode")
+		ev = harness.RequireNodeEvent(t, c, unclaimed, "ReplacingNode")
 		assert.Contains(t, ev.Note, "Deleted Node "+unclaimed+" because checks failed: dns ")
 
 		// The healthy node is verified; its NodeClaim was never written by any agent.
@@ -180,7 +180,7 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		assert.Nil(t, got.GetDeletionTimestamp())
 		assert.Equal(t, claim.GetResourceVersion(), got.GetResourceVersion())
 		for _, reason := range []string{"ReplacingNode", "ReplaceFailed", "VerificationFailed", "CheckFailed"} {
-			requireNoEvent(t, c, node, reason)
+			harness.RequireNoNodeEvent(t, c, node, reason)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -125,4 +126,32 @@ func RequireAgentCondition(t testing.TB, c *Cluster, node, reason string) corev1
 		t.Fatal(err)
 	}
 	return cond
+}
+
+// RequireNodeEvent waits for an Event about the node with the reason (the agent sends
+// Events asynchronously) and returns the first; a timeout fails t.
+func RequireNodeEvent(t testing.TB, c *Cluster, node, reason string) eventsv1.Event {
+	t.Helper()
+	var found []eventsv1.Event
+	err := Poll(t, func(ctx context.Context) (bool, error) {
+		var err error
+		found, err = c.NodeEvents(ctx, node, reason)
+		return err == nil && len(found) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("no %s Event about node %s: %v", reason, node, err)
+	}
+	return found[0]
+}
+
+// RequireNoNodeEvent fails t when an Event about the node has the reason.
+func RequireNoNodeEvent(t testing.TB, c *Cluster, node, reason string) {
+	t.Helper()
+	found, err := c.NodeEvents(t.Context(), node, reason)
+	if err != nil {
+		t.Fatalf("list %s Events about node %s: %v", reason, node, err)
+	}
+	if len(found) > 0 {
+		t.Fatalf("%d %s Events about node %s, want none: first %q", len(found), reason, node, found[0].Note)
+	}
 }
