@@ -24,6 +24,7 @@ import (
 	"github.com/nodeready/nodeready/checks/dnstest"
 	"github.com/nodeready/nodeready/e2e/harness"
 	"github.com/nodeready/nodeready/e2e/kubelet"
+	"github.com/nodeready/nodeready/nodepatch"
 )
 
 // maxRetries is the agents' MAX_RETRIES, the shipped default: after that many failing
@@ -108,8 +109,9 @@ func assertBounded(t *testing.T, what string, roundsPerSecond float64, requests 
 }
 
 // TestNodeDeleted: the node is deleted while its agent runs. The agent's release finds no
-// node (404); it says so in a CheckFailed Event and goes on at its capped backoff, without
-// restarting and without a burst of requests.
+// node (404); it says so in a ReleaseFailed Event (a release that fails is never a failed
+// check) and goes on at its capped backoff, without restarting and without a burst of
+// requests.
 func TestNodeDeleted(t *testing.T) {
 	const rounds = 5
 	e := setup(t)
@@ -121,7 +123,7 @@ func TestNodeDeleted(t *testing.T) {
 	rate, requests := a.failedRounds(t, e, rounds)
 	assertBounded(t, "node deleted", rate, requests, rounds)
 	assert.Equal(t, float64(1), a.metric(t, "nodeready_verification_failures_total"), "failure recorded once")
-	assertEventSays(t, ctx, f.client, a.node, "CheckFailed", "node not found")
+	assertEventSays(t, ctx, f.client, a.node, "ReleaseFailed", "node not found")
 	t.Logf("node deleted under its agent: the agent kept running (no restart), %.2f rounds/s after its recorded failure, %.0f API requests in %d rounds: %s",
 		rate, requests.total(), rounds, formatCounts(requests))
 }
@@ -131,7 +133,8 @@ func TestNodeDeleted(t *testing.T) {
 // policy (the policy's verified label changed under the running agent, as an operator who
 // changed VERIFIED_LABEL in one place only would: its write of the label it knows is
 // refused). Each time
-// the agent says so in a CheckFailed Event, keeps the node as it was, goes on at its capped
+// the agent says so in a ReleaseFailed Event (a misconfiguration, never a failed check) and
+// the condition Misconfigured, keeps the node as it was, goes on at its capped
 // backoff without restarting, and releases the node once the permission is back.
 func TestForbidden(t *testing.T) {
 	const rounds = 4
@@ -206,7 +209,11 @@ func TestForbidden(t *testing.T) {
 
 		rate, requests := a.failedRounds(t, e, rounds)
 		assertBounded(t, tc.name, rate, requests, rounds)
-		assertEventSays(t, ctx, f.client, a.node, "CheckFailed", "forbidden: check the ClusterRole and the admission policy")
+		assertEventSays(t, ctx, f.client, a.node, "ReleaseFailed", "forbidden: check the ClusterRole and the admission policy")
+		if tc.name == "policy" { // without its binding, the agent cannot write its condition either
+			cond := harness.RequireAgentCondition(t, e.c, a.node, nodepatch.ReasonMisconfigured)
+			assert.Contains(t, cond.Message, "release: ")
+		}
 		for _, v := range f.versions.of(a.node) {
 			require.True(t, v.tainted() && !v.labelled(), "node %s changed while the agent was refused: %s", a.node, v)
 		}

@@ -32,4 +32,4 @@ func nodeEvents(t *testing.T, ctx context.Context, client kubernetes.Interface, 
 }
 
 // failureReasons are the Events of a recorded failure.
-var failureReasons = []string{"CheckFailed", "VerificationFailed", "FailedOpen", "ReplacingNode", "ReplaceFailed"}
+var failureReasons = []string{"CheckFailed", "VerificationFailed", "FailedOpen", "ReplacingNode", "ReplaceFailed", "ReleaseFailed"}
