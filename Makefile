@@ -35,16 +35,21 @@ vet: ## go vet both modules and check formatting
 	go vet ./...
 	cd e2e && go vet ./...
 	cd e2e/k8s && go mod verify >/dev/null
+	cd e2e/karpenter-build && go mod verify >/dev/null
 	@test -z "$$(gofmt -l . | tee /dev/stderr)"
 
 .PHONY: control-plane
 control-plane: ## Build etcd and the Kubernetes components (v1.36.3, from e2e/k8s/go.mod) from the Go module proxy, once per machine
 	scripts/build-control-plane.sh
 
+.PHONY: karpenter
+karpenter: ## Build Karpenter with its kwok provider (from e2e/karpenter-build/go.mod) from the Go module proxy, once per machine
+	scripts/build-karpenter.sh
+
 # One e2e package at a time (-p 1): each starts its own control plane and agents,
 # and two at once on a small machine would measure the machine, not nodeready.
 .PHONY: e2e
-e2e: build control-plane ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler
+e2e: build control-plane karpenter ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, and the real Karpenter
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./...
 
 .PHONY: demo

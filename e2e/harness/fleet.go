@@ -98,6 +98,8 @@ type fleetNode struct {
 	dns    *dnstest.Server
 	labels map[string]string // must be there after the release
 	taints []corev1.Taint    // exactly the node's taints after the release
+	// adopted: created by someone else (Adopt), who also removes it.
+	adopted bool
 }
 
 // NewFleet starts an empty fleet: a kubelet, running until ctx ends or Stop, and a History
@@ -186,6 +188,9 @@ func (f *Fleet) shutdown(removeNodes bool) error {
 			ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 			defer cancel()
 			for _, n := range nodes {
+				if f.adopted(n) {
+					continue // its provisioner's to remove
+				}
 				if err := f.kubelet.RemoveNode(ctx, n); err != nil {
 					errs = append(errs, err)
 				}
@@ -322,6 +327,36 @@ func (f *Fleet) AddNode(ctx context.Context, name string, o NodeOptions) error {
 	return nil
 }
 
+// Adopt makes the fleet's kubelet the kubelet of every node that someone else creates with
+// the fleet's label and the label key provisioned, such as Karpenter's karpenter.sh/nodepool
+// in a NodePool whose template carries FleetLabel: see kubelet.Kubelet.Adopt. Each node gets
+// its DNS server and environment from options(node) as it is adopted; of NodeOptions, only
+// BrokenDNS, Env and Taints (the taints the node keeps after its release) apply. The labels
+// a node is created with must still be there after its release (WaitReleased).
+func (f *Fleet) Adopt(ctx context.Context, provisioned string, options func(*corev1.Node) NodeOptions) error {
+	selector := FleetLabel + "=" + f.name + "," + provisioned
+	return f.kubelet.Adopt(ctx, selector, func(n *corev1.Node) error {
+		o := options(n)
+		dns, err := dnstest.NewServer(map[string][]netip.Addr{DNSName: {dnsIP}})
+		if err != nil {
+			return err
+		}
+		dns.SetBroken(o.BrokenDNS)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.stopped || f.byName[n.Name] != nil {
+			dns.Close()
+			return nil
+		}
+		f.byName[n.Name] = &fleetNode{dns: dns, labels: maps.Clone(n.Labels), taints: slices.Clone(o.Taints), adopted: true}
+		f.nodes = append(f.nodes, n.Name)
+		if o.Env != nil {
+			f.env[n.Name] = maps.Clone(o.Env)
+		}
+		return nil
+	})
+}
+
 // AddNodes adds n nodes named <fleet>-<i>, i counting up across calls, one after another
 // with the same options, and returns the names of those it added.
 func (f *Fleet) AddNodes(ctx context.Context, n int, o NodeOptions) ([]string, error) {
@@ -338,6 +373,12 @@ func (f *Fleet) AddNodes(ctx context.Context, n int, o NodeOptions) ([]string, e
 		names = append(names, name)
 	}
 	return names, nil
+}
+
+func (f *Fleet) adopted(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.byName[name] != nil && f.byName[name].adopted
 }
 
 func (f *Fleet) node(name string) (*fleetNode, error) {

@@ -67,9 +67,11 @@ type Kubelet struct {
 	running bool
 	stopped bool
 	cancel  context.CancelFunc
-	nodes   map[string]*node
-	pods    map[types.UID]*pod
-	pulls   map[string][]Pull // node -> first pull of each image, in order
+	// adopters end the node watches of Adopt.
+	adopters []context.CancelFunc
+	nodes    map[string]*node
+	pods     map[types.UID]*pod
+	pulls    map[string][]Pull // node -> first pull of each image, in order
 }
 
 // New returns a Kubelet that acts through client. It registers nothing before AddNode and
@@ -157,6 +159,9 @@ func (k *Kubelet) Stop() {
 	k.stopped = true
 	if k.cancel != nil {
 		k.cancel()
+	}
+	for _, cancel := range k.adopters {
+		cancel()
 	}
 	k.mu.Unlock()
 

@@ -48,6 +48,8 @@ var capacity = corev1.ResourceList{
 type node struct {
 	name string
 	uid  types.UID
+	// adopted: someone else created the Node (Adopt); its capacity is its own.
+	adopted bool
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc // ends the node's loops and pod workers; nil until started
@@ -78,20 +80,23 @@ func (k *Kubelet) AddNode(ctx context.Context, name string, opts NodeOptions) er
 	if err != nil {
 		return fmt.Errorf("register node %s: %w", name, err)
 	}
-	n := &node{name: name, uid: created.UID}
+	k.start(&node{name: name, uid: created.UID})
+	k.log.Info("Registered node", "node", name)
+	return nil
+}
 
+// start records the node and, once the kubelet runs, starts its loops.
+func (k *Kubelet) start(n *node) {
 	k.mu.Lock()
-	k.nodes[name] = n
+	k.nodes[n.name] = n
 	running := k.running
 	k.mu.Unlock()
-	k.log.Info("Registered node", "node", name)
 	if running {
 		select {
 		case k.added <- n:
 		case <-k.done:
 		}
 	}
-	return nil
 }
 
 // RemoveNode ends the node as a terminated machine does: its agent processes are killed, and
@@ -217,7 +222,11 @@ func (k *Kubelet) updateNodeStatus(ctx context.Context, name string) error {
 			conds, alloc, capa = n.overrides()
 		}
 		node.Status.Conditions = setConditions(node.Status.Conditions, withOverrides(healthyConditions(), conds), metav1.Now())
-		node.Status.Capacity, node.Status.Allocatable = capacity.DeepCopy(), capacity.DeepCopy()
+		if n != nil && n.adopted {
+			adoptedStatus(&node.Status)
+		} else {
+			node.Status.Capacity, node.Status.Allocatable = capacity.DeepCopy(), capacity.DeepCopy()
+		}
 		maps.Copy(node.Status.Allocatable, alloc)
 		maps.Copy(node.Status.Capacity, capa)
 		_, err = k.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})

@@ -1,0 +1,198 @@
+//go:build karpenter
+
+package karpenter
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodeready/nodeready/e2e/controlplane"
+	"github.com/nodeready/nodeready/e2e/harness"
+)
+
+// startForTest starts Karpenter for the test and stops it at cleanup; after a failure it
+// reports the end of Karpenter's log.
+func startForTest(t *testing.T, c *harness.Cluster) *Karpenter {
+	t.Helper()
+	k, err := Start(t.Context(), c)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		k.Stop()
+		if t.Failed() {
+			t.Logf("last lines of %s:\n%s", k.LogPath(), controlplane.TailFile(k.LogPath(), 40))
+		}
+	})
+	return k
+}
+
+// createNodePool creates the NodePool and deletes it at cleanup, and with it, through
+// Karpenter, its NodeClaims and nodes; cleanup waits a while for them to go, so the next
+// test does not share the machine with them.
+func createNodePool(t *testing.T, dyn dynamic.Interface, pool *unstructured.Unstructured) {
+	t.Helper()
+	_, err := dyn.Resource(NodePools).Create(t.Context(), pool, metav1.CreateOptions{})
+	require.NoError(t, err, "create NodePool %s", pool.GetName())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err := dyn.Resource(NodePools).Delete(ctx, pool.GetName(), metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleanup: delete NodePool %s: %v", pool.GetName(), err)
+			return
+		}
+		for ctx.Err() == nil {
+			list, err := dyn.Resource(NodeClaims).List(ctx, metav1.ListOptions{LabelSelector: NodePoolLabel + "=" + pool.GetName()})
+			if err == nil && len(list.Items) == 0 {
+				return
+			}
+			time.Sleep(harness.PollInterval)
+		}
+		t.Logf("cleanup: NodeClaims of NodePool %s still there after a minute", pool.GetName())
+	})
+}
+
+// deploy creates a Deployment of replicas pods, one per node (required anti-affinity on the
+// hostname), that only nodes of the NodePool can take, and deletes it at cleanup. Nothing
+// tolerates the startup taint: the pods run once their nodes are verified.
+func deploy(t *testing.T, c *harness.Cluster, app, pool string, replicas int32) {
+	t.Helper()
+	labels := map[string]string{"app": app}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: metav1.NamespaceDefault},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{NodePoolLabel: pool},
+					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+						RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+							LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+							TopologyKey:   corev1.LabelHostname,
+						}},
+					}},
+					TerminationGracePeriodSeconds: ptr.To[int64](0),
+					Containers: []corev1.Container{{
+						Name:  "app",
+						Image: "registry.k8s.io/pause:3.10",
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU:    resource.MustParse("100m"),
+							corev1.ResourceMemory: resource.MustParse("64Mi"),
+						}},
+					}},
+				},
+			},
+		},
+	}
+	_, err := c.Client().AppsV1().Deployments(metav1.NamespaceDefault).Create(t.Context(), d, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		err := c.Client().AppsV1().Deployments(metav1.NamespaceDefault).Delete(context.Background(), app, metav1.DeleteOptions{
+			PropagationPolicy: ptr.To(metav1.DeletePropagationForeground),
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleanup: delete Deployment %s: %v", app, err)
+		}
+	})
+}
+
+// waitRunning waits until want pods of the app run, each on its own node, and returns the
+// node of each.
+func waitRunning(t *testing.T, c *harness.Cluster, app string, want int) map[string]string {
+	t.Helper()
+	var on map[string]string
+	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
+		pods, err := c.Client().CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		if err != nil {
+			return false, nil
+		}
+		on = map[string]string{}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				on[p.Name] = p.Spec.NodeName
+			}
+		}
+		return len(on) == want, nil
+	})
+	require.NoError(t, err, "pods of %s running: %v, want %d", app, on, want)
+	return on
+}
+
+// waitNodes waits until the timeline has seen n Nodes and returns their names.
+func waitNodes(t *testing.T, tl *timeline, n int) []string {
+	t.Helper()
+	var nodes []string
+	err := harness.Poll(t, func(context.Context) (bool, error) {
+		nodes = nodes[:0]
+		for _, l := range tl.Launches() {
+			if l.node != "" && !l.deleted {
+				nodes = append(nodes, l.node)
+			}
+		}
+		return len(nodes) >= n, nil
+	})
+	require.NoError(t, err, "Karpenter launched nodes %v, want %d", nodes, n)
+	return nodes
+}
+
+// claimOf returns the NodeClaim that launched the node, as the timeline saw it.
+func claimOf(tl *timeline, node string) launch {
+	for _, l := range tl.Launches() {
+		if l.node == node {
+			return l
+		}
+	}
+	return launch{}
+}
+
+// initialized reports the status of the NodeClaim's Initialized condition ("" when absent).
+func initialized(t *testing.T, dyn dynamic.Interface, claim string) string {
+	t.Helper()
+	u, err := dyn.Resource(NodeClaims).Get(t.Context(), claim, metav1.GetOptions{})
+	require.NoError(t, err, "get NodeClaim %s", claim)
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "Initialized" {
+			return fmt.Sprint(m["status"])
+		}
+	}
+	return ""
+}
+
+// waitInitialized waits until the NodeClaim is Initialized.
+func waitInitialized(t *testing.T, dyn dynamic.Interface, claim string) {
+	t.Helper()
+	var last string
+	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
+		last = initialized(t, dyn, claim)
+		return last == "True", nil
+	})
+	require.NoError(t, err, "NodeClaim %s Initialized=%q", claim, last)
+}
+
+// requireNeverHalfReleased fails t when the node was ever labelled verified while it still
+// carried the startup taint, verified before Karpenter registered it, or registered without
+// the startup taint (what nodeready's wait for the registration relies on).
+func requireNeverHalfReleased(t *testing.T, f *harness.Fleet, tl *timeline, node string) {
+	t.Helper()
+	for _, s := range f.History().States(node) {
+		require.False(t, s.Labelled && s.Tainted, "node %s was labelled and tainted at once: %v", node, f.History().States(node))
+	}
+	l := claimOf(tl, node)
+	require.False(t, l.bothAtOnce, "node %s was labelled and tainted at once", node)
+	require.False(t, l.verifiedBeforeRegistered, "node %s was verified before Karpenter registered it", node)
+	require.False(t, l.registeredUntainted, "node %s was registered without the startup taint: Karpenter did not merge its startupTaints at registration", node)
+}

@@ -1,0 +1,295 @@
+//go:build karpenter
+
+package karpenter
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/nodepatch"
+)
+
+// TestKarpenter runs the real Karpenter (kwok provider) on one control plane with nodeready
+// installed, and a NodePool per scenario whose startupTaints hold nodeready's taint.
+func TestKarpenter(t *testing.T) {
+	c := harness.StartForTest(t, harness.Options{})
+	k := startForTest(t, c)
+	dyn, err := Dynamic(c)
+	require.NoError(t, err)
+	// replace-node needs its RBAC and policy, and they name Karpenter's NodeClaims.
+	out, err := c.Kubectl(t.Context(), "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "replace-node"))
+	require.NoError(t, err)
+	t.Logf("kubectl apply -f manifests/replace-node/:\n%s", out)
+
+	t.Run("pending pods launch nodes that are verified, then Initialized, then run the pods", func(t *testing.T) {
+		testLaunch(t, c, dyn)
+	})
+	t.Run("held nodes: no extra NodeClaim, not Initialized, until their checks pass", func(t *testing.T) {
+		testHeld(t, c, dyn)
+	})
+	t.Run("an agent that starts before registration waits for it", func(t *testing.T) {
+		testBeforeRegistration(t, c, dyn, k)
+	})
+	t.Run("replace-node deletes the NodeClaim and Karpenter replaces the node", func(t *testing.T) {
+		testReplace(t, c, dyn)
+	})
+}
+
+// testLaunch: three pending pods, one per node, make Karpenter launch three nodes; each agent
+// verifies its node after Karpenter registered it, Karpenter then counts the NodeClaim
+// Initialized, and the pods run. Then one node is verified again, with the taint put back.
+func testLaunch(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) {
+	ctx := t.Context()
+	const pool, app, replicas = "launch", "launch", 3
+	f := harness.NewFleetForTest(t, c, pool)
+	require.NoError(t, f.Adopt(ctx, NodePoolLabel, func(*corev1.Node) harness.NodeOptions {
+		return harness.NodeOptions{Env: map[string]string{"REVERIFY_TAINT": "true"}}
+	}))
+	createNodePool(t, dyn, NodePool(pool, f.Name()))
+	tl := watchTimeline(t, c, dyn, pool, app)
+	deploy(t, c, app, pool, replicas)
+
+	nodes := waitNodes(t, tl, replicas)
+	require.NoError(t, f.WaitReleased(ctx, nodes...))
+	on := waitRunning(t, c, app, replicas)
+	for _, node := range nodes {
+		l := claimOf(tl, node)
+		waitInitialized(t, dyn, l.claim)
+		requireNeverHalfReleased(t, f, tl, node)
+		n := harness.RequireNode(t, c, node)
+		assert.Equal(t, "true", n.Labels[RegisteredLabel], "node %s", node)
+		assert.Equal(t, l.claim, l.owner, "node %s: the ownerReference names its NodeClaim", node)
+		assert.Equal(t, nodepatch.ReasonVerified, harness.RequireAgentCondition(t, c, node, nodepatch.ReasonVerified).Reason)
+	}
+	assert.ElementsMatch(t, nodes, uniqueValues(on), "one pod on each launched node")
+	tl.Log(t)
+	assert.Len(t, tl.Claims(), replicas, "NodeClaims: %v", tl.Claims())
+
+	// Re-verification: the label removed, the agent comes back, puts the taint back
+	// (REVERIFY_TAINT) and releases the node again. Karpenter leaves the node alone: the
+	// NodeClaim stays Initialized and no NodeClaim is added.
+	// Once its first agent is gone: until then, that agent's settle window would put a
+	// removed label straight back.
+	node := nodes[0]
+	require.NoError(t, f.WaitAgentsGone(ctx, node))
+	_, err := c.Kubectl(ctx, "label", "node", node, harness.VerifiedLabel+"-")
+	require.NoError(t, err)
+	require.NoError(t, f.WaitReleased(ctx, node))
+	requireNeverHalfReleased(t, f, tl, node)
+	assert.True(t, retaintedAfterRelease(f.History().States(node)), "node %s was not tainted again while verified again: %v", node, f.History().States(node))
+	assert.Equal(t, "True", initialized(t, dyn, claimOf(tl, node).claim))
+	assert.Len(t, tl.Claims(), replicas, "NodeClaims after the re-verification: %v", tl.Claims())
+	t.Logf("history of %s: %v", node, f.History().States(node))
+}
+
+// testHeld: nodes whose checks fail stay held; Karpenter counts them as launching for the
+// pending pods (no extra NodeClaim) and does not count them Initialized, which their
+// NodeClaims show. Healed, they are verified and Initialized, and the pods run.
+func testHeld(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) {
+	ctx := t.Context()
+	const pool, app, replicas = "held", "held", 2
+	f := harness.NewFleetForTest(t, c, pool)
+	require.NoError(t, f.Adopt(ctx, NodePoolLabel, func(*corev1.Node) harness.NodeOptions {
+		return harness.NodeOptions{BrokenDNS: true, Env: map[string]string{"MAX_RETRIES": "2"}}
+	}))
+	createNodePool(t, dyn, NodePool(pool, f.Name()))
+	tl := watchTimeline(t, c, dyn, pool, app)
+	deploy(t, c, app, pool, replicas)
+
+	nodes := waitNodes(t, tl, replicas)
+	for _, node := range nodes {
+		cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
+		assert.Equal(t, corev1.ConditionFalse, cond.Status)
+		// Rounds go on every RETRY_BACKOFF_MAX (1s): after these, Karpenter has had the
+		// pending pods and the held nodes before it through several batch windows.
+		agent, err := f.WaitAgentRunning(ctx, node)
+		require.NoError(t, err)
+		require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 8))
+	}
+	for _, node := range nodes {
+		n := harness.RequireNode(t, c, node)
+		assert.True(t, harness.IsTainted(n), "node %s lost its startup taint", node)
+		assert.Empty(t, n.Labels[harness.VerifiedLabel], "node %s", node)
+		assert.Equal(t, "true", n.Labels[RegisteredLabel], "node %s", node)
+		assert.Empty(t, n.Labels[InitializedLabel], "node %s", node)
+		l := claimOf(tl, node)
+		assert.NotEqual(t, "True", initialized(t, dyn, l.claim), "NodeClaim %s of held node %s is Initialized", l.claim, node)
+		t.Logf("NodeClaim %s of held node %s: conditions %v", l.claim, node, l.conditions)
+	}
+	assert.Len(t, tl.Claims(), replicas, "NodeClaims while the nodes are held: %v", tl.Claims())
+	pods, err := c.Client().CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+	require.NoError(t, err)
+	for _, p := range pods.Items {
+		assert.Empty(t, p.Spec.NodeName, "pod %s bound to a held node", p.Name)
+	}
+
+	for _, node := range nodes {
+		f.DNS(node).SetBroken(false)
+	}
+	require.NoError(t, f.WaitReleased(ctx, nodes...))
+	waitRunning(t, c, app, replicas)
+	for _, node := range nodes {
+		waitInitialized(t, dyn, claimOf(tl, node).claim)
+		requireNeverHalfReleased(t, f, tl, node)
+	}
+	tl.Log(t)
+	assert.Len(t, tl.Claims(), replicas, "NodeClaims: %v", tl.Claims())
+}
+
+// testBeforeRegistration: Karpenter is paused the moment its Node appears, before it
+// registers it, so the agent starts on a node without the startup taint and without
+// karpenter.sh/registered. The agent must neither label it (Karpenter would then merge the
+// taint into a labelled node, which no agent would ever release) nor count it as not held.
+func testBeforeRegistration(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, k *Karpenter) {
+	ctx := t.Context()
+	const pool, app = "early", "early"
+	f := harness.NewFleetForTest(t, c, pool)
+	var mu sync.Mutex
+	var paused []string
+	require.NoError(t, f.Adopt(ctx, NodePoolLabel, func(n *corev1.Node) harness.NodeOptions {
+		if n.Labels[RegisteredLabel] != "true" {
+			if err := k.Pause(); err == nil {
+				mu.Lock()
+				paused = append(paused, n.Name)
+				mu.Unlock()
+			}
+		}
+		return harness.NodeOptions{}
+	}))
+	t.Cleanup(func() { _ = k.Resume() })
+	createNodePool(t, dyn, NodePool(pool, f.Name()))
+	tl := watchTimeline(t, c, dyn, pool, app)
+	deploy(t, c, app, pool, 1)
+
+	node := waitNodes(t, tl, 1)[0]
+	mu.Lock()
+	require.Equal(t, []string{node}, paused, "Karpenter registered the node before it could be paused")
+	mu.Unlock()
+	agent, err := f.WaitAgentRunning(ctx, node)
+	require.NoError(t, err)
+	// Rounds pass while Karpenter is paused: the agent's checks pass, and it waits.
+	require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 5))
+	n := harness.RequireNode(t, c, node)
+	assert.Empty(t, n.Labels[harness.VerifiedLabel], "node %s labelled before its registration", node)
+	assert.Empty(t, n.Labels[RegisteredLabel])
+	assert.False(t, harness.IsTainted(n), "the startup taint comes with the registration")
+
+	require.NoError(t, k.Resume())
+	require.NoError(t, f.WaitReleased(ctx, node))
+	waitRunning(t, c, app, 1)
+	waitInitialized(t, dyn, claimOf(tl, node).claim)
+	requireNeverHalfReleased(t, f, tl, node)
+	// Held: the node had the taint once registered, so a failure would have acted on it.
+	assert.Equal(t, nodepatch.ReasonVerified, harness.RequireAgentCondition(t, c, node, nodepatch.ReasonVerified).Reason)
+	tl.Log(t)
+	t.Logf("history of %s: %v", node, f.History().States(node))
+}
+
+// testReplace: the first node fails its checks; with FAILURE_ACTION=replace-node its agent
+// deletes the NodeClaim its Node's ownerReference names; Karpenter drains and deletes the
+// node and launches another for the pending pod, which is verified and runs it.
+func testReplace(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) {
+	ctx := t.Context()
+	const pool, app = "replace", "replace"
+	f := harness.NewFleetForTest(t, c, pool)
+	var mu sync.Mutex
+	adopted := 0
+	require.NoError(t, f.Adopt(ctx, NodePoolLabel, func(*corev1.Node) harness.NodeOptions {
+		mu.Lock()
+		defer mu.Unlock()
+		adopted++
+		return harness.NodeOptions{BrokenDNS: adopted == 1, Env: map[string]string{"FAILURE_ACTION": "replace-node", "MAX_RETRIES": "2"}}
+	}))
+	createNodePool(t, dyn, NodePool(pool, f.Name()))
+	tl := watchTimeline(t, c, dyn, pool, app)
+	deploy(t, c, app, pool, 1)
+
+	first := waitNodes(t, tl, 1)[0]
+	firstClaim := claimOf(tl, first).claim
+	ev, err := waitEvent(t, c, first, "ReplacingNode")
+	require.NoError(t, err)
+	assert.Contains(t, ev, "Deleted NodeClaim "+firstClaim+" because checks failed: dns ")
+	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
+		_, err := dyn.Resource(NodeClaims).Get(ctx, firstClaim, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	require.NoError(t, err, "NodeClaim %s of the failing node was not deleted", firstClaim)
+	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
+		_, err := c.Client().CoreV1().Nodes().Get(ctx, first, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	require.NoError(t, err, "Karpenter did not remove the failing node %s", first)
+
+	var second string
+	err = harness.Poll(t, func(context.Context) (bool, error) {
+		for _, l := range tl.Launches() {
+			if l.node != "" && l.node != first {
+				second = l.node
+			}
+		}
+		return second != "", nil
+	})
+	require.NoError(t, err, "no replacement node")
+	require.NoError(t, f.WaitReleased(ctx, second))
+	on := waitRunning(t, c, app, 1)
+	assert.Equal(t, []string{second}, uniqueValues(on))
+	waitInitialized(t, dyn, claimOf(tl, second).claim)
+	requireNeverHalfReleased(t, f, tl, second)
+	assert.Equal(t, firstClaim, claimOf(tl, first).owner, "the failing node's ownerReference named its NodeClaim")
+	tl.Log(t)
+	assert.Len(t, tl.Claims(), 2, "NodeClaims: the failed one and its replacement: %v", tl.Claims())
+}
+
+// waitEvent waits for an Event with the reason about the node and returns its note.
+func waitEvent(t *testing.T, c *harness.Cluster, node, reason string) (string, error) {
+	t.Helper()
+	var note string
+	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
+		evs, err := c.NodeEvents(ctx, node, reason)
+		if err != nil || len(evs) == 0 {
+			return false, nil
+		}
+		note = evs[0].Note
+		return true, nil
+	})
+	return note, err
+}
+
+// retaintedAfterRelease reports whether the states show a release, then the startup taint
+// again, then another release.
+func retaintedAfterRelease(states []harness.NodeState) bool {
+	step := 0
+	for _, s := range states {
+		switch {
+		case step == 0 && s.Labelled && !s.Tainted:
+			step = 1
+		case step == 1 && s.Tainted:
+			step = 2
+		case step == 2 && s.Labelled && !s.Tainted:
+			return true
+		}
+	}
+	return false
+}
+
+func uniqueValues(m map[string]string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range m {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,253 @@
+//go:build karpenter
+
+package karpenter
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodeready/nodeready/e2e/harness"
+)
+
+// launch is what the timeline saw of one NodeClaim and its Node, each the first time it was
+// seen: the order comes from the watches, the times are for the log.
+type launch struct {
+	claim, node                          string
+	claimed, created, registered         time.Time
+	verified, initialized, claimReady    time.Time
+	owner                                string // the NodeClaim the Node's ownerReference names
+	verifiedBeforeRegistered, bothAtOnce bool
+	// registeredUntainted: seen registered, before its first release, without the startup
+	// taint, which Karpenter should have merged in with the registration.
+	registeredUntainted  bool
+	createdTainted       bool // the Node carried the startup taint when first seen
+	deleted              bool
+	initializedCondition string // status of the NodeClaim's Initialized condition, last seen
+	conditions           []string
+}
+
+// timeline watches one NodePool's NodeClaims and Nodes and one workload's pods from a start
+// time, and records when each reached each step: pod pending → NodeClaim → Node → registered
+// → verified → Initialized → pod running.
+type timeline struct {
+	start time.Time
+	mu    sync.Mutex
+	// launches by NodeClaim name; a kwok Node's hostname label is its NodeClaim's name.
+	launches map[string]*launch
+	pending  map[string]time.Time // pod → first seen
+	running  map[string]time.Time // pod → first seen Running
+	podNode  map[string]string
+}
+
+// watchTimeline starts the watches; they end with the test.
+func watchTimeline(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool, app string) *timeline {
+	t.Helper()
+	tl := &timeline{start: time.Now(), launches: map[string]*launch{}, pending: map[string]time.Time{}, running: map[string]time.Time{}, podNode: map[string]string{}}
+	ctx := t.Context()
+	claims := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
+		o.LabelSelector = NodePoolLabel + "=" + pool
+	})
+	nodes := informers.NewSharedInformerFactoryWithOptions(c.Client(), 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = NodePoolLabel + "=" + pool
+	}))
+	pods := informers.NewSharedInformerFactoryWithOptions(c.Client(), 0, informers.WithNamespace(metav1.NamespaceDefault),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = "app=" + app }))
+	handlers := []struct {
+		informer cache.SharedIndexInformer
+		fn       func(any, bool)
+	}{
+		{claims.ForResource(NodeClaims).Informer(), tl.claim},
+		{nodes.Core().V1().Nodes().Informer(), tl.node},
+		{pods.Core().V1().Pods().Informer(), tl.pod},
+	}
+	for _, h := range handlers {
+		_, err := h.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { h.fn(obj, false) },
+			UpdateFunc: func(_, obj any) { h.fn(obj, false) },
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				h.fn(obj, true)
+			},
+		})
+		if err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+	}
+	claims.Start(ctx.Done())
+	nodes.Start(ctx.Done())
+	pods.Start(ctx.Done())
+	t.Cleanup(func() { claims.Shutdown(); nodes.Shutdown(); pods.Shutdown() })
+	for _, h := range handlers {
+		if !cache.WaitForCacheSync(ctx.Done(), h.informer.HasSynced) {
+			t.Fatal("watch: caches did not sync")
+		}
+	}
+	return tl
+}
+
+func (tl *timeline) get(claim string) *launch {
+	l := tl.launches[claim]
+	if l == nil {
+		l = &launch{claim: claim}
+		tl.launches[claim] = l
+	}
+	return l
+}
+
+func mark(at *time.Time, now time.Time) {
+	if at.IsZero() {
+		*at = now
+	}
+}
+
+func (tl *timeline) claim(obj any, deleted bool) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	l := tl.get(u.GetName())
+	mark(&l.claimed, now)
+	l.conditions = l.conditions[:0]
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		typ, _ := m["type"].(string)
+		status, _ := m["status"].(string)
+		l.conditions = append(l.conditions, typ+"="+status)
+		if typ == "Initialized" {
+			l.initializedCondition = status
+			if status == "True" {
+				mark(&l.claimReady, now)
+			}
+		}
+	}
+	if deleted {
+		l.deleted = true
+	}
+}
+
+func (tl *timeline) node(obj any, deleted bool) {
+	n, ok := obj.(*corev1.Node)
+	if !ok || deleted {
+		return
+	}
+	now := time.Now()
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	l := tl.get(n.Labels[corev1.LabelHostname])
+	registered := n.Labels[RegisteredLabel] == "true"
+	verified := n.Labels[harness.VerifiedLabel] == "true"
+	if l.created.IsZero() {
+		l.createdTainted = harness.IsTainted(n)
+	}
+	l.node = n.Name
+	mark(&l.created, now)
+	if registered && !verified && l.verified.IsZero() && !harness.IsTainted(n) {
+		l.registeredUntainted = true
+	}
+	if registered {
+		mark(&l.registered, now)
+	}
+	if verified {
+		if l.registered.IsZero() {
+			l.verifiedBeforeRegistered = true
+		}
+		mark(&l.verified, now)
+	}
+	if verified && harness.IsTainted(n) {
+		l.bothAtOnce = true
+	}
+	if n.Labels[InitializedLabel] == "true" {
+		mark(&l.initialized, now)
+	}
+	for _, ref := range n.OwnerReferences {
+		if ref.Kind == "NodeClaim" {
+			l.owner = ref.Name
+		}
+	}
+}
+
+func (tl *timeline) pod(obj any, deleted bool) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok || deleted {
+		return
+	}
+	now := time.Now()
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if _, seen := tl.pending[p.Name]; !seen {
+		tl.pending[p.Name] = now
+	}
+	if p.Status.Phase == corev1.PodRunning {
+		if _, seen := tl.running[p.Name]; !seen {
+			tl.running[p.Name] = now
+			tl.podNode[p.Name] = p.Spec.NodeName
+		}
+	}
+}
+
+// Launches returns a copy of every launch seen, by NodeClaim name.
+func (tl *timeline) Launches() []launch {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var out []launch
+	for _, l := range tl.launches {
+		c := *l
+		c.conditions = slices.Clone(l.conditions)
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].claimed.Before(out[j].claimed) })
+	return out
+}
+
+// Claims returns the names of the NodeClaims seen.
+func (tl *timeline) Claims() []string {
+	var names []string
+	for _, l := range tl.Launches() {
+		if !l.claimed.IsZero() {
+			names = append(names, l.claim)
+		}
+	}
+	return names
+}
+
+// Log writes one line per launch with the time of each step since the watch began, and one
+// per pod: for people, never asserted.
+func (tl *timeline) Log(t *testing.T) {
+	t.Helper()
+	since := func(at time.Time) string {
+		if at.IsZero() {
+			return "-"
+		}
+		return fmt.Sprintf("+%.2fs", at.Sub(tl.start).Seconds())
+	}
+	var b strings.Builder
+	tl.mu.Lock()
+	for pod, at := range tl.pending {
+		fmt.Fprintf(&b, "pod %s: pending %s, running %s on %s\n", pod, since(at), since(tl.running[pod]), tl.podNode[pod])
+	}
+	tl.mu.Unlock()
+	for _, l := range tl.Launches() {
+		fmt.Fprintf(&b, "NodeClaim %s %s, Node %s %s (startup taint at creation: %v), registered %s, verified %s, initialized %s (NodeClaim Initialized %s); conditions %v\n",
+			l.claim, since(l.claimed), l.node, since(l.created), l.createdTainted, since(l.registered), since(l.verified), since(l.initialized), since(l.claimReady), l.conditions)
+	}
+	t.Logf("timeline (from the workload's creation):\n%s", b.String())
+}
