@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,7 +41,9 @@ func NewUnlessNoClusterDNS(dns Check, client kubernetes.Interface, namespace, se
 // Run implements Check. The Service is looked at only after the DNS query
 // failed, so a healthy node pays no request for it.
 func (c *UnlessNoClusterDNS) Run(ctx context.Context) error {
-	err := c.Check.Run(ctx)
+	dnsCtx, cancel := lookupReserved(ctx)
+	err := c.Check.Run(dnsCtx)
+	cancel()
 	if err == nil || errors.Is(err, ErrSkipped) {
 		return err
 	}
@@ -49,6 +52,21 @@ func (c *UnlessNoClusterDNS) Run(ctx context.Context) error {
 		return err
 	}
 	return fmt.Errorf("%w (%s/%s has no ready endpoint): %w", ErrNoClusterDNS, c.namespace, c.service, err)
+}
+
+// lookupReserved shortens ctx's deadline by a fifth (at most 2s), kept for the
+// EndpointSlices lookup. While the cluster DNS Service has no endpoint,
+// kube-proxy rejects the queries and the Go resolver, which retries refused
+// UDP queries, uses up all the time it is given: without this reserve, the
+// lookup would run on an expired context and the bootstrap excuse could never
+// apply on a real node.
+func lookupReserved(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	reserve := min(time.Until(deadline)/5, 2*time.Second)
+	return context.WithDeadline(ctx, deadline.Add(-reserve))
 }
 
 // readyEndpoints lists the EndpointSlices of namespace/service and reports

@@ -92,3 +92,29 @@ func TestUnlessNoClusterDNS(t *testing.T) {
 		})
 	}
 }
+
+// blockingDNS is a dns check that gets no answer: it waits for its context to end, as the Go
+// resolver does for a Service whose packets kube-proxy rejects. It records its deadline.
+type blockingDNS struct{ deadline time.Time }
+
+func (b *blockingDNS) Name() string   { return "dns" }
+func (b *blockingDNS) Target() string { return "kubernetes.default.svc.cluster.local" }
+func (b *blockingDNS) Run(ctx context.Context) error {
+	b.deadline, _ = ctx.Deadline()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestUnlessNoClusterDNSLeavesTimeForTheLookup: a DNS query that uses up its time leaves part
+// of the check's deadline for the EndpointSlices lookup, so a real node whose cluster DNS
+// Service has no endpoint is excused rather than held by a lookup on an expired context.
+func TestUnlessNoClusterDNSLeavesTimeForTheLookup(t *testing.T) {
+	dns := &blockingDNS{}
+	c := checks.NewUnlessNoClusterDNS(dns, fake.NewClientset(kubeDNSSlice()), "kube-system", "kube-dns")
+	deadline := time.Now().Add(500 * time.Millisecond)
+	ctx, cancel := context.WithDeadline(t.Context(), deadline)
+	defer cancel()
+	err := c.Run(ctx)
+	assert.ErrorIs(t, err, checks.ErrNoClusterDNS)
+	assert.True(t, dns.deadline.Before(deadline), "the DNS query gets a shorter deadline than the check")
+}
