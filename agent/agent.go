@@ -132,7 +132,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.shutdown != nil {
 		defer a.shutdown()
 	}
-	addr, err := a.serve(ctx)
+	// The probes are answered until Run returns, through the release's settle
+	// window after the SIGTERM: a server that stopped at the SIGTERM would fail
+	// the liveness probe and leave Warning Events on every verified node.
+	serving, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
+	addr, err := a.serve(serving)
 	if err != nil {
 		return err
 	}

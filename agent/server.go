@@ -16,9 +16,9 @@ import (
 // so a port in use fails the start instead of a probe later. It stops when
 // ctx ends.
 //
-// /healthz is the liveness probe: the process is up. /readyz is the
-// readiness probe: the node is verified, so `kubectl get pods` shows 1/1
-// exactly when the agent has done its job.
+// /healthz is the liveness probe: the process is up. /readyz tells whether
+// the node is verified, for people and scrapers; the DaemonSet has no
+// readiness probe (manifests/03-daemonset.yaml says why).
 func (a *Agent) serve(ctx context.Context) (addr string, err error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
