@@ -39,11 +39,16 @@ func (a *Agent) recordFailure(ctx context.Context, log zerolog.Logger, round int
 
 // failureAction names the failure action that applies, or why none does:
 // only a node nodeready holds is ever failed open or replaced, and a
-// misconfiguration is never the node's fault.
+// misconfiguration is never the node's fault. A Karpenter node whose checks
+// fail before Karpenter registered it is not known to be held yet: its agent
+// starts before the registration, and the startup taint comes with it.
 func (a *Agent) failureAction(misconfigured []string) string {
 	switch {
 	case a.cfg.FailureAction == KeepTainted:
 		return KeepTainted
+	case !a.observed:
+		return "none yet, the node's state is not known (a Karpenter node is read once Karpenter has registered it); " +
+			a.cfg.FailureAction + " once it is known to be held"
 	case !a.held:
 		return "none, the node is not held by nodeready (it had no startup taint when the agent started)"
 	case len(misconfigured) > 0:
