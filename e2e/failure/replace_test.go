@@ -191,7 +191,9 @@ var karpenterLabels = map[string]string{"karpenter.sh/nodepool": "default"}
 // registerNode does to the Node what Karpenter's registration does, in one patch: the
 // NodeClaim becomes the Node's owner (apiVersion karpenter.sh/v1, kind NodeClaim, its name
 // and uid, blockOwnerDeletion) and the node is labelled karpenter.sh/registered=true.
-// Karpenter's termination finalizer is left out, so the test can remove the node.
+// Karpenter's termination finalizer is left out, so the test can remove the node. These
+// tests hold the agent's side (RBAC, the own-NodeClaim policy, a node without a NodeClaim);
+// e2e/karpenter runs replace-node against the real Karpenter.
 func registerNode(t *testing.T, c *harness.Cluster, node string, claim *unstructured.Unstructured) {
 	t.Helper()
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{

@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -63,41 +61,10 @@ func createNodePool(t *testing.T, dyn dynamic.Interface, pool *unstructured.Unst
 	})
 }
 
-// deploy creates a Deployment of replicas pods, one per node (required anti-affinity on the
-// hostname), that only nodes of the NodePool can take, and deletes it at cleanup. Nothing
-// tolerates the startup taint: the pods run once their nodes are verified.
+// deploy creates the Workload and deletes it at cleanup.
 func deploy(t *testing.T, c *harness.Cluster, app, pool string, replicas int32) {
 	t.Helper()
-	labels := map[string]string{"app": app}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: metav1.NamespaceDefault},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeSelector: map[string]string{NodePoolLabel: pool},
-					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-						RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-							LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
-							TopologyKey:   corev1.LabelHostname,
-						}},
-					}},
-					TerminationGracePeriodSeconds: ptr.To[int64](0),
-					Containers: []corev1.Container{{
-						Name:  "app",
-						Image: "registry.k8s.io/pause:3.10",
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-							corev1.ResourceCPU:    resource.MustParse("100m"),
-							corev1.ResourceMemory: resource.MustParse("64Mi"),
-						}},
-					}},
-				},
-			},
-		},
-	}
-	_, err := c.Client().AppsV1().Deployments(metav1.NamespaceDefault).Create(t.Context(), d, metav1.CreateOptions{})
+	_, err := c.Client().AppsV1().Deployments(metav1.NamespaceDefault).Create(t.Context(), Workload(app, pool, replicas), metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		err := c.Client().AppsV1().Deployments(metav1.NamespaceDefault).Delete(context.Background(), app, metav1.DeleteOptions{
