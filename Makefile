@@ -34,6 +34,7 @@ unit: ## Unit tests with the race detector
 vet: ## go vet both modules and check formatting
 	go vet ./...
 	cd e2e && go vet ./...
+	cd e2e && go vet -tags realnode ./realnode/
 	cd e2e/k8s && go mod verify >/dev/null
 	cd e2e/karpenter-build && go mod verify >/dev/null
 	@test -z "$$(gofmt -l . | tee /dev/stderr)"
@@ -51,6 +52,16 @@ karpenter: ## Build Karpenter with its kwok provider (from e2e/karpenter-build/g
 .PHONY: e2e
 e2e: build control-plane karpenter ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, and the real Karpenter
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./...
+
+.PHONY: node
+node: ## Build what the real node runs (kubelet, kube-proxy, containerd, CoreDNS); installs runc, CNI plugins, iptables, conntrack from Debian when missing
+	scripts/build-node.sh >/dev/null
+
+# The real node uses fixed names and addresses (e2e/realnode): one at a time per machine.
+.PHONY: e2e-realnode
+e2e-realnode: build control-plane node ## End-to-end tests on a real node: kubelet, containerd, runc, kube-proxy, CoreDNS (Linux, root)
+	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready flock /tmp/nodeready-realnode.lock \
+		go test -tags realnode -count=1 -timeout 20m -v ./realnode/
 
 .PHONY: demo
 demo: build control-plane ## Watch nodeready verify autoscaled nodes on a local control plane (no cluster needed)

@@ -16,12 +16,12 @@ func (cp *ControlPlane) apiServerArgs() []string {
 	p := cp.pki
 	args := []string{
 		"--etcd-servers=" + cp.etcdURL(),
-		"--bind-address=127.0.0.1",
+		"--bind-address=" + cp.apiServerHost(),
 		"--secure-port=" + strconv.Itoa(cp.apiServerPort),
-		// The endpoint reconciler rejects loopback, so default/kubernetes has no endpoints;
-		// without this flag the API server would advertise the host's outward address, where
-		// nothing listens.
-		"--advertise-address=127.0.0.1",
+		// The endpoint reconciler rejects loopback, so on 127.0.0.1 default/kubernetes has no
+		// endpoints; without this flag the API server would advertise the host's outward
+		// address, where nothing listens.
+		"--advertise-address=" + cp.apiServerHost(),
 		"--cert-dir=" + filepath.Join(cp.workDir, "kube-apiserver"),
 		"--tls-cert-file=" + p.APIServer.CertFile,
 		"--tls-private-key-file=" + p.APIServer.KeyFile,

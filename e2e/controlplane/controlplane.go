@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,11 @@ type Options struct {
 	// LogDir receives one <component>.log per component. It is kept after Stop. When empty,
 	// the logs go to the control plane's work directory and are removed by Stop.
 	LogDir string
+
+	// APIServerAddress is the address kube-apiserver binds and advertises (the default
+	// Service's endpoint); 127.0.0.1 when empty. A real node and its pods reach the API server
+	// only on an address outside loopback, such as the host side of a veth pair.
+	APIServerAddress string
 
 	// Extra flags appended to each component's command line; a repeated flag overrides the
 	// default (for example "--node-monitor-grace-period=20s" for kube-controller-manager).
@@ -133,7 +139,7 @@ func (cp *ControlPlane) prepare() error {
 		return fmt.Errorf("create pki dir: %w", err)
 	}
 	var err error
-	if cp.pki, err = newPKI(pkiDir); err != nil {
+	if cp.pki, err = newPKI(pkiDir, net.ParseIP(cp.apiServerHost())); err != nil {
 		return err
 	}
 	ports, err := freePorts(5)
@@ -213,14 +219,23 @@ func (cp *ControlPlane) RESTConfig() *rest.Config { return rest.CopyConfig(cp.re
 // Client returns an admin client. It survives API server restarts.
 func (cp *ControlPlane) Client() kubernetes.Interface { return cp.client }
 
-// APIServerURL returns the API server's address, https://127.0.0.1:PORT.
-func (cp *ControlPlane) APIServerURL() string { return "https://" + hostPort(cp.apiServerPort) }
+// APIServerURL returns the API server's address, https://127.0.0.1:PORT unless
+// Options.APIServerAddress says otherwise.
+func (cp *ControlPlane) APIServerURL() string {
+	return "https://" + net.JoinHostPort(cp.apiServerHost(), strconv.Itoa(cp.apiServerPort))
+}
+
+func (cp *ControlPlane) apiServerHost() string {
+	if cp.opts.APIServerAddress != "" {
+		return cp.opts.APIServerAddress
+	}
+	return "127.0.0.1"
+}
 
 // APIServerHostPort returns the API server's host and port, in the form of the
 // KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT variables that a pod sees.
 func (cp *ControlPlane) APIServerHostPort() (host string, port string) {
-	host, port, _ = net.SplitHostPort(hostPort(cp.apiServerPort))
-	return host, port
+	return cp.apiServerHost(), strconv.Itoa(cp.apiServerPort)
 }
 
 // CAFile returns the path of the cluster CA certificate, which signs the API server's serving

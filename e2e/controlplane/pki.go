@@ -48,7 +48,9 @@ type pki struct {
 	ServiceAccountKeyFile, ServiceAccountPubFile string
 }
 
-func newPKI(dir string) (*pki, error) {
+// newPKI creates every certificate; apiServerIP, when not loopback, is added to the API
+// server's serving certificate.
+func newPKI(dir string, apiServerIP net.IP) (*pki, error) {
 	ca, err := newCA("nodeready-e2e-ca")
 	if err != nil {
 		return nil, fmt.Errorf("create CA: %w", err)
@@ -62,13 +64,17 @@ func newPKI(dir string) (*pki, error) {
 	}
 
 	loopback := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	apiServerIPs := append(loopback, net.IPv4(10, 96, 0, 1))
+	if apiServerIP != nil && !apiServerIP.IsLoopback() {
+		apiServerIPs = append(apiServerIPs, apiServerIP)
+	}
 	servers := []struct {
 		name  string
 		dns   []string
 		ips   []net.IP
 		field **keyPair
 	}{
-		{"kube-apiserver", []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}, append(loopback, net.IPv4(10, 96, 0, 1)), &p.APIServer},
+		{"kube-apiserver", []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}, apiServerIPs, &p.APIServer},
 		{"kube-controller-manager", []string{"localhost"}, loopback, &p.KCMServing},
 		{"kube-scheduler", []string{"localhost"}, loopback, &p.SchServing},
 	}

@@ -1,0 +1,106 @@
+package image
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// finalStage returns the instructions of the Dockerfile's last stage, keyword first.
+func finalStage(t *testing.T) [][2]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "..", "Dockerfile"))
+	require.NoError(t, err)
+	defer f.Close()
+	var stage [][2]string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		kw, rest, _ := strings.Cut(line, " ")
+		kw = strings.ToUpper(kw)
+		if kw == "FROM" {
+			stage = nil
+		}
+		stage = append(stage, [2]string{kw, strings.TrimSpace(rest)})
+	}
+	require.NoError(t, sc.Err())
+	require.NotEmpty(t, stage)
+	return stage
+}
+
+// TestAgentMatchesDockerfile holds Agent, which the real node runs, to the image the
+// Dockerfile builds for users: base, user, entrypoint and where the binary goes.
+func TestAgentMatchesDockerfile(t *testing.T) {
+	spec := Agent("amd64", []byte("binary"), []byte("certs"))
+	files := map[string]File{}
+	for _, f := range spec.Files {
+		files[f.Path] = f
+	}
+	var user string
+	var entrypoint []string
+	var copied []string
+	for _, in := range finalStage(t) {
+		switch in[0] {
+		case "FROM":
+			assert.Equal(t, "gcr.io/distroless/static-debian12:nonroot", in[1], "Agent models distroless static nonroot")
+		case "USER":
+			user = in[1]
+		case "ENTRYPOINT":
+			require.NoError(t, json.Unmarshal([]byte(in[1]), &entrypoint), "ENTRYPOINT in exec form")
+		case "COPY":
+			fields := strings.Fields(in[1])
+			copied = append(copied, fields[len(fields)-1])
+		default:
+			t.Errorf("the Dockerfile's final stage has %s, which Agent does not model", in[0])
+		}
+	}
+	assert.Equal(t, user, spec.User)
+	assert.Equal(t, entrypoint, spec.Entrypoint)
+	require.NotEmpty(t, copied)
+	for _, dst := range copied {
+		f, ok := files[dst]
+		if assert.True(t, ok, "Agent has no %s", dst) {
+			assert.Equal(t, int64(0o755), f.Mode, dst)
+			assert.Equal(t, []byte("binary"), f.Data, dst)
+		}
+	}
+	assert.Contains(t, entrypoint[0], "/nodeready")
+
+	// What the distroless base brings and the agent relies on: its user by number, and the
+	// CA certificates a TLS client in the binary reads.
+	assert.Contains(t, string(files["/etc/passwd"].Data), "nonroot:x:65532:65532:")
+	assert.Equal(t, []byte("certs"), files[CABundle].Data)
+	assert.Equal(t, int64(0o1777), files["/tmp"].Mode)
+}
+
+// TestBuild reads an image back: config and the layer's files.
+func TestBuild(t *testing.T) {
+	img, err := Build(Agent("arm64", []byte("binary"), []byte("certs")))
+	require.NoError(t, err)
+	cf, err := img.ConfigFile()
+	require.NoError(t, err)
+	assert.Equal(t, "arm64", cf.Architecture)
+	assert.Equal(t, "linux", cf.OS)
+	assert.Equal(t, "65532:65532", cf.Config.User)
+	assert.Equal(t, []string{"/nodeready"}, cf.Config.Entrypoint)
+	layers, err := img.Layers()
+	require.NoError(t, err)
+	require.Len(t, layers, 1)
+
+	again, err := Build(Agent("arm64", []byte("binary"), []byte("certs")))
+	require.NoError(t, err)
+	d1, err := img.Digest()
+	require.NoError(t, err)
+	d2, err := again.Digest()
+	require.NoError(t, err)
+	assert.Equal(t, d1, d2, "the same inputs give the same image")
+}

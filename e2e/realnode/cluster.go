@@ -1,0 +1,166 @@
+package realnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nodeready/nodeready/e2e/controlplane"
+)
+
+// StartupTaint is the taint the node registers with, as the shipped ConfigMap names it.
+const StartupTaint = "node-ready/unverified=true:NoSchedule"
+
+// ClusterOptions configures StartCluster.
+type ClusterOptions struct {
+	NodeName    string // default "real-node"
+	AgentBinary string // the nodeready binary for the agent image: $NODEREADY_BIN or <repo>/bin/nodeready
+	LogDir      string // kept; required
+	Logf        func(format string, args ...any)
+}
+
+// Cluster is a control plane with one real node, the images in a registry on the host end of
+// the node's link, and cluster DNS deployed.
+type Cluster struct {
+	CP       *controlplane.ControlPlane
+	Node     *Node
+	Registry *Registry
+	Images   Images
+	NodeName string
+	repo     string
+	kubectl  string
+	logf     func(format string, args ...any)
+}
+
+// StartCluster prepares the node's namespaces and link, starts the registry with the images,
+// the control plane on HostAddress and deploys CoreDNS. nodeready is not installed yet
+// (Install does what a user does) and the node not started (StartNode).
+func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err error) {
+	if opts.NodeName == "" {
+		opts.NodeName = "real-node"
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	c := &Cluster{NodeName: opts.NodeName, logf: opts.Logf}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	if c.repo, err = repoRoot(); err != nil {
+		return nil, err
+	}
+	agent := opts.AgentBinary
+	if agent == "" {
+		agent = os.Getenv("NODEREADY_BIN")
+	}
+	if agent == "" {
+		agent = filepath.Join(c.repo, "bin", "nodeready")
+	}
+	if c.Node, err = Prepare(Options{Name: opts.NodeName, Taints: []string{StartupTaint}, LogDir: opts.LogDir}); err != nil {
+		return nil, err
+	}
+	if c.Registry, err = StartRegistry(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if c.Images, err = PushImages(ctx, c.Registry, agent, c.Node.Dir()); err != nil {
+		return nil, err
+	}
+	c.logf("Built and pushed the images in %s: %s (%d bytes), %s, %s", time.Since(start).Round(time.Millisecond),
+		c.Images.Agent, c.Images.AgentSize, c.Images.Pause, c.Images.CoreDNS)
+	if c.CP, err = controlplane.Start(ctx, controlplane.Options{
+		LogDir:           filepath.Join(opts.LogDir, "controlplane"),
+		APIServerAddress: HostAddress,
+		// The API server reaches the kubelet (logs, exec) at its InternalIP, on the link.
+		APIServerArgs: []string{"--kubelet-preferred-address-types=InternalIP"},
+	}); err != nil {
+		return nil, fmt.Errorf("start control plane: %w", err)
+	}
+	binDir, err := controlplane.DefaultBinDir()
+	if err != nil {
+		return nil, err
+	}
+	c.kubectl = filepath.Join(binDir, "kubectl")
+	if err = DeployCoreDNS(ctx, c.CP.Client(), c.Images.CoreDNS); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// StartNode starts the node's containerd, kubelet and kube-proxy; the kubelet registers the
+// Node with StartupTaint, as a new node joins.
+func (c *Cluster) StartNode(ctx context.Context) error {
+	if err := c.Node.Start(ctx, c.CP, c.Registry.Host, c.Images.Pause); err != nil {
+		return fmt.Errorf("start real node: %w", err)
+	}
+	return nil
+}
+
+// Install installs nodeready as the README says, `kubectl apply -f manifests/`, then points
+// the DaemonSet at the image in the registry as `make deploy` does, pulled Always so every
+// agent pod's pull is real.
+func (c *Cluster) Install(ctx context.Context) error {
+	out, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(c.repo, "manifests"))
+	if err != nil {
+		return err
+	}
+	c.logf("kubectl apply -f manifests/:\n%s", out)
+	if _, err := c.Kubectl(ctx, "-n", "kube-system", "set", "image", "daemonset/nodeready", "nodeready="+c.Images.Agent); err != nil {
+		return err
+	}
+	_, err = c.Kubectl(ctx, "-n", "kube-system", "patch", "daemonset/nodeready", "--type=json",
+		`-p=[{"op":"replace","path":"/spec/template/spec/containers/0/imagePullPolicy","value":"Always"}]`)
+	return err
+}
+
+// Kubectl runs kubectl as the cluster admin and returns its output; the error holds it too.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, c.kubectl, append([]string{"--kubeconfig", c.CP.Kubeconfig()}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// Stop stops the node (and puts back what it changed on the machine), the registry and the
+// control plane.
+func (c *Cluster) Stop() error {
+	var err error
+	if c.Node != nil {
+		err = c.Node.Stop()
+	}
+	if c.Registry != nil {
+		c.Registry.Stop()
+	}
+	if c.CP != nil {
+		c.CP.Stop()
+	}
+	return err
+}
+
+// repoRoot walks up from the working directory to the repository holding manifests/.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "manifests", "03-daemonset.yaml")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no manifests/03-daemonset.yaml above the working directory")
+		}
+		dir = parent
+	}
+}

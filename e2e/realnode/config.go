@@ -1,0 +1,133 @@
+package realnode
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// containerdConfig: state in the node's own /run, everything else under dir. Images come
+// over plain HTTP from the test's loopback-free registry at registry (host:port).
+func containerdConfig(dir, registry, sandboxImage string) string {
+	return fmt.Sprintf(`version = 3
+root = %[1]q
+state = "/run/containerd"
+
+[grpc]
+  address = %[2]q
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = %[3]q
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = %[4]q
+
+[plugins.'io.containerd.transfer.v1.local']
+  config_path = %[4]q
+
+[plugins.'io.containerd.cri.v1.runtime']
+  # Root lacks CAP_SYS_RESOURCE in some VMs; without this runc fails every sandbox there.
+  restrict_oom_score_adj = true
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = %[5]q
+`, filepath.Join(dir, "root"), socketPath(dir), sandboxImage, filepath.Join(dir, "certs.d"), filepath.Join(dir, "cni"))
+}
+
+func socketPath(containerdDir string) string { return filepath.Join(containerdDir, "containerd.sock") }
+
+// registryHosts tells containerd that the registry speaks plain HTTP.
+func registryHosts(registry string) string {
+	return fmt.Sprintf("server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", registry)
+}
+
+// cniConfig: one bridge with host-local addresses, pods masqueraded to the node's address.
+const cniConfig = `{
+  "cniVersion": "1.0.0",
+  "name": "nodeready",
+  "plugins": [{
+    "type": "bridge",
+    "bridge": "cni0",
+    "isGateway": true,
+    "ipMasq": true,
+    "hairpinMode": true,
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": "` + PodSubnet + `"}]], "routes": [{"dst": "0.0.0.0/0"}]}
+  }]
+}
+`
+
+// kubeletConfig registers the node with taints; cgroupfs and failCgroupV1: false because the
+// machine has cgroup v1 and no systemd; every path under dir.
+func kubeletConfig(dir, caFile, runtimeSocket string, taints []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: %q
+containerRuntimeEndpoint: unix://%s
+address: %s
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: %q}
+authorization:
+  mode: AlwaysAllow
+clusterDomain: cluster.local
+clusterDNS: [%s]
+resolvConf: %q
+podLogsDir: %q
+volumePluginDir: %q
+failSwapOn: false
+serializeImagePulls: false
+evictionHard: {memory.available: 50Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+`, CgroupRoot, runtimeSocket, NodeAddress, caFile, ClusterDNS, filepath.Join(dir, "resolv.conf"),
+		filepath.Join(dir, "pod-logs"), filepath.Join(dir, "volume-plugins"))
+	if len(taints) > 0 {
+		b.WriteString("registerWithTaints:\n")
+		for _, t := range taints {
+			key, rest, _ := strings.Cut(t, "=")
+			value, effect, _ := strings.Cut(rest, ":")
+			fmt.Fprintf(&b, "- {key: %q, value: %q, effect: %q}\n", key, value, effect)
+		}
+	}
+	return b.String()
+}
+
+// kubeProxyConfig: iptables mode; conntrack limits left as the machine has them (0).
+func kubeProxyConfig(kubeconfig, nodeName string) string {
+	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clientConnection: {kubeconfig: %q}
+hostnameOverride: %q
+clusterCIDR: %q
+bindAddress: %s
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+`, kubeconfig, nodeName, "10.244.0.0/16", NodeAddress)
+}
+
+// writeFiles writes path → content, creating directories.
+func writeFiles(files map[string]string) error {
+	for path, content := range files {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

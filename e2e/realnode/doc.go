@@ -1,0 +1,22 @@
+// Package realnode runs a real Kubernetes node on this machine for the e2e tests: containerd
+// with runc and the bridge CNI plugin, kubelet and kube-proxy (iptables mode), all inside a
+// network and mount namespace of their own, joined to the control plane by a veth pair.
+//
+// Layout: the host end of the veth pair has HostAddress (198.18.0.0/15 is reserved for
+// network tests, so it collides with no real network), where the control plane's API server
+// and the test's image registry listen; the node end has NodeAddress, the node's InternalIP.
+// Pods get addresses of PodSubnet on a bridge inside the node's namespace and are masqueraded
+// to NodeAddress, so the host needs no route to them. kube-proxy's Service rules,
+// ip_forward and the kubelet's iptables chains all live in the node's namespace.
+//
+// Machine-wide state, and how it is put back on every exit:
+//   - mounts: the node's mount namespace has its own /run (so /run/containerd and /run/netns)
+//     and /var/log; the kubelet's and containerd's mounts live and die with it;
+//   - cgroups: everything of the node (daemons, shims, containers) runs under CgroupRoot in
+//     every cgroup v1 hierarchy; Stop kills what is left there and removes the cgroups;
+//   - processes: the daemons die with the test process (Pdeathsig); shims and containers that
+//     outlive a killed test are found in CgroupRoot and killed by the next Start or by Clean.
+//
+// Only one real node can run on a machine at a time (fixed names and addresses): callers
+// serialize, as make does with flock.
+package realnode

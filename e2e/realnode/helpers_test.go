@@ -1,0 +1,222 @@
+//go:build realnode
+
+package realnode_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/nodeready/nodeready/e2e/realnode"
+)
+
+const (
+	verifiedLabel = "node-ready/verified"
+	taintKey      = "node-ready/unverified"
+	agentSelector = "app.kubernetes.io/name=nodeready"
+)
+
+// startCluster starts the control plane and the real node; the logs are kept when the test
+// fails.
+func startCluster(t *testing.T) *realnode.Cluster {
+	t.Helper()
+	logDir, err := os.MkdirTemp("", "nodeready-realnode-logs-")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	c, err := realnode.StartCluster(ctx, realnode.ClusterOptions{LogDir: logDir, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("start real node cluster (logs in %s): %v", logDir, err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := c.Kubectl(context.Background(), "get", "pods,events", "-A", "-o", "wide")
+			t.Logf("cluster at failure:\n%s", out)
+		}
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop real node: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("logs kept in %s", logDir)
+			return
+		}
+		os.RemoveAll(logDir)
+	})
+	return c
+}
+
+// podLog records every state of the agent pods that the API server shows, from a watch.
+type podLog struct {
+	mu     sync.Mutex
+	states map[string][]corev1.Pod // by pod name, in order
+	gone   map[string]bool
+	order  []string // pod names as first seen
+}
+
+func watchAgentPods(t *testing.T, c *realnode.Cluster) *podLog {
+	t.Helper()
+	w, err := c.CP.Client().CoreV1().Pods("kube-system").Watch(t.Context(), metav1.ListOptions{LabelSelector: agentSelector})
+	require.NoError(t, err)
+	l := &podLog{states: map[string][]corev1.Pod{}, gone: map[string]bool{}}
+	go func() {
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			l.mu.Lock()
+			if _, seen := l.states[pod.Name]; !seen {
+				l.order = append(l.order, pod.Name)
+			}
+			l.states[pod.Name] = append(l.states[pod.Name], *pod)
+			if ev.Type == watch.Deleted {
+				l.gone[pod.Name] = true
+			}
+			l.mu.Unlock()
+		}
+	}()
+	t.Cleanup(w.Stop)
+	return l
+}
+
+// pods returns the names of the agent pods seen so far.
+func (l *podLog) pods() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.order)
+}
+
+func (l *podLog) isGone(name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gone[name]
+}
+
+func (l *podLog) history(name string) []corev1.Pod {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.states[name])
+}
+
+// newPod waits for an agent pod not seen before (not in known) and returns its name.
+func (l *podLog) newPod(t *testing.T, known []string) string {
+	t.Helper()
+	var name string
+	poll(t, 3*time.Minute, "a new agent pod", func() bool {
+		for _, p := range l.pods() {
+			if !slices.Contains(known, p) {
+				name = p
+				return true
+			}
+		}
+		return false
+	})
+	return name
+}
+
+// lastContainerState is the agent container's last state the kubelet reported for pod.
+func (l *podLog) lastContainerStatus(name string) (corev1.ContainerStatus, bool) {
+	h := l.history(name)
+	for i := len(h) - 1; i >= 0; i-- {
+		for _, cs := range h[i].Status.ContainerStatuses {
+			if cs.State.Terminated != nil {
+				return cs, true
+			}
+		}
+	}
+	return corev1.ContainerStatus{}, false
+}
+
+// wasReady reports whether the pod was ever Ready while it was not being deleted.
+func (l *podLog) wasReady(name string) bool {
+	for _, p := range l.history(name) {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func poll(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	require.NoError(t, err, "waiting for %s", what)
+}
+
+func getNode(t *testing.T, c *realnode.Cluster) *corev1.Node {
+	t.Helper()
+	n, err := c.CP.Client().CoreV1().Nodes().Get(t.Context(), c.NodeName, metav1.GetOptions{})
+	require.NoError(t, err)
+	return n
+}
+
+func tainted(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == taintKey })
+}
+
+func condition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == "node-ready/Verified" {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// warnings returns the Warning Events about the node or the pod since a time.
+func warnings(t *testing.T, c *realnode.Cluster, pod string, since time.Time) []corev1.Event {
+	t.Helper()
+	list, err := c.CP.Client().CoreV1().Events("").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []corev1.Event
+	for _, e := range list.Items {
+		if e.Type != corev1.EventTypeWarning || (e.InvolvedObject.Name != pod && e.InvolvedObject.Name != c.NodeName) {
+			continue
+		}
+		last := e.LastTimestamp.Time
+		if e.Series != nil {
+			last = e.Series.LastObservedTime.Time
+		}
+		if last.IsZero() {
+			last = e.EventTime.Time
+		}
+		if !last.Before(since.Truncate(time.Second)) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// events returns the reasons of the Events about the node since a time.
+func nodeEventReasons(t *testing.T, c *realnode.Cluster, since time.Time) []string {
+	t.Helper()
+	list, err := c.CP.Client().CoreV1().Events("").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + c.NodeName})
+	require.NoError(t, err)
+	var out []string
+	for _, e := range list.Items {
+		last := e.LastTimestamp.Time
+		if e.Series != nil {
+			last = e.Series.LastObservedTime.Time
+		}
+		if last.IsZero() {
+			last = e.EventTime.Time
+		}
+		if !last.Before(since.Truncate(time.Second)) {
+			out = append(out, e.Reason)
+		}
+	}
+	return out
+}

@@ -1,0 +1,240 @@
+package realnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nodeready/nodeready/e2e/controlplane"
+)
+
+// Options configures a node.
+type Options struct {
+	Name string
+	// Taints the kubelet registers the node with (registerWithTaints), as "key=value:Effect".
+	Taints []string
+	// K8sBin holds kubelet and kube-proxy, ContainerdBin containerd, its shim and ctr
+	// (scripts/build-node.sh). Empty: found by Binaries.
+	K8sBin, ContainerdBin string
+	// LogDir receives one log per daemon; it is kept.
+	LogDir string
+}
+
+// Node is a running real node.
+type Node struct {
+	opts    Options
+	dir     string
+	nsPid   int
+	holder  *process
+	daemons []*process // started in order, stopped in reverse
+}
+
+// Prepare cleans what a killed run left, then creates the node's cgroups, namespaces and
+// network. The control plane can bind HostAddress once it returns; Start then starts the
+// daemons. Stop undoes both.
+func Prepare(opts Options) (*Node, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("a real node needs root")
+	}
+	teardownNetwork()
+	if err := cleanCgroups(); err != nil {
+		return nil, fmt.Errorf("clean up a previous real node: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "nodeready-realnode-")
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{opts: opts, dir: dir}
+	if err := n.prepare(); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) prepare() error {
+	if err := createCgroups(); err != nil {
+		return err
+	}
+	// The holder keeps the namespaces alive: a network namespace and a mount namespace with
+	// its own /run (containerd's state, /run/netns) and /var/log (the kubelet's
+	// /var/log/containers), so none of their mounts reaches the host.
+	ready := filepath.Join(n.dir, "namespaces-ready")
+	script := "mount -t tmpfs -o mode=0755 nodeready-run /run && mount -t tmpfs -o mode=0755 nodeready-log /var/log && " +
+		"touch " + ready + " && exec sleep infinity"
+	holder, err := start("namespaces", n.opts.LogDir, 0, nil,
+		"unshare", "--net", "--mount", "--propagation", "private", "--", "sh", "-c", script)
+	if err != nil {
+		return err
+	}
+	n.holder, n.nsPid = holder, holder.cmd.Process.Pid
+	if err := waitFor(10*time.Second, func() error {
+		if err := holder.exited(); err != nil {
+			return backoffStop{err}
+		}
+		_, err := os.Stat(ready)
+		return err
+	}); err != nil {
+		return fmt.Errorf("node namespaces: %w", err)
+	}
+	return setupNetwork(n.nsPid)
+}
+
+// Start starts containerd, the kubelet and kube-proxy against cp, and returns once the
+// kubelet has registered the Node.
+// Images come from registry (host:port, plain HTTP); sandboxImage is the pause image there.
+func (n *Node) Start(ctx context.Context, cp *controlplane.ControlPlane, registry, sandboxImage string) error {
+	k8sBin, ctrdBin, err := Binaries(n.opts.K8sBin, n.opts.ContainerdBin)
+	if err != nil {
+		return err
+	}
+	ctrd := filepath.Join(n.dir, "containerd")
+	kubelet := filepath.Join(n.dir, "kubelet")
+	proxy := filepath.Join(n.dir, "kube-proxy")
+	if err := writeFiles(map[string]string{
+		filepath.Join(ctrd, "config.toml"):                     containerdConfig(ctrd, registry, sandboxImage),
+		filepath.Join(ctrd, "certs.d", registry, "hosts.toml"): registryHosts(registry),
+		filepath.Join(ctrd, "cni", "10-nodeready.conflist"):    cniConfig,
+		filepath.Join(kubelet, "config.yaml"):                  kubeletConfig(kubelet, cp.CAFile(), socketPath(ctrd), n.opts.Taints),
+		filepath.Join(kubelet, "resolv.conf"):                  "",
+		filepath.Join(proxy, "config.yaml"):                    kubeProxyConfig(filepath.Join(proxy, "kubeconfig"), n.opts.Name),
+	}); err != nil {
+		return fmt.Errorf("write node configuration: %w", err)
+	}
+	if err := cp.WriteClientKubeconfig(filepath.Join(kubelet, "kubeconfig"), "system:node:"+n.opts.Name, "system:nodes"); err != nil {
+		return err
+	}
+	if err := cp.WriteClientKubeconfig(filepath.Join(proxy, "kubeconfig"), "system:kube-proxy"); err != nil {
+		return err
+	}
+
+	path := "PATH=" + ctrdBin + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	c, err := start("containerd", n.opts.LogDir, n.nsPid, []string{path},
+		filepath.Join(ctrdBin, "containerd"), "--config", filepath.Join(ctrd, "config.toml"), "--log-level", "info")
+	if err != nil {
+		return err
+	}
+	n.daemons = append(n.daemons, c)
+	if err := waitFor(30*time.Second, func() error {
+		if err := c.exited(); err != nil {
+			return backoffStop{err}
+		}
+		_, err := os.Stat(socketPath(ctrd))
+		return err
+	}); err != nil {
+		return fmt.Errorf("start containerd: %w", err)
+	}
+
+	k, err := start("kubelet", n.opts.LogDir, n.nsPid, []string{path},
+		filepath.Join(k8sBin, "kubelet"),
+		"--config="+filepath.Join(kubelet, "config.yaml"),
+		"--kubeconfig="+filepath.Join(kubelet, "kubeconfig"),
+		"--root-dir="+filepath.Join(kubelet, "root"),
+		"--hostname-override="+n.opts.Name,
+		"--node-ip="+NodeAddress,
+		"--v=2")
+	if err != nil {
+		return err
+	}
+	n.daemons = append(n.daemons, k)
+
+	p, err := start("kube-proxy", n.opts.LogDir, n.nsPid, []string{path},
+		filepath.Join(k8sBin, "kube-proxy"), "--config="+filepath.Join(proxy, "config.yaml"), "--v=2")
+	if err != nil {
+		return err
+	}
+	n.daemons = append(n.daemons, p)
+
+	return waitFor(2*time.Minute, func() error {
+		for _, d := range n.daemons {
+			if err := d.exited(); err != nil {
+				return backoffStop{err}
+			}
+		}
+		if ctx.Err() != nil {
+			return backoffStop{ctx.Err()}
+		}
+		_, err := cp.Client().CoreV1().Nodes().Get(ctx, n.opts.Name, getOptions)
+		return err
+	})
+}
+
+// Exited reports a daemon that exited, or nil.
+func (n *Node) Exited() error {
+	for _, d := range n.daemons {
+		if err := d.exited(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop stops the daemons, kills whatever the node still runs (shims, containers), removes
+// its cgroups, network and files. Mounts end with the node's mount namespace.
+func (n *Node) Stop() error {
+	for i := len(n.daemons) - 1; i >= 0; i-- {
+		n.daemons[i].stop(5 * time.Second)
+	}
+	if n.holder != nil {
+		n.holder.stop(time.Second)
+	}
+	errs := []error{cleanCgroups()}
+	teardownNetwork()
+	if errs[0] == nil {
+		errs = append(errs, os.RemoveAll(n.dir))
+	}
+	return errors.Join(errs...)
+}
+
+// Dir is the node's work directory: configs, the kubelet's root, containerd's root.
+func (n *Node) Dir() string { return n.dir }
+
+// ContainerdSocket is containerd's address, for ctr -a.
+func (n *Node) ContainerdSocket() string { return socketPath(filepath.Join(n.dir, "containerd")) }
+
+// PodLogsDir is where the kubelet writes container logs: <namespace>_<pod>_<uid>/<container>/<restart>.log.
+func (n *Node) PodLogsDir() string { return filepath.Join(n.dir, "kubelet", "pod-logs") }
+
+// NsPid is the process holding the node's namespaces, for nsenter --target.
+func (n *Node) NsPid() string { return strconv.Itoa(n.nsPid) }
+
+// Processes returns the processes named comm that run in the node's pods (below CgroupRoot),
+// such as the agent's, for a test that kills one as the kernel's OOM killer would.
+func (n *Node) Processes(comm string) []int {
+	dirs, err := hierarchies()
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, h := range dirs {
+		if filepath.Base(h) != "pids" {
+			continue
+		}
+		for _, pid := range pidsUnder(filepath.Join(h, CgroupRoot, "kubepods")) {
+			name, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+			if err == nil && strings.TrimSpace(string(name)) == comm {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// ReadFile reads a file in the node's mount namespace, where the kubelet's volumes are
+// mounted: a pod's projected ServiceAccount token, for one.
+func (n *Node) ReadFile(path string) ([]byte, error) {
+	out, err := exec.Command("nsenter", "--mount=/proc/"+strconv.Itoa(n.nsPid)+"/ns/mnt", "--", "cat", path).Output()
+	if err != nil {
+		return nil, fmt.Errorf("read %s on the node: %w", path, err)
+	}
+	return out, nil
+}
+
+// KubeletRoot is the kubelet's --root-dir: pods/<uid>/volumes/... are there.
+func (n *Node) KubeletRoot() string { return filepath.Join(n.dir, "kubelet", "root") }

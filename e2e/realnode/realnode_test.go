@@ -1,0 +1,213 @@
+//go:build realnode
+
+package realnode_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodeready/nodeready/e2e/realnode"
+)
+
+// missingName is a name the cluster DNS does not know until the test creates its Service.
+const missingName = "nodeready-e2e.default.svc.cluster.local"
+
+// TestRealNode runs nodeready as users do: `kubectl apply -f manifests/` with the shipped
+// ConfigMap (only the image reference and pull policy changed), on a real kubelet with
+// containerd and runc, a bridge network, kube-proxy and CoreDNS. The scenarios run in order on
+// the one node.
+func TestRealNode(t *testing.T) {
+	c := startCluster(t)
+	pods := watchAgentPods(t, c)
+	client := c.CP.Client()
+
+	// A new cluster: nodeready installed, then the first node joins, tainted. CoreDNS cannot
+	// schedule anywhere, so the agent releases the node without its dns check (README:
+	// Bootstrap) and CoreDNS starts on it.
+	t.Run("a new node is verified and its agent exits 0", func(t *testing.T) {
+		require.NoError(t, c.Install(t.Context()))
+		since := time.Now()
+		require.NoError(t, c.StartNode(t.Context()))
+		pod := pods.newPod(t, nil)
+		released(t, c, pods, pod)
+		cond := condition(getNode(t, c))
+		require.NotNil(t, cond)
+		assert.Equal(t, "Verified", cond.Reason)
+		assert.Contains(t, nodeEventReasons(t, c, since), "Verified")
+		assert.Contains(t, nodeEventReasons(t, c, since), "DNSNotChecked", "bootstrap: no cluster DNS anywhere")
+		for _, w := range warnings(t, c, pod, since) {
+			assert.Contains(t, []string{"DNSNotChecked", "CgroupV1"}, w.Reason, "Warning Event %s: %s", w.Reason, w.Message)
+		}
+		poll(t, 2*time.Minute, "CoreDNS ready on the released node", func() bool {
+			d, err := client.AppsV1().Deployments("kube-system").Get(t.Context(), "coredns", metav1.GetOptions{})
+			return err == nil && d.Status.ReadyReplicas == 1
+		})
+	})
+
+	// With CoreDNS running, all four default checks pass through the pod network: DNS through
+	// kube-proxy to CoreDNS, tcp and apiserver through the kubernetes Service, endpoints on
+	// the API server's own EndpointSlice.
+	t.Run("re-verification passes every check and leaves no Warning Event", func(t *testing.T) {
+		since := time.Now()
+		known := pods.pods()
+		_, err := c.Kubectl(t.Context(), "label", "node", c.NodeName, verifiedLabel+"-")
+		require.NoError(t, err)
+		pod := pods.newPod(t, known)
+		released(t, c, pods, pod)
+		cond := condition(getNode(t, c))
+		require.NotNil(t, cond)
+		assert.Equal(t, "All 4 checks passed", cond.Message)
+		assert.Empty(t, warnings(t, c, pod, since), "a healthy verification leaves no Warning Event")
+	})
+
+	// A node whose DNS cannot resolve the name it must: held, with the condition and Events;
+	// its agent killed and restarted by the kubelet, then its pod deleted during the checks;
+	// released once the name resolves.
+	t.Run("a failing check holds the node until it is fixed", func(t *testing.T) {
+		_, err := c.Kubectl(t.Context(), "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
+			`-p={"data":{"DNS_TEST_DOMAINS":"`+missingName+`"}}`)
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_, _ = c.Kubectl(t.Context(), "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
+				`-p={"data":{"DNS_TEST_DOMAINS":"kubernetes.default.svc.cluster.local"}}`)
+		})
+		since := time.Now()
+		known := pods.pods()
+		// As a new node: the startup taint, no label.
+		_, err = c.Kubectl(t.Context(), "taint", "node", c.NodeName, realnode.StartupTaint)
+		require.NoError(t, err)
+		_, err = c.Kubectl(t.Context(), "label", "node", c.NodeName, verifiedLabel+"-")
+		require.NoError(t, err)
+		pod := pods.newPod(t, known)
+
+		poll(t, 3*time.Minute, "condition ChecksFailed", func() bool {
+			cond := condition(getNode(t, c))
+			return cond != nil && cond.Reason == "ChecksFailed"
+		})
+		n := getNode(t, c)
+		assert.True(t, tainted(n), "held")
+		assert.NotContains(t, n.Labels, verifiedLabel)
+		assert.Contains(t, condition(n).Message, missingName)
+		poll(t, time.Minute, "CheckFailed and VerificationFailed Events", func() bool {
+			r := nodeEventReasons(t, c, since)
+			return slices.Contains(r, "CheckFailed") && slices.Contains(r, "VerificationFailed")
+		})
+
+		t.Run("the own-node policy holds with the token the kubelet mounted", func(t *testing.T) {
+			ownNodePolicy(t, c, pod)
+		})
+
+		t.Run("the container killed is restarted by the kubelet", func(t *testing.T) {
+			procs := c.Node.Processes("nodeready")
+			require.Len(t, procs, 1, "one agent process on the node")
+			require.NoError(t, syscall.Kill(procs[0], syscall.SIGKILL))
+			var cs corev1.ContainerStatus
+			poll(t, 2*time.Minute, "the agent restarted", func() bool {
+				p, err := client.CoreV1().Pods("kube-system").Get(t.Context(), pod, metav1.GetOptions{})
+				if err != nil || len(p.Status.ContainerStatuses) == 0 {
+					return false
+				}
+				cs = p.Status.ContainerStatuses[0]
+				return cs.RestartCount >= 1 && cs.State.Running != nil
+			})
+			require.NotNil(t, cs.LastTerminationState.Terminated)
+			assert.Equal(t, int32(137), cs.LastTerminationState.Terminated.ExitCode)
+			poll(t, time.Minute, "the restarted agent keeps its timers", func() bool {
+				return strings.Contains(agentLog(t, c, pod, 1), "Restarted in the same pod")
+			})
+			assert.True(t, tainted(getNode(t, c)), "still held")
+		})
+
+		t.Run("the pod deleted during its checks writes nothing and exits 0", func(t *testing.T) {
+			before := getNode(t, c)
+			known := pods.pods()
+			require.NoError(t, client.CoreV1().Pods("kube-system").Delete(t.Context(), pod, metav1.DeleteOptions{}))
+			poll(t, time.Minute, "the pod gone", func() bool { return pods.isGone(pod) })
+			cs, ok := pods.lastContainerStatus(pod)
+			require.True(t, ok, "the kubelet reported the container's end")
+			assert.Equal(t, int32(0), cs.State.Terminated.ExitCode)
+			after := getNode(t, c)
+			assert.Equal(t, before.Labels, after.Labels)
+			assert.Equal(t, before.Annotations, after.Annotations)
+			assert.Equal(t, before.Spec.Taints, after.Spec.Taints)
+			assert.Equal(t, condition(before), condition(after))
+			pod = pods.newPod(t, known) // the DaemonSet's next agent on the still unverified node
+		})
+
+		// The fix: the name exists. The agent checks again at RETRY_BACKOFF_MAX.
+		_, err = client.CoreV1().Services("default").Create(t.Context(), &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "nodeready-e2e"},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		released(t, c, pods, pod)
+		assert.Equal(t, "Verified", condition(getNode(t, c)).Reason)
+	})
+}
+
+// released waits for the node to be released and the agent pod to go, and checks what the
+// kubelet reported: the agent ran Ready and exited 0, and said so in its log.
+func released(t *testing.T, c *realnode.Cluster, pods *podLog, pod string) {
+	t.Helper()
+	poll(t, 4*time.Minute, "node released", func() bool {
+		n := getNode(t, c)
+		return n.Labels[verifiedLabel] == "true" && !tainted(n)
+	})
+	poll(t, 2*time.Minute, "agent pod "+pod+" gone", func() bool { return pods.isGone(pod) })
+	cs, ok := pods.lastContainerStatus(pod)
+	require.True(t, ok, "the kubelet reported the container's end")
+	assert.Equal(t, int32(0), cs.State.Terminated.ExitCode, "exit code of %s", pod)
+	assert.True(t, pods.wasReady(pod), "READY 1/1 while the agent ran")
+}
+
+// agentLog reads the agent container's log that the kubelet wrote for a restart.
+func agentLog(t *testing.T, c *realnode.Cluster, pod string, restart int) string {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(c.Node.PodLogsDir(), "kube-system_"+pod+"_*", "nodeready"))
+	if len(dirs) != 1 {
+		return ""
+	}
+	data, _ := os.ReadFile(filepath.Join(dirs[0], strconv.Itoa(restart)+".log"))
+	return string(data)
+}
+
+// ownNodePolicy uses the agent pod's token, as the kubelet mounted it, against another node
+// and its own: the admission policy refuses the first.
+func ownNodePolicy(t *testing.T, c *realnode.Cluster, pod string) {
+	p, err := c.CP.Client().CoreV1().Pods("kube-system").Get(t.Context(), pod, metav1.GetOptions{})
+	require.NoError(t, err)
+	tokens, _ := filepath.Glob(filepath.Join(c.Node.KubeletRoot(), "pods", string(p.UID), "volumes", "kubernetes.io~projected", "*", "token"))
+	require.Len(t, tokens, 1, "the projected ServiceAccount token")
+	token, err := c.Node.ReadFile(tokens[0])
+	require.NoError(t, err)
+
+	cfg := c.CP.RESTConfig()
+	cfg = &rest.Config{Host: cfg.Host, BearerToken: string(token), TLSClientConfig: rest.TLSClientConfig{CAFile: c.CP.CAFile()}}
+	agent, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other-node", Labels: map[string]string{"kubernetes.io/os": "linux"}}}
+	_, err = c.CP.Client().CoreV1().Nodes().Create(t.Context(), other, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.CP.Client().CoreV1().Nodes().Delete(t.Context(), "other-node", metav1.DeleteOptions{}) })
+	patch := []byte(`{"metadata":{"labels":{"` + verifiedLabel + `":"true"}}}`)
+	_, err = agent.CoreV1().Nodes().Patch(t.Context(), "other-node", types.MergePatchType, patch, metav1.PatchOptions{})
+	require.Error(t, err)
+	assert.True(t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "refused: %v", err)
+	assert.Contains(t, err.Error(), "nodeready")
+}

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Builds what the real node of the e2e tests runs (e2e/realnode), beside the control plane:
+#   - kubelet and kube-proxy from e2e/k8s (the control plane's module, so the same pinned
+#     Kubernetes) into .cache/k8s/<version>/bin;
+#   - containerd, containerd-shim-runc-v2 and ctr from e2e/containerd-build into
+#     .cache/containerd/<version>/bin;
+#   - CoreDNS from e2e/coredns-build into .cache/coredns/<version>/bin;
+# and installs what comes from Debian packages when it is missing: runc, the CNI plugins,
+# iptables and conntrack (apt-get update once, then apt-get install -y; needs root).
+#
+# Each module dir requires only the program it builds, so every dependency is at the version
+# that program pins and nothing else can move it.
+#
+# Later runs return at once unless a module these binaries are built from, this script or the
+# Go toolchain changed. Cold, the builds take several minutes on two cores.
+#
+# Usage: scripts/build-node.sh [-f]   (-f rebuilds even when up to date)
+# Prints three lines on stdout: the Kubernetes, containerd and CoreDNS bin directories.
+set -euo pipefail
+
+force=false
+case "${1:-}" in
+  -f | --force) force=true ;;
+  "") ;;
+  *)
+    echo "usage: $0 [-f]" >&2
+    exit 2
+    ;;
+esac
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+log() { echo "build-node: $*" >&2; }
+
+install_packages() {
+  local missing=()
+  command -v runc >/dev/null || missing+=(runc)
+  [[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
+  command -v iptables >/dev/null || missing+=(iptables)
+  command -v conntrack >/dev/null || missing+=(conntrack)
+  ((${#missing[@]} == 0)) && return 0
+  if [[ "$(id -u)" != 0 ]]; then
+    log "missing Debian packages ${missing[*]}; install them as root"
+    exit 1
+  fi
+  log "installing ${missing[*]}"
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
+}
+
+# build MOD_DIR BIN_DIR STAMP_NAME LDFLAGS NAME=PACKAGE... builds the packages of a module
+# into BIN_DIR when the stamp (every module they link, this script, the toolchain) changed.
+build() {
+  local mod_dir="$1" bin_dir="$2" stamp_name="$3" ldflags="$4"
+  shift 4
+  local pkgs=() names=()
+  for c in "$@"; do
+    names+=("${c%%=*}")
+    pkgs+=("${c#*=}")
+  done
+  mkdir -p "${bin_dir}"
+  exec 9>"${bin_dir}/.${stamp_name}.lock"
+  flock 9
+  local stamp_file="${bin_dir}/.${stamp_name}-stamp" stamp
+  stamp="$(
+    {
+      go -C "${mod_dir}" list -deps \
+        -f '{{with .Module}}{{.Path}} {{.Version}}{{with .Replace}} => {{.Path}} {{.Version}}{{end}}{{end}}' \
+        "${pkgs[@]}" | sort -u
+      cat "${BASH_SOURCE[0]}"
+      echo "${ldflags}"
+    } | sha256sum | cut -d' ' -f1
+  ) $(go env GOVERSION)"
+  local up_to_date=true
+  for n in "${names[@]}"; do [[ -x "${bin_dir}/${n}" ]] || up_to_date=false; done
+  [[ "$(cat "${stamp_file}" 2>/dev/null || true)" == "${stamp}" ]] || up_to_date=false
+  if [[ "${force}" == false && "${up_to_date}" == true ]]; then
+    log "up to date: ${names[*]}"
+    exec 9>&-
+    return 0
+  fi
+  log "building ${names[*]} into ${bin_dir}"
+  local work_dir start=${SECONDS}
+  work_dir="$(mktemp -d "${bin_dir}/.build.XXXXXX")"
+  (cd "${mod_dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${work_dir}/" "${pkgs[@]}")
+  rm -f "${stamp_file}"
+  for c in "$@"; do
+    local name="${c%%=*}" built="${c#*=}"
+    built="${built##*/}"
+    mv -f "${work_dir}/${built}" "${bin_dir}/${name}"
+  done
+  rm -rf "${work_dir}"
+  echo "${stamp}" >"${stamp_file}"
+  log "built ${names[*]} in $((SECONDS - start))s"
+  exec 9>&-
+}
+
+install_packages
+
+# Kubernetes: the same version flags as scripts/build-control-plane.sh.
+k8s_dir="${repo_root}/e2e/k8s"
+k8s_version="$(go -C "${k8s_dir}" list -m -f '{{.Version}}' k8s.io/kubernetes)"
+major="${k8s_version#v}" && major="${major%%.*}"
+minor="${k8s_version#v*.}" && minor="${minor%%.*}"
+k8s_ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  k8s_ldflags+=" -X ${pkg}.gitVersion=${k8s_version} -X ${pkg}.gitMajor=${major} -X ${pkg}.gitMinor=${minor} -X ${pkg}.gitTreeState=clean"
+done
+k8s_bin="${NODEREADY_K8S_BIN:-${repo_root}/.cache/k8s/${k8s_version}/bin}"
+build "${k8s_dir}" "${k8s_bin}" node-build "${k8s_ldflags}" \
+  "kubelet=k8s.io/kubernetes/cmd/kubelet" \
+  "kube-proxy=k8s.io/kubernetes/cmd/kube-proxy"
+
+ctrd_dir="${repo_root}/e2e/containerd-build"
+ctrd_version="$(go -C "${ctrd_dir}" list -m -f '{{.Version}}' github.com/containerd/containerd/v2)"
+ctrd_bin="${repo_root}/.cache/containerd/${ctrd_version}/bin"
+build "${ctrd_dir}" "${ctrd_bin}" build \
+  "-s -w -X github.com/containerd/containerd/v2/version.Version=${ctrd_version}" \
+  "containerd=github.com/containerd/containerd/v2/cmd/containerd" \
+  "containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2" \
+  "ctr=github.com/containerd/containerd/v2/cmd/ctr"
+
+coredns_dir="${repo_root}/e2e/coredns-build"
+coredns_version="$(go -C "${coredns_dir}" list -m -f '{{.Version}}' github.com/coredns/coredns)"
+coredns_bin="${repo_root}/.cache/coredns/${coredns_version}/bin"
+build "${coredns_dir}" "${coredns_bin}" build "-s -w" "coredns=github.com/coredns/coredns"
+
+echo "${k8s_bin}"
+echo "${ctrd_bin}"
+echo "${coredns_bin}"
