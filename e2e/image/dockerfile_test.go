@@ -1,8 +1,10 @@
 package image
 
 import (
+	"archive/tar"
 	"bufio"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,6 +97,24 @@ func TestBuild(t *testing.T) {
 	layers, err := img.Layers()
 	require.NoError(t, err)
 	require.Len(t, layers, 1)
+	rc, err := layers[0].Uncompressed()
+	require.NoError(t, err)
+	defer rc.Close()
+	headers := map[string]*tar.Header{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		headers[h.Name] = h
+	}
+	require.Contains(t, headers, "nodeready")
+	assert.Equal(t, int64(0o755), headers["nodeready"].Mode)
+	require.Contains(t, headers, "home/nonroot/")
+	assert.Equal(t, NonrootUID, headers["home/nonroot/"].Uid)
+	assert.Contains(t, headers, "etc/ssl/certs/ca-certificates.crt")
 
 	again, err := Build(Agent("arm64", []byte("binary"), []byte("certs")))
 	require.NoError(t, err)

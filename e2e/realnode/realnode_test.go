@@ -42,9 +42,18 @@ func TestRealNode(t *testing.T) {
 	t.Run("a new node is verified and its agent exits 0", func(t *testing.T) {
 		require.NoError(t, c.Install(t.Context()))
 		since := time.Now()
+		rec, err := c.Record(t.Context())
+		require.NoError(t, err)
 		require.NoError(t, c.StartNode(t.Context()))
 		pod := pods.newPod(t, nil)
 		released(t, c, pods, pod)
+		tl, err := rec.Wait(t.Context(), c.Node.PodLogsDir())
+		require.NoError(t, err)
+		assert.Equal(t, pod, tl.Pod)
+		for _, s := range tl.Steps() {
+			t.Logf("%-36s %s", s.Name, s.Took.Round(time.Millisecond))
+		}
+		t.Logf("node Ready → agent pod gone: %s; agent image %d bytes", tl.Total().Round(time.Millisecond), c.Images.AgentSize)
 		cond := condition(getNode(t, c))
 		require.NotNil(t, cond)
 		assert.Equal(t, "Verified", cond.Reason)

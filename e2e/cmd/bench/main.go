@@ -1,8 +1,9 @@
 // Command bench measures nodeready on a real local control plane (e2e/harness): the agent's
 // overhead per verification, the concurrency of its checks, how far one API server scales
 // with agents verifying at once, the way through the DaemonSet controller and the simulated
-// kubelet, and the agent's footprint. It prints a table and, with -out, writes it with the
-// machine it ran on as markdown (BENCH.md).
+// kubelet, the agent's footprint, and, as root on Linux, a new node's critical path on a real
+// node (e2e/realnode). It prints a table and, with -out, writes it with the machine it ran on
+// as markdown (BENCH.md).
 //
 // It measures and reports; it never fails on a time. It exits 1 when a benchmark could not
 // run or a verification failed, and 2 on bad flags.
@@ -45,7 +46,7 @@ import (
 var dnsAnswer = netip.MustParseAddr("10.96.0.10")
 
 // benchmarks are the names -only takes, in the order they run.
-var benchmarks = []string{"concurrency", "daemonset", "overhead", "scale"}
+var benchmarks = []string{"concurrency", "daemonset", "overhead", "scale", "realnode"}
 
 type options struct {
 	out       string
@@ -134,6 +135,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if len(results) > 1 {
 			sections = append(sections, compareScale(results))
 		}
+	}
+
+	if want("realnode") && ctx.Err() == nil {
+		logf("realnode: a new node on a real kubelet, containerd and runc")
+		sections = append(sections, benchRealNode(ctx, o, logf))
 	}
 
 	m.LoadEnd = loadavg()

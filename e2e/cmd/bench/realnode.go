@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/nodeready/nodeready/e2e/realnode"
+)
+
+// benchRealNode measures the critical path of the first node of a new cluster on a real node
+// (e2e/realnode): kubelet, containerd and runc pulling the agent image from a registry,
+// kube-proxy and CoreDNS. It needs Linux and root, and runs alone on the machine.
+func benchRealNode(ctx context.Context, o options, logf func(string, ...any)) *section {
+	s := &section{Title: "real node: a new node's critical path"}
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		s.Notes = append(s.Notes, "skipped: a real node needs Linux and root")
+		return s
+	}
+	logDir := o.logDir
+	if logDir == "" {
+		dir, err := os.MkdirTemp("", "nodeready-bench-realnode-")
+		if err != nil {
+			s.Err = err
+			return s
+		}
+		defer os.RemoveAll(dir)
+		logDir = dir
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	c, err := realnode.StartCluster(ctx, realnode.ClusterOptions{AgentBinary: o.agent, LogDir: logDir, Logf: logf})
+	if err != nil {
+		s.Err = err
+		return s
+	}
+	defer func() {
+		if err := c.Stop(); err != nil {
+			s.Err = errors.Join(s.Err, err)
+		}
+	}()
+	if err := c.Install(ctx); err != nil {
+		s.Err = err
+		return s
+	}
+	rec, err := c.Record(ctx)
+	if err != nil {
+		s.Err = err
+		return s
+	}
+	if err := c.StartNode(ctx); err != nil {
+		s.Err = err
+		return s
+	}
+	tl, err := rec.Wait(ctx, c.Node.PodLogsDir())
+	if err != nil {
+		s.Err = err
+		return s
+	}
+	for _, step := range tl.Steps() {
+		s.add(step.Name, ms(step.Took))
+	}
+	s.add("node Ready → agent pod gone", ms(tl.Total()))
+	s.add("agent image, compressed (what a pull transfers)", fmt.Sprintf("%.1f MiB", float64(c.Images.AgentSize)/(1<<20)))
+	s.Notes = append(s.Notes,
+		"One node, one run: the first node of a new cluster, with the shipped configuration. CoreDNS cannot run before a node is released, so the dns check waits until its deadline and is reported not checkable (README: Bootstrap); that wait is in agent started → released.",
+		"Times are when each change reached a watch of the API, and the kubelet's own timestamps of the agent's log lines.")
+	return s
+}
