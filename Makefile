@@ -57,11 +57,10 @@ e2e: build control-plane karpenter ## End-to-end tests on a real etcd, kube-apis
 node: ## Build what the real node runs (kubelet, kube-proxy, containerd, CoreDNS); installs runc, CNI plugins, iptables, conntrack from Debian when missing
 	scripts/build-node.sh >/dev/null
 
-# The real node uses fixed names and addresses (e2e/realnode): one at a time per machine.
+# One real node runs on a machine at a time (e2e/realnode waits for the one before it).
 .PHONY: e2e-realnode
 e2e-realnode: build control-plane node ## End-to-end tests on a real node: kubelet, containerd, runc, kube-proxy, CoreDNS (Linux, root)
-	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready flock /tmp/nodeready-realnode.lock \
-		go test -tags realnode -count=1 -timeout 20m -v ./realnode/
+	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -tags realnode -count=1 -timeout 20m -v ./realnode/
 
 .PHONY: demo
 demo: build control-plane ## Watch nodeready verify autoscaled nodes on a local control plane (no cluster needed)

@@ -17,6 +17,6 @@
 //   - processes: the daemons die with the test process (Pdeathsig); shims and containers that
 //     outlive a killed test are found in CgroupRoot and killed by the next Start or by Clean.
 //
-// Only one real node can run on a machine at a time (fixed names and addresses): callers
-// serialize, as make does with flock.
+// Only one real node runs on a machine at a time (fixed names and addresses): Prepare waits for
+// the one before it to stop.
 package realnode

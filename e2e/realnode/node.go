@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nodeready/nodeready/e2e/controlplane"
@@ -29,6 +28,7 @@ type Options struct {
 // Node is a running real node.
 type Node struct {
 	opts    Options
+	lock    *os.File // held from Prepare to Stop: one real node per machine
 	dir     string
 	nsPid   int
 	holder  *process
@@ -42,15 +42,21 @@ func Prepare(opts Options) (*Node, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("a real node needs root")
 	}
+	lock, err := lockMachine()
+	if err != nil {
+		return nil, err
+	}
 	teardownNetwork()
 	if err := cleanCgroups(); err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("clean up a previous real node: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "nodeready-realnode-")
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
-	n := &Node{opts: opts, dir: dir}
+	n := &Node{opts: opts, lock: lock, dir: dir}
 	if err := n.prepare(); err != nil {
 		n.Stop()
 		return nil, err
@@ -189,6 +195,9 @@ func (n *Node) Stop() error {
 	if errs[0] == nil {
 		errs = append(errs, os.RemoveAll(n.dir))
 	}
+	if n.lock != nil {
+		n.lock.Close()
+	}
 	return errors.Join(errs...)
 }
 
@@ -204,9 +213,10 @@ func (n *Node) PodLogsDir() string { return filepath.Join(n.dir, "kubelet", "pod
 // NsPid is the process holding the node's namespaces, for nsenter --target.
 func (n *Node) NsPid() string { return strconv.Itoa(n.nsPid) }
 
-// Processes returns the processes named comm that run in the node's pods (below CgroupRoot),
-// such as the agent's, for a test that kills one as the kernel's OOM killer would.
-func (n *Node) Processes(comm string) []int {
+// Processes returns the processes in the node's pods (below CgroupRoot) whose command line is
+// argv0 alone, such as the agent's "/nodeready" (not its exec probes), for a test that kills
+// one as the kernel's OOM killer would.
+func (n *Node) Processes(argv0 string) []int {
 	dirs, err := hierarchies()
 	if err != nil {
 		return nil
@@ -217,8 +227,8 @@ func (n *Node) Processes(comm string) []int {
 			continue
 		}
 		for _, pid := range pidsUnder(filepath.Join(h, CgroupRoot, "kubepods")) {
-			name, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
-			if err == nil && strings.TrimSpace(string(name)) == comm {
+			cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+			if err == nil && string(cmdline) == argv0+"\x00" {
 				out = append(out, pid)
 			}
 		}
@@ -226,12 +236,12 @@ func (n *Node) Processes(comm string) []int {
 	return out
 }
 
-// ReadFile reads a file in the node's mount namespace, where the kubelet's volumes are
-// mounted: a pod's projected ServiceAccount token, for one.
-func (n *Node) ReadFile(path string) ([]byte, error) {
-	out, err := exec.Command("nsenter", "--mount=/proc/"+strconv.Itoa(n.nsPid)+"/ns/mnt", "--", "cat", path).Output()
+// ReadFile reads the one file that pattern (a shell glob) names in the node's mount namespace,
+// where the kubelet's volumes are mounted: a pod's projected ServiceAccount token, for one.
+func (n *Node) ReadFile(pattern string) ([]byte, error) {
+	out, err := exec.Command("nsenter", "--mount=/proc/"+strconv.Itoa(n.nsPid)+"/ns/mnt", "--", "sh", "-c", "cat "+pattern).Output()
 	if err != nil {
-		return nil, fmt.Errorf("read %s on the node: %w", path, err)
+		return nil, fmt.Errorf("read %s on the node: %w", pattern, err)
 	}
 	return out, nil
 }

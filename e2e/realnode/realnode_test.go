@@ -3,6 +3,7 @@
 package realnode_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,7 +48,7 @@ func TestRealNode(t *testing.T) {
 		require.NoError(t, c.StartNode(t.Context()))
 		pod := pods.newPod(t, nil)
 		released(t, c, pods, pod)
-		tl, err := rec.Wait(t.Context(), c.Node.PodLogsDir())
+		tl, err := rec.Wait(t.Context())
 		require.NoError(t, err)
 		assert.Equal(t, pod, tl.Pod)
 		for _, s := range tl.Steps() {
@@ -92,7 +93,7 @@ func TestRealNode(t *testing.T) {
 			`-p={"data":{"DNS_TEST_DOMAINS":"`+missingName+`"}}`)
 		require.NoError(t, err)
 		t.Cleanup(func() {
-			_, _ = c.Kubectl(t.Context(), "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
+			_, _ = c.Kubectl(context.Background(), "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
 				`-p={"data":{"DNS_TEST_DOMAINS":"kubernetes.default.svc.cluster.local"}}`)
 		})
 		since := time.Now()
@@ -122,7 +123,7 @@ func TestRealNode(t *testing.T) {
 		})
 
 		t.Run("the container killed is restarted by the kubelet", func(t *testing.T) {
-			procs := c.Node.Processes("nodeready")
+			procs := c.Node.Processes("/nodeready")
 			require.Len(t, procs, 1, "one agent process on the node")
 			require.NoError(t, syscall.Kill(procs[0], syscall.SIGKILL))
 			var cs corev1.ContainerStatus
@@ -200,21 +201,24 @@ func agentLog(t *testing.T, c *realnode.Cluster, pod string, restart int) string
 func ownNodePolicy(t *testing.T, c *realnode.Cluster, pod string) {
 	p, err := c.CP.Client().CoreV1().Pods("kube-system").Get(t.Context(), pod, metav1.GetOptions{})
 	require.NoError(t, err)
-	tokens, _ := filepath.Glob(filepath.Join(c.Node.KubeletRoot(), "pods", string(p.UID), "volumes", "kubernetes.io~projected", "*", "token"))
-	require.Len(t, tokens, 1, "the projected ServiceAccount token")
-	token, err := c.Node.ReadFile(tokens[0])
+	// The token is in a tmpfs the kubelet mounted in the node's mount namespace.
+	token, err := c.Node.ReadFile(filepath.Join(c.Node.KubeletRoot(), "pods", string(p.UID), "volumes", "kubernetes.io~projected", "kube-api-access-*", "token"))
 	require.NoError(t, err)
+	require.NotEmpty(t, token)
 
 	cfg := c.CP.RESTConfig()
 	cfg = &rest.Config{Host: cfg.Host, BearerToken: string(token), TLSClientConfig: rest.TLSClientConfig{CAFile: c.CP.CAFile()}}
 	agent, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 
-	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other-node", Labels: map[string]string{"kubernetes.io/os": "linux"}}}
+	// Labelled verified, so the DaemonSet runs no agent there.
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other-node", Labels: map[string]string{verifiedLabel: "true"}}}
 	_, err = c.CP.Client().CoreV1().Nodes().Create(t.Context(), other, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.CP.Client().CoreV1().Nodes().Delete(t.Context(), "other-node", metav1.DeleteOptions{}) })
-	patch := []byte(`{"metadata":{"labels":{"` + verifiedLabel + `":"true"}}}`)
+	t.Cleanup(func() {
+		_ = c.CP.Client().CoreV1().Nodes().Delete(context.Background(), "other-node", metav1.DeleteOptions{})
+	})
+	patch := []byte(`{"metadata":{"labels":{"example.com/touched":"true"}}}`)
 	_, err = agent.CoreV1().Nodes().Patch(t.Context(), "other-node", types.MergePatchType, patch, metav1.PatchOptions{})
 	require.Error(t, err)
 	assert.True(t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "refused: %v", err)

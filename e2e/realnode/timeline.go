@@ -70,6 +70,7 @@ type Recorder struct {
 func (c *Cluster) Record(ctx context.Context) (*Recorder, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &Recorder{cancel: cancel, done: make(chan struct{})}
+	podLogsDir := c.Node.PodLogsDir()
 	client := c.CP.Client()
 	nodes, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + c.NodeName})
 	if err != nil {
@@ -86,12 +87,26 @@ func (c *Cluster) Record(ctx context.Context) (*Recorder, error) {
 		cancel()
 		return nil, err
 	}
+	// The kubelet removes the container log with the pod: it is read while the pod runs.
+	readLog := time.NewTicker(100 * time.Millisecond)
 	go func() {
 		defer close(r.done)
+		defer readLog.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
+			case <-readLog.C:
+				r.mu.Lock()
+				pod, need := r.t.Pod, r.t.Released.IsZero()
+				r.mu.Unlock()
+				if pod != "" && need {
+					if started, released, err := agentTimes(podLogsDir, pod); err == nil {
+						r.mu.Lock()
+						r.t.AgentStarted, r.t.Released = started, released
+						r.mu.Unlock()
+					}
+				}
 			case ev := <-nodes.ResultChan():
 				if n, ok := ev.Object.(*corev1.Node); ok {
 					for _, cond := range n.Status.Conditions {
@@ -150,9 +165,8 @@ func (r *Recorder) mark(at *time.Time) {
 	}
 }
 
-// Wait waits until the pod is gone (or ctx ends), then adds the agent's own times from the
-// container log the kubelet wrote under podLogsDir.
-func (r *Recorder) Wait(ctx context.Context, podLogsDir string) (Timeline, error) {
+// Wait waits until the pod is gone (or ctx ends) and returns the timeline.
+func (r *Recorder) Wait(ctx context.Context) (Timeline, error) {
 	for {
 		r.mu.Lock()
 		t := r.t
@@ -170,9 +184,10 @@ func (r *Recorder) Wait(ctx context.Context, podLogsDir string) (Timeline, error
 	r.cancel()
 	<-r.done
 	t := r.t
-	var err error
-	t.AgentStarted, t.Released, err = agentTimes(podLogsDir, t.Pod)
-	return t, err
+	if t.Released.IsZero() {
+		return t, fmt.Errorf("no release in the container log of %s", t.Pod)
+	}
+	return t, nil
 }
 
 // agentTimes reads the kubelet's timestamps of the agent's start and release lines.
