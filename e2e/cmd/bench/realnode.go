@@ -55,7 +55,7 @@ func benchRealNode(ctx context.Context, o options, logf func(string, ...any)) *s
 		s.Err = err
 		return s
 	}
-	tl, err := rec.Wait(ctx, c.Node.PodLogsDir())
+	tl, err := rec.Wait(ctx)
 	if err != nil {
 		s.Err = err
 		return s
