@@ -19,11 +19,7 @@ var demoLabels = map[string]string{"karpenter.sh/nodepool": "default", "karpente
 
 // follow adds the nodes and shows their progress until every one is verified and rid of its
 // agent, the deadline of one passes, or ctx ends. It returns the nodes' names.
-func follow(ctx context.Context, cfg config, out screen, f *harness.Fleet, tr *tracker, settle string) ([]string, error) {
-	names := make([]string, cfg.nodes)
-	for i := range names {
-		names[i] = fmt.Sprintf("%s-%d", fleetName, i)
-	}
+func follow(ctx context.Context, cfg config, out screen, f *harness.Fleet, tr *tracker, settle string, add func(context.Context) error) ([]string, error) {
 	info := viewInfo{Nodes: cfg.nodes, Interval: cfg.interval, Settle: settle, Start: time.Now()}
 	var v view
 	if out.tty {
@@ -35,7 +31,7 @@ func follow(ctx context.Context, cfg config, out screen, f *harness.Fleet, tr *t
 	addCtx, stopAdding := context.WithCancel(ctx)
 	added := make(chan error, 1)
 	var wg sync.WaitGroup
-	wg.Go(func() { added <- addNodes(addCtx, f, tr, names, cfg.interval) })
+	wg.Go(func() { added <- add(addCtx) })
 	defer func() {
 		stopAdding()
 		wg.Wait()
@@ -64,7 +60,7 @@ func follow(ctx context.Context, cfg config, out screen, f *harness.Fleet, tr *t
 			recs := tr.Records()
 			if finished(recs, cfg.nodes) {
 				v.Close(now, recs)
-				return names, nil
+				return f.Nodes(), nil
 			}
 			if r, late := overdue(recs, now, cfg.deadline); late {
 				v.Close(now, recs)
@@ -78,8 +74,12 @@ func follow(ctx context.Context, cfg config, out screen, f *harness.Fleet, tr *t
 	}
 }
 
-// addNodes adds the nodes one every interval, the first at once.
-func addNodes(ctx context.Context, f *harness.Fleet, tr *tracker, names []string, interval time.Duration) error {
+// addNodes adds n nodes one every interval, the first at once.
+func addNodes(ctx context.Context, f *harness.Fleet, tr *tracker, n int, interval time.Duration) error {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", fleetName, i)
+	}
 	next := time.Now()
 	for _, name := range names {
 		select {
@@ -101,7 +101,12 @@ func addNodes(ctx context.Context, f *harness.Fleet, tr *tracker, names []string
 
 // introduceNodes says what the nodes will look like when they join.
 func introduceNodes(out io.Writer, cfg config) {
-	fmt.Fprintf(out, "Adding %d nodes, one every %s, as an autoscaler would. Each node is born with\n", cfg.nodes, cfg.interval)
+	if cfg.karpenter {
+		fmt.Fprintf(out, "Creating %d pending pods, one per node: Karpenter launches a node for each. Its Node\n", cfg.nodes)
+		fmt.Fprintln(out, "appears with only Karpenter's own taint (CREATED); when Karpenter registers it, it gets")
+	} else {
+		fmt.Fprintf(out, "Adding %d nodes, one every %s, as an autoscaler would. Each node is born with\n", cfg.nodes, cfg.interval)
+	}
 	fmt.Fprintf(out, "  the startup taint  %s\n", harness.StartupTaint.ToString())
 	var taints []string
 	for _, t := range harness.ForeignTaints {

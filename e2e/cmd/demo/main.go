@@ -29,6 +29,8 @@ type config struct {
 	interval time.Duration
 	deadline time.Duration
 	keepLogs bool
+	// karpenter: the real Karpenter launches the nodes, for pending pods.
+	karpenter bool
 }
 
 func main() {
@@ -37,6 +39,7 @@ func main() {
 	flag.DurationVar(&cfg.interval, "interval", time.Second, "time between two nodes joining")
 	flag.DurationVar(&cfg.deadline, "deadline", time.Minute, "fail if a node is not verified and rid of its agent this long after it was created")
 	flag.BoolVar(&cfg.keepLogs, "keep-logs", false, "keep the agent, kubelet and control plane logs and print where they are")
+	flag.BoolVar(&cfg.karpenter, "karpenter", false, "let the real Karpenter (kwok provider, built by make karpenter) launch the nodes for -nodes pending pods, instead of adding them one every -interval")
 	flag.Parse()
 	if cfg.nodes < 1 || cfg.interval < 0 || cfg.deadline <= 0 {
 		fmt.Fprintln(os.Stderr, "demo: -nodes must be at least 1, -interval not negative, -deadline positive")

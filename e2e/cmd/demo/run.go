@@ -31,7 +31,11 @@ const (
 // run is the demo from start to end. It stops everything it started before it returns.
 func run(ctx context.Context, cfg config, out screen) (err error) {
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
-	say("nodeready demo: a local control plane, %d simulated nodes joining one every %s,", cfg.nodes, cfg.interval)
+	if cfg.karpenter {
+		say("nodeready demo: a local control plane, the real Karpenter launching %d nodes for pending pods,", cfg.nodes)
+	} else {
+		say("nodeready demo: a local control plane, %d simulated nodes joining one every %s,", cfg.nodes, cfg.interval)
+	}
 	say("and the real nodeready agent verifying each of them.")
 	say("")
 
@@ -86,9 +90,18 @@ func run(ctx context.Context, cfg config, out screen) (err error) {
 	defer stopWatch()
 	say("")
 	say("Simulated kubelet running: it runs the agent binary for every agent pod.")
+	add := func(ctx context.Context) error { return addNodes(ctx, f, tr, cfg.nodes, cfg.interval) }
+	if cfg.karpenter {
+		stopKarpenter, err := startKarpenter(ctx, out, c, f, tr)
+		if err != nil {
+			return err
+		}
+		defer stopKarpenter()
+		add = func(ctx context.Context) error { return launch(ctx, c, cfg.nodes) }
+	}
 	introduceNodes(out, cfg)
 
-	names, err := follow(ctx, cfg, out, f, tr, settle)
+	names, err := follow(ctx, cfg, out, f, tr, settle, add)
 	if err != nil {
 		if ctx.Err() == nil {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

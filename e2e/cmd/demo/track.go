@@ -30,8 +30,11 @@ type nodeRecord struct {
 	// every duration shown.
 	Added time.Time
 	At    [numMilestones]time.Time
-	// Tainted: the node had the startup taint when it was first seen.
+	// Tainted: the node had the startup taint when it was first seen (a Karpenter node:
+	// once registered).
 	Tainted bool
+	// Karpenter: Karpenter launched the node (-karpenter); Added is when its Node appeared.
+	Karpenter bool
 	// Untainted is when the startup taint was first seen gone.
 	Untainted time.Time
 	// Kept: the node's other taint and label were there when it was last seen.
@@ -90,6 +93,13 @@ func (t *tracker) Added(name string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.record(name, at)
+}
+
+// Launched records that Karpenter created the node.
+func (t *tracker) Launched(name string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.record(name, at).Karpenter = true
 }
 
 // record returns the node's record, making it if needed. Called with t.mu held.

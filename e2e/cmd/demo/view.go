@@ -186,6 +186,9 @@ func transitions(prev, cur []nodeRecord) []transition {
 func describe(r nodeRecord, m milestone) string {
 	switch m {
 	case created:
+		if r.Karpenter && r.Tainted {
+			return "registered by Karpenter, with the startup taint"
+		}
 		if !r.Tainted {
 			return "created without the startup taint"
 		}

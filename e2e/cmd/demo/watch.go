@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/karpenter"
 	"github.com/nodeready/nodeready/e2e/kubelet"
 )
 
@@ -35,7 +36,9 @@ func watchCluster(ctx context.Context, client kubernetes.Interface, fleet string
 	}
 
 	onNode := func(obj any) {
-		if n, ok := obj.(*corev1.Node); ok {
+		// A Karpenter node gets its startup taint when Karpenter registers it: it joins the
+		// demo then, as a node born with the taint.
+		if n, ok := obj.(*corev1.Node); ok && registered(n) {
 			tr.Node(n.Name, n.Labels[harness.VerifiedLabel] == "true", hasTaint(n, harness.StartupTaint), kept(n), time.Now())
 		}
 	}
@@ -118,6 +121,12 @@ func podNode(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// registered reports whether the node is not Karpenter's, or Karpenter has registered it.
+func registered(n *corev1.Node) bool {
+	_, managed := n.Labels[karpenter.NodePoolLabel]
+	return !managed || n.Labels[karpenter.RegisteredLabel] == "true"
 }
 
 // kept reports whether the node still has the labels and taints that are not nodeready's.
