@@ -1,5 +1,3 @@
-//go:build karpenter
-
 package karpenter
 
 import (
