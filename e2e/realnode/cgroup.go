@@ -21,7 +21,8 @@ const CgroupRoot = "/nodeready-realnode"
 // daemonsCgroup holds containerd, kubelet, kube-proxy and the shims containerd starts.
 const daemonsCgroup = CgroupRoot + "/daemons"
 
-// hierarchies returns the mount points of the cgroup v1 hierarchies.
+// hierarchies returns the mount points of the cgroup hierarchies: every v1 hierarchy, and the
+// v2 one that a hybrid setup mounts beside them (runc and the kubelet create cgroups there too).
 func hierarchies() ([]string, error) {
 	f, err := os.Open("/proc/self/mounts")
 	if err != nil {
@@ -32,12 +33,12 @@ func hierarchies() ([]string, error) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) > 2 && fields[2] == "cgroup" {
+		if len(fields) > 2 && (fields[2] == "cgroup" || fields[2] == "cgroup2") {
 			dirs = append(dirs, fields[1])
 		}
 	}
 	if len(dirs) == 0 {
-		return nil, errors.New("no cgroup v1 hierarchy mounted")
+		return nil, errors.New("no cgroup hierarchy mounted")
 	}
 	return dirs, sc.Err()
 }

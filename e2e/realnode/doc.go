@@ -10,10 +10,12 @@
 // ip_forward and the kubelet's iptables chains all live in the node's namespace.
 //
 // Machine-wide state, and how it is put back on every exit:
-//   - mounts: the node's mount namespace has its own /run (so /run/containerd and /run/netns)
-//     and /var/log; the kubelet's and containerd's mounts live and die with it;
+//   - mounts and files: the node's mount namespace has its own /run (so /run/containerd and
+//     /run/netns), /var/log and /var/lib (/var/lib/cni); the kubelet's and containerd's mounts
+//     live and die with it, their other files are in the node's work directory;
 //   - cgroups: everything of the node (daemons, shims, containers) runs under CgroupRoot in
-//     every cgroup v1 hierarchy; Stop kills what is left there and removes the cgroups;
+//     every cgroup hierarchy; Stop kills what is left there and removes the cgroups;
+//   - sysctls: the kernel settings the kubelet changes are saved and put back;
 //   - processes: the daemons die with the test process (Pdeathsig); shims and containers that
 //     outlive a killed test are found in CgroupRoot and killed by the next Start or by Clean.
 //

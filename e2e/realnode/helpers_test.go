@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,7 @@ func startCluster(t *testing.T) *realnode.Cluster {
 	t.Helper()
 	logDir, err := os.MkdirTemp("", "nodeready-realnode-logs-")
 	require.NoError(t, err)
+	before := realnode.MachineState()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	c, err := realnode.StartCluster(ctx, realnode.ClusterOptions{LogDir: logDir, Logf: t.Logf})
@@ -45,6 +47,7 @@ func startCluster(t *testing.T) *realnode.Cluster {
 		if err := c.Stop(); err != nil {
 			t.Errorf("stop real node: %v", err)
 		}
+		assert.Equal(t, before, realnode.MachineState(), "the machine as it was before the real node")
 		if t.Failed() {
 			t.Logf("logs kept in %s", logDir)
 			return

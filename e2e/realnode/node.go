@@ -47,7 +47,7 @@ func Prepare(opts Options) (*Node, error) {
 		return nil, err
 	}
 	teardownNetwork()
-	if err := cleanCgroups(); err != nil {
+	if err := errors.Join(cleanCgroups(), restoreTunables()); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("clean up a previous real node: %w", err)
 	}
@@ -69,10 +69,11 @@ func (n *Node) prepare() error {
 		return err
 	}
 	// The holder keeps the namespaces alive: a network namespace and a mount namespace with
-	// its own /run (containerd's state, /run/netns) and /var/log (the kubelet's
-	// /var/log/containers), so none of their mounts reaches the host.
+	// its own /run (containerd's state, /run/netns), /var/log (the kubelet's
+	// /var/log/containers) and /var/lib (the CNI plugins' /var/lib/cni, the kubelet's
+	// /var/lib/kubelet), so none of their mounts and files reaches the host.
 	ready := filepath.Join(n.dir, "namespaces-ready")
-	script := "mount -t tmpfs -o mode=0755 nodeready-run /run && mount -t tmpfs -o mode=0755 nodeready-log /var/log && " +
+	script := "for d in /run /var/log /var/lib; do mount -t tmpfs -o mode=0755 nodeready $d || exit 1; done && " +
 		"touch " + ready + " && exec sleep infinity"
 	holder, err := start("namespaces", n.opts.LogDir, 0, nil,
 		"unshare", "--net", "--mount", "--propagation", "private", "--", "sh", "-c", script)
@@ -137,11 +138,15 @@ func (n *Node) Start(ctx context.Context, cp *controlplane.ControlPlane, registr
 		return fmt.Errorf("start containerd: %w", err)
 	}
 
+	if err := saveTunables(); err != nil {
+		return err
+	}
 	k, err := start("kubelet", n.opts.LogDir, n.nsPid, []string{path},
 		filepath.Join(k8sBin, "kubelet"),
 		"--config="+filepath.Join(kubelet, "config.yaml"),
 		"--kubeconfig="+filepath.Join(kubelet, "kubeconfig"),
 		"--root-dir="+filepath.Join(kubelet, "root"),
+		"--cert-dir="+filepath.Join(kubelet, "pki"),
 		"--hostname-override="+n.opts.Name,
 		"--node-ip="+NodeAddress,
 		"--v=2")
@@ -192,6 +197,9 @@ func (n *Node) Stop() error {
 	}
 	errs := []error{cleanCgroups()}
 	teardownNetwork()
+	if err := restoreTunables(); err != nil {
+		errs = append(errs, err)
+	}
 	if errs[0] == nil {
 		errs = append(errs, os.RemoveAll(n.dir))
 	}
