@@ -63,7 +63,8 @@ e2e-realnode: build control-plane node ## End-to-end tests on a real node: kubel
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -tags realnode -count=1 -timeout 20m -v ./realnode/
 
 .PHONY: demo
-demo: build control-plane ## Watch nodeready verify autoscaled nodes on a local control plane (no cluster needed)
+demo: build control-plane ## Watch nodeready verify autoscaled nodes on a local control plane (no cluster needed), then a real node (as root on Linux)
+	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null; fi
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go run ./cmd/demo $(DEMO_FLAGS)
 
 .PHONY: bench

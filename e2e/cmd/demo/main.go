@@ -31,6 +31,8 @@ type config struct {
 	keepLogs bool
 	// karpenter: the real Karpenter launches the nodes, for pending pods.
 	karpenter bool
+	// realNode: after the simulated nodes, one real node when the machine allows it.
+	realNode bool
 }
 
 func main() {
@@ -39,6 +41,7 @@ func main() {
 	flag.DurationVar(&cfg.interval, "interval", time.Second, "time between two nodes joining")
 	flag.DurationVar(&cfg.deadline, "deadline", time.Minute, "fail if a node is not verified and rid of its agent this long after it was created")
 	flag.BoolVar(&cfg.keepLogs, "keep-logs", false, "keep the agent, kubelet and control plane logs and print where they are")
+	flag.BoolVar(&cfg.realNode, "real-node", true, "then verify one real node (kubelet, containerd, runc; Linux and root, binaries of make node)")
 	flag.BoolVar(&cfg.karpenter, "karpenter", false, "let the real Karpenter (kwok provider, built by make karpenter) launch the nodes for -nodes pending pods, instead of adding them one every -interval")
 	flag.Parse()
 	if cfg.nodes < 1 || cfg.interval < 0 || cfg.deadline <= 0 {
@@ -54,6 +57,10 @@ func main() {
 	}()
 
 	err := run(ctx, cfg, newScreen(os.Stdout))
+	if err == nil && ctx.Err() == nil && cfg.realNode {
+		agent, _, _ := findBinaries() // run found them
+		err = realNode(ctx, os.Stdout, agent)
+	}
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintln(os.Stderr, "demo: interrupted; stopped the agents, the kubelet and the control plane")
