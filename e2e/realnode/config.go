@@ -61,8 +61,9 @@ const cniConfig = `{
 // kubeletConfig registers the node with taints; cgroupfs and failCgroupV1: false because the
 // machine has cgroup v1 and no systemd; every path under dir. The node shares the host's disk
 // with everything else on it: eviction and image garbage collection are held back so that
-// neither acts on a test's pods because of other work on the machine. Anonymous requests and
-// webhook authorization are off; the API server's requests (logs) are all allowed.
+// neither acts on a test's pods because of other work on the machine. The kubelet accepts only
+// clients with a certificate of the cluster CA, and the API server has none: kubectl logs and
+// exec do not reach it; tests read the container logs the kubelet writes (Node.PodLogsDir).
 func kubeletConfig(dir, caFile, runtimeSocket string, taints []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: kubelet.config.k8s.io/v1beta1
