@@ -61,7 +61,8 @@ func realNode(ctx context.Context, out io.Writer, agent string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "\nThe real node's path (the first node of a new cluster: CoreDNS cannot run yet, so dns is not checkable):")
+	fmt.Fprintln(out, "\nThe real node's path (the first node of a new cluster: CoreDNS cannot run yet, so dns is not")
+	fmt.Fprintln(out, "checkable; the agent pod tolerates not-ready, so it can be created before the node is Ready):")
 	for _, s := range tl.Steps() {
 		fmt.Fprintf(out, "  %-36s %8s\n", s.Name, s.Took.Round(time.Millisecond))
 	}
