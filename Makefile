@@ -34,9 +34,10 @@ unit: ## Unit tests with the race detector
 vet: ## go vet both modules and check formatting
 	go vet ./...
 	cd e2e && go vet ./...
-	cd e2e && go vet -tags realnode ./realnode/
 	cd e2e/k8s && go mod verify >/dev/null
 	cd e2e/karpenter-build && go mod verify >/dev/null
+	cd e2e/containerd-build && go mod verify >/dev/null
+	cd e2e/coredns-build && go mod verify >/dev/null
 	@test -z "$$(gofmt -l . | tee /dev/stderr)"
 
 .PHONY: control-plane
@@ -50,7 +51,8 @@ karpenter: ## Build Karpenter with its kwok provider (from e2e/karpenter-build/g
 # One e2e package at a time (-p 1): each starts its own control plane and agents,
 # and two at once on a small machine would measure the machine, not nodeready.
 .PHONY: e2e
-e2e: build control-plane karpenter ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, and the real Karpenter
+e2e: build control-plane karpenter ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, the real Karpenter and (as root on Linux) a real node
+	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null; fi
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./...
 
 .PHONY: node
@@ -59,8 +61,8 @@ node: ## Build what the real node runs (kubelet, kube-proxy, containerd, CoreDNS
 
 # One real node runs on a machine at a time (e2e/realnode waits for the one before it).
 .PHONY: e2e-realnode
-e2e-realnode: build control-plane node ## End-to-end tests on a real node: kubelet, containerd, runc, kube-proxy, CoreDNS (Linux, root)
-	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -tags realnode -count=1 -timeout 20m -v ./realnode/
+e2e-realnode: build control-plane node ## Only the end-to-end tests on a real node: kubelet, containerd, runc, kube-proxy, CoreDNS (Linux, root)
+	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -timeout 20m -v ./realnode/
 
 .PHONY: demo
 demo: build control-plane ## Watch nodeready verify autoscaled nodes on a local control plane (no cluster needed), then a real node (as root on Linux)

@@ -1,5 +1,3 @@
-//go:build realnode
-
 package realnode_test
 
 import (
