@@ -41,32 +41,36 @@ func NewUnlessNoClusterDNS(dns Check, client kubernetes.Interface, namespace, se
 // Run implements Check. The Service is looked at only after the DNS query
 // failed, so a healthy node pays no request for it.
 func (c *UnlessNoClusterDNS) Run(ctx context.Context) error {
-	dnsCtx, cancel := lookupReserved(ctx)
-	err := c.Check.Run(dnsCtx)
-	cancel()
+	err := c.Check.Run(ctx)
 	if err == nil || errors.Is(err, ErrSkipped) {
 		return err
 	}
-	ready, n, lerr := readyEndpoints(ctx, c.client, c.namespace, c.service)
+	lookupCtx, cancel := lookupContext(ctx)
+	defer cancel()
+	ready, n, lerr := readyEndpoints(lookupCtx, c.client, c.namespace, c.service)
 	if lerr != nil || n == 0 || ready {
 		return err
 	}
 	return fmt.Errorf("%w (%s/%s has no ready endpoint): %w", ErrNoClusterDNS, c.namespace, c.service, err)
 }
 
-// lookupReserved shortens ctx's deadline by a fifth (at most 2s), kept for the
-// EndpointSlices lookup. While the cluster DNS Service has no endpoint,
-// kube-proxy rejects the queries and the Go resolver, which retries refused
-// UDP queries, uses up all the time it is given: without this reserve, the
-// lookup would run on an expired context and the bootstrap excuse could never
-// apply on a real node.
-func lookupReserved(ctx context.Context) (context.Context, context.CancelFunc) {
+// lookupBudget bounds the EndpointSlices lookup after a DNS query that used up
+// the check's time.
+const lookupBudget = 2 * time.Second
+
+// lookupContext is the context of the EndpointSlices lookup: ctx, unless the
+// DNS query used up the check's time. While the cluster DNS Service has no
+// endpoint, kube-proxy rejects the queries and the Go resolver retries until
+// its deadline: on a real node, the bootstrap excuse needs a lookup after that
+// deadline, bounded by lookupBudget. A ctx that was cancelled (SIGTERM) stays
+// cancelled.
+func lookupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	deadline, ok := ctx.Deadline()
-	if !ok {
+	expired := errors.Is(ctx.Err(), context.DeadlineExceeded) || (ctx.Err() == nil && ok && time.Until(deadline) < lookupBudget)
+	if !expired {
 		return context.WithCancel(ctx)
 	}
-	reserve := min(time.Until(deadline)/5, 2*time.Second)
-	return context.WithDeadline(ctx, deadline.Add(-reserve))
+	return context.WithTimeout(context.WithoutCancel(ctx), lookupBudget)
 }
 
 // readyEndpoints lists the EndpointSlices of namespace/service and reports
