@@ -106,7 +106,7 @@ type Cluster struct {
 // ApplyConfig). No node exists yet, so no agent has run with the shipped defaults. ctx
 // bounds only the startup; the cluster runs until Stop.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
-	repo, err := findRepoRoot()
+	repo, err := FindRepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -323,8 +323,9 @@ func (c *Cluster) createBackendService(ctx context.Context) error {
 	return nil
 }
 
-// findRepoRoot walks up from the working directory to the repository holding manifests/.
-func findRepoRoot() (string, error) {
+// FindRepoRoot walks up from the working directory to the repository holding manifests/:
+// the tests, the demo and the benchmarks run from inside it.
+func FindRepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("find repository root: %w", err)

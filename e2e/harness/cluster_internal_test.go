@@ -13,7 +13,7 @@ import (
 // Options.Config, then overrides: an error that names the last unknown setting shows that
 // every earlier one is known.
 func TestApplyConfigUnknownSetting(t *testing.T) {
-	repo, err := findRepoRoot()
+	repo, err := FindRepoRoot()
 	require.NoError(t, err)
 	shipped := filepath.Join(repo, "manifests", "02-configmap.yaml")
 

@@ -2,7 +2,6 @@ package realnode
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nodeready/nodeready/e2e/controlplane"
+	"github.com/nodeready/nodeready/e2e/harness"
 )
 
 // StartupTaint is the taint the node registers with, as the shipped ConfigMap names it.
@@ -53,7 +53,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 			c.Stop()
 		}
 	}()
-	if c.repo, err = repoRoot(); err != nil {
+	if c.repo, err = harness.FindRepoRoot(); err != nil {
 		return nil, err
 	}
 	agent := opts.AgentBinary
@@ -145,22 +145,4 @@ func (c *Cluster) Stop() error {
 		c.CP.Stop()
 	}
 	return err
-}
-
-// repoRoot walks up from the working directory to the repository holding manifests/.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "manifests", "03-daemonset.yaml")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no manifests/03-daemonset.yaml above the working directory")
-		}
-		dir = parent
-	}
 }

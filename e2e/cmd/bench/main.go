@@ -227,7 +227,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.runs < 1 || o.nodes < 1 || o.dsNodes < 1 || o.rounds < 1 {
 		return o, errors.New("-runs, -nodes, -ds-nodes and -rounds must be at least 1")
 	}
-	repo, err := findRepo()
+	repo, err := harness.FindRepoRoot()
 	if err != nil {
 		return o, err
 	}
@@ -386,22 +386,4 @@ func scaleBenchmark(ctx context.Context, o options, m *machine, settle time.Dura
 	s, r := benchScale(ctx, c, base, o.nodes, settle, "scale")
 	logf("scale: done, %d not released", s.Failures)
 	return s, r
-}
-
-// findRepo walks up from the working directory to the repository root.
-func findRepo() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "manifests", "03-daemonset.yaml")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no manifests/03-daemonset.yaml above the working directory")
-		}
-		dir = parent
-	}
 }

@@ -102,9 +102,9 @@ func findBinaries() (agent, binDir string, err error) {
 	}
 	agent = os.Getenv(harness.AgentBinaryEnv)
 	if agent == "" {
-		root, err := repoRoot()
+		root, err := harness.FindRepoRoot()
 		if err != nil {
-			return "", "", err
+			return "", "", fmt.Errorf("%w; run the demo from the repository, or set %s", err, harness.AgentBinaryEnv)
 		}
 		agent = filepath.Join(root, "bin", "nodeready")
 	}
@@ -117,23 +117,4 @@ func findBinaries() (agent, binDir string, err error) {
 		}
 	}
 	return agent, binDir, nil
-}
-
-// repoRoot walks up from the working directory to the repository, where make build puts
-// bin/nodeready.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "manifests", "03-daemonset.yaml")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no nodeready repository (manifests/) above the working directory; run the demo from it, or set %s", harness.AgentBinaryEnv)
-		}
-		dir = parent
-	}
 }
