@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Builds the test-only tools that the checks in `make vet` and the e2e tests run (Helm,
+# promtool, actionlint, ...) from the Go module proxy into .cache/tools/<name>/bin.
+#
+# Each tool set has its own module, e2e/tools/<name>, whose go.mod lists the commands as `tool`
+# directives and requires nothing else: every dependency is at the version the tool pins, and
+# no tool ever enters nodeready's own go.mod or the e2e module's.
+#
+# The first run compiles the tools; later runs return at once unless a module they are built
+# from, this script or the Go toolchain changed.
+#
+# Usage: scripts/build-tools.sh [-f] NAME...   (-f rebuilds even when up to date)
+# Prints each bin directory on stdout, one per line, in the order given.
+set -euo pipefail
+
+force=false
+if [[ "${1:-}" == -f || "${1:-}" == --force ]]; then
+  force=true
+  shift
+fi
+if (($# == 0)); then
+  echo "usage: $0 [-f] NAME...   (NAME: a directory of e2e/tools)" >&2
+  exit 2
+fi
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+log() { echo "build-tools: $*" >&2; }
+
+build() {
+  local name="$1"
+  local mod_dir="${repo_root}/e2e/tools/${name}"
+  if [[ ! -f "${mod_dir}/go.mod" ]]; then
+    log "no module ${mod_dir}/go.mod"
+    exit 2
+  fi
+  local bin_dir="${repo_root}/.cache/tools/${name}/bin"
+  mkdir -p "${bin_dir}"
+
+  # One build at a time: a second run waits for the first, then finds the tools up to date.
+  exec 9>"${bin_dir}/.build.lock"
+  if ! flock -n 9; then
+    log "waiting for another build into ${bin_dir}..."
+    flock 9
+  fi
+
+  local pkgs
+  mapfile -t pkgs < <(go -C "${mod_dir}" list -f '{{.ImportPath}}' tool)
+
+  # The stamp records what the tools were built from: every module they link, this script
+  # and the toolchain.
+  local stamp_file="${bin_dir}/.build-stamp" stamp
+  stamp="$(
+    {
+      go -C "${mod_dir}" list -deps \
+        -f '{{with .Module}}{{.Path}} {{.Version}}{{with .Replace}} => {{.Path}} {{.Version}}{{end}}{{end}}' \
+        "${pkgs[@]}" | sort -u
+      cat "${BASH_SOURCE[0]}"
+    } | sha256sum | cut -d' ' -f1
+  ) $(go env GOVERSION)"
+
+  local up_to_date=true p
+  for p in "${pkgs[@]}"; do
+    [[ -x "${bin_dir}/${p##*/}" ]] || up_to_date=false
+  done
+  if [[ "${force}" == false && "${up_to_date}" == true ]] &&
+    [[ "$(cat "${stamp_file}" 2>/dev/null || true)" == "${stamp}" ]]; then
+    log "${name}: up to date"
+    echo "${bin_dir}"
+    exec 9>&-
+    return
+  fi
+
+  log "${name}: building ${pkgs[*]##*/} into ${bin_dir}"
+  # Build into a scratch directory and move into place, so an interrupted build never leaves
+  # a half-written binary and tests running meanwhile keep the previous one.
+  local work_dir start=${SECONDS}
+  work_dir="$(mktemp -d "${bin_dir}/.build.XXXXXX")"
+  (cd "${mod_dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${work_dir}/" "${pkgs[@]}")
+  rm -f "${stamp_file}"
+  for p in "${pkgs[@]}"; do
+    mv -f "${work_dir}/${p##*/}" "${bin_dir}/${p##*/}"
+  done
+  rm -rf "${work_dir}"
+  echo "${stamp}" >"${stamp_file}"
+  log "${name}: built in $((SECONDS - start))s"
+  echo "${bin_dir}"
+  exec 9>&-
+}
+
+for name in "$@"; do
+  build "${name}"
+done
