@@ -22,6 +22,9 @@ type Spec struct {
 	Entrypoint       []string
 	Env              []string
 	WorkingDir       string
+	// Labels go into the config (what a Dockerfile's LABEL sets); Annotations into the
+	// manifest, where registries and cosign read them.
+	Labels, Annotations map[string]string
 }
 
 // File is one entry of the layer. A directory has Dir set and no Data.
@@ -64,7 +67,14 @@ func Build(s Spec) (v1.Image, error) {
 	cf.Config.Entrypoint = s.Entrypoint
 	cf.Config.Env = s.Env
 	cf.Config.WorkingDir = s.WorkingDir
-	return mutate.ConfigFile(img, cf)
+	cf.Config.Labels = s.Labels
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return nil, err
+	}
+	if len(s.Annotations) > 0 {
+		img = mutate.Annotations(img, s.Annotations).(v1.Image)
+	}
+	return img, nil
 }
 
 // tarFiles writes the layer, parents before children as the files are listed.

@@ -22,11 +22,17 @@ func finalStage(t *testing.T) [][2]string {
 	defer f.Close()
 	var stage [][2]string
 	sc := bufio.NewScanner(f)
+	var cont string // an instruction continued over lines ending in a backslash
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
+		if l, ok := strings.CutSuffix(line, "\\"); ok {
+			cont += l + " "
+			continue
+		}
+		line, cont = cont+line, ""
 		kw, rest, _ := strings.Cut(line, " ")
 		kw = strings.ToUpper(kw)
 		if kw == "FROM" {
@@ -50,6 +56,8 @@ func TestAgentMatchesDockerfile(t *testing.T) {
 	var user string
 	var entrypoint []string
 	var copied []string
+	labels := map[string]string{}
+	args := map[string]bool{}
 	for _, in := range finalStage(t) {
 		switch in[0] {
 		case "FROM":
@@ -58,6 +66,15 @@ func TestAgentMatchesDockerfile(t *testing.T) {
 			user = in[1]
 		case "ENTRYPOINT":
 			require.NoError(t, json.Unmarshal([]byte(in[1]), &entrypoint), "ENTRYPOINT in exec form")
+		case "ARG":
+			for _, a := range strings.Fields(in[1]) {
+				name, _, _ := strings.Cut(a, "=")
+				args[name] = true
+			}
+		case "LABEL":
+			for _, kv := range labelPairs(t, in[1]) {
+				labels[kv[0]] = kv[1]
+			}
 		case "COPY":
 			fields := strings.Fields(in[1])
 			copied = append(copied, fields[len(fields)-1])
@@ -76,6 +93,11 @@ func TestAgentMatchesDockerfile(t *testing.T) {
 		}
 	}
 	assert.Contains(t, entrypoint[0], "/nodeready")
+
+	// The same OCI labels as AgentIndex sets, from the same build arguments as the binary's
+	// version and revision.
+	assert.Equal(t, Release{Source: Source, Revision: "${REVISION}", Version: "${VERSION}"}.Annotations(), labels)
+	assert.True(t, args["VERSION"] && args["REVISION"], "the final stage declares VERSION and REVISION, or LABEL sees them empty")
 
 	// What the distroless base brings and the agent relies on: its user by number, and the
 	// CA certificates a TLS client in the binary reads.
@@ -123,4 +145,24 @@ func TestBuild(t *testing.T) {
 	d2, err := again.Digest()
 	require.NoError(t, err)
 	assert.Equal(t, d1, d2, "the same inputs give the same image")
+}
+
+// labelPairs splits a LABEL instruction's key="value" pairs.
+func labelPairs(t *testing.T, s string) [][2]string {
+	t.Helper()
+	var pairs [][2]string
+	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
+		key, rest, ok := strings.Cut(s, "=")
+		require.True(t, ok, "LABEL %q: want key=value", s)
+		var value string
+		if strings.HasPrefix(rest, `"`) {
+			end := strings.Index(rest[1:], `"`)
+			require.GreaterOrEqual(t, end, 0, "LABEL %q: unterminated quote", s)
+			value, s = rest[1:end+1], rest[end+2:]
+		} else {
+			value, s, _ = strings.Cut(rest, " ")
+		}
+		pairs = append(pairs, [2]string{key, value})
+	}
+	return pairs
 }
