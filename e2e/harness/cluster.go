@@ -37,7 +37,7 @@ const (
 	// AgentSelector selects the agent pods.
 	AgentSelector = "app.kubernetes.io/name=nodeready"
 	// AgentImage is the image the DaemonSet names; the kubelets run the agent binary instead.
-	AgentImage = "ghcr.io/nodeready/nodeready:latest"
+	AgentImage = "ghcr.io/nodeready/nodeready:v0.1.0"
 	// VerifiedLabel is the label the agent adds to a node it verified, with the value "true".
 	VerifiedLabel = "node-ready/verified"
 )
