@@ -90,7 +90,8 @@ type Cluster struct {
 	kubectl   string
 	agent     string
 	logDir    string
-	ownLogDir bool // made by Start, removed by Stop
+	ownLogDir bool   // made by Start, removed by Stop
+	version   string // the API server's gitVersion
 	config    map[string]string
 	logf      func(format string, args ...any)
 	// keepLogs: set by StartForTest when every log is to be kept, also after a passing test.
@@ -157,6 +158,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		c.Stop()
 		return nil, fmt.Errorf("start control plane (logs in %s): %w", cpOpts.LogDir, err)
 	}
+	info, err := c.Client().Discovery().ServerVersion()
+	if err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("read the API server's version: %w", err)
+	}
+	c.version = info.GitVersion
 	if err := c.install(ctx); err != nil {
 		c.Stop()
 		return nil, err
@@ -204,6 +211,10 @@ func (c *Cluster) Client() kubernetes.Interface { return c.cp.Client() }
 // ControlPlane returns the control plane, for its kubeconfig or to stop and start the API
 // server.
 func (c *Cluster) ControlPlane() *controlplane.ControlPlane { return c.cp }
+
+// KubernetesVersion returns the API server's version (its gitVersion, such as v1.36.3), which
+// the fleets' kubelets report as theirs.
+func (c *Cluster) KubernetesVersion() string { return c.version }
 
 // RepoRoot returns the repository whose manifests/ were installed.
 func (c *Cluster) RepoRoot() string { return c.repo }

@@ -152,6 +152,7 @@ func (f *Fleet) start(ctx context.Context) error {
 		APIServerPort: port,
 		LogDir:        f.logDir,
 		NodeEnv:       f.nodeEnv,
+		Version:       f.c.version,
 	})
 	if err != nil {
 		return err

@@ -13,8 +13,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
-
-	"github.com/nodeready/nodeready/e2e/controlplane"
 )
 
 // Adopt makes the kubelet the kubelet of every Node matching the label selector that it did
@@ -125,7 +123,7 @@ func (k *Kubelet) Has(name string) bool {
 
 // adoptedStatus fills in what a kubelet reports and a provisioner's Node object lacks: the
 // node's addresses and system info. The capacity stays the provisioner's.
-func adoptedStatus(s *corev1.NodeStatus) {
+func adoptedStatus(s *corev1.NodeStatus, version string) {
 	if s.Capacity == nil {
 		s.Capacity = corev1.ResourceList{}
 	}
@@ -137,7 +135,7 @@ func adoptedStatus(s *corev1.NodeStatus) {
 	}
 	if s.NodeInfo.KubeletVersion == "" {
 		s.NodeInfo = corev1.NodeSystemInfo{
-			KubeletVersion:          controlplane.KubernetesVersion,
+			KubeletVersion:          version,
 			OperatingSystem:         "linux",
 			Architecture:            runtime.GOARCH,
 			OSImage:                 "nodeready e2e",

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/nodeready/nodeready/e2e/controlplane"
 )
 
 // Options configures a Kubelet.
@@ -35,6 +37,10 @@ type Options struct {
 	// NodeEnv, when set, returns variables that override the pod's environment on a node:
 	// what differs from node to node, such as the address of the node-local DNS cache.
 	NodeEnv func(node string) map[string]string
+	// Version is the kubelet version its nodes report (status.nodeInfo.kubeletVersion); empty
+	// means controlplane.KubernetesVersion. A kubelet newer than its API server breaks the
+	// version skew policy, so against an older control plane it is that control plane's.
+	Version string
 }
 
 // DefaultAgentImage is the repository of the image in manifests/03-daemonset.yaml.
@@ -87,6 +93,9 @@ func New(client kubernetes.Interface, opts Options) (*Kubelet, error) {
 	}
 	if _, err := os.Stat(opts.AgentBinary); err != nil {
 		return nil, fmt.Errorf("kubelet: agent binary: %w", err)
+	}
+	if opts.Version == "" {
+		opts.Version = controlplane.KubernetesVersion
 	}
 	if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
 		return nil, fmt.Errorf("kubelet: create log dir: %w", err)

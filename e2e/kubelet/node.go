@@ -21,8 +21,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-
-	"github.com/nodeready/nodeready/e2e/controlplane"
 )
 
 // NodeOptions describes a node as its provisioner (Karpenter, a node pool) registers it.
@@ -76,7 +74,7 @@ func (k *Kubelet) AddNode(ctx context.Context, name string, opts NodeOptions) er
 		return fmt.Errorf("register node %s: kubelet stopped", name)
 	}
 
-	created, err := k.client.CoreV1().Nodes().Create(ctx, newNodeObject(name, opts, metav1.Now()), metav1.CreateOptions{})
+	created, err := k.client.CoreV1().Nodes().Create(ctx, newNodeObject(name, opts, k.opts.Version, metav1.Now()), metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("register node %s: %w", name, err)
 	}
@@ -223,7 +221,7 @@ func (k *Kubelet) updateNodeStatus(ctx context.Context, name string) error {
 		}
 		node.Status.Conditions = setConditions(node.Status.Conditions, withOverrides(healthyConditions(), conds), metav1.Now())
 		if n != nil && n.adopted {
-			adoptedStatus(&node.Status)
+			adoptedStatus(&node.Status, k.opts.Version)
 		} else {
 			node.Status.Capacity, node.Status.Allocatable = capacity.DeepCopy(), capacity.DeepCopy()
 		}
@@ -341,7 +339,7 @@ func newLease(node string, nodeUID types.UID, now metav1.MicroTime) *coordinatio
 	}
 }
 
-func newNodeObject(name string, opts NodeOptions, now metav1.Time) *corev1.Node {
+func newNodeObject(name string, opts NodeOptions, version string, now metav1.Time) *corev1.Node {
 	labels := map[string]string{
 		corev1.LabelHostname:   name,
 		corev1.LabelOSStable:   "linux",
@@ -361,7 +359,7 @@ func newNodeObject(name string, opts NodeOptions, now metav1.Time) *corev1.Node 
 			},
 			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
 			NodeInfo: corev1.NodeSystemInfo{
-				KubeletVersion:          controlplane.KubernetesVersion,
+				KubeletVersion:          version,
 				OperatingSystem:         "linux",
 				Architecture:            runtime.GOARCH,
 				OSImage:                 "nodeready e2e",
