@@ -80,6 +80,10 @@ type Options struct {
 	ControlPlane controlplane.Options
 	// Logf, when set, receives progress messages such as kubectl's output.
 	Logf func(format string, args ...any)
+	// NoManifests leaves nodeready out: Start creates BackendService but applies neither
+	// manifests/ nor the configuration, for a test that installs nodeready another way (the
+	// Helm chart) with LoopbackConfig's settings. ApplyConfig is not for such a cluster.
+	NoManifests bool
 }
 
 // Cluster is a running control plane with nodeready installed. Its methods are safe for
@@ -164,16 +168,19 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("read the API server's version: %w", err)
 	}
 	c.version = info.GitVersion
-	if err := c.install(ctx); err != nil {
+	if err := c.install(ctx, !opts.NoManifests); err != nil {
 		c.Stop()
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Cluster) install(ctx context.Context) error {
+func (c *Cluster) install(ctx context.Context, manifests bool) error {
 	if err := c.createBackendService(ctx); err != nil {
 		return err
+	}
+	if !manifests {
+		return nil
 	}
 	out, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(c.repo, "manifests"))
 	if err != nil {
@@ -240,9 +247,9 @@ func (c *Cluster) runKubectl(ctx context.Context, stdin io.Reader, args ...strin
 	return out.String(), nil
 }
 
-// loopbackConfig is what ApplyConfig changes in the shipped configuration so that every
+// LoopbackConfig is what ApplyConfig changes in the shipped configuration so that every
 // check passes on loopback, and a failing one shows within seconds.
-func loopbackConfig() map[string]string {
+func LoopbackConfig() map[string]string {
 	return map[string]string{
 		// Each node's DNS_NAMESERVER is its own node-local server (Fleet.AddNode); the name
 		// is answered by those servers.
@@ -283,7 +290,7 @@ func (c *Cluster) ApplyConfig(ctx context.Context, overrides map[string]string) 
 	if cm.Name != ConfigMapName || cm.Namespace != Namespace {
 		return fmt.Errorf("%s holds %s/%s, not the agent's ConfigMap %s/%s", path, cm.Namespace, cm.Name, Namespace, ConfigMapName)
 	}
-	for _, settings := range []map[string]string{loopbackConfig(), c.config, overrides} {
+	for _, settings := range []map[string]string{LoopbackConfig(), c.config, overrides} {
 		for k, v := range settings {
 			if _, ok := cm.Data[k]; !ok {
 				return fmt.Errorf("setting %s: not in %s, which lists every setting", k, path)
