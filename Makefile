@@ -1,7 +1,11 @@
 # nodeready: `make help` lists the targets.
 
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-REVISION  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# The release: VERSION holds it, the manifests and the chart name its image, and the release
+# workflow refuses any other tag. A clean checkout of that tag builds the release; anything
+# else is a development build named by git describe (v0.1.0-3-gabc1234, -dirty when changed).
+RELEASE   := $(shell cat VERSION)
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo $(RELEASE)-dev)
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 IMAGE     ?= ghcr.io/nodeready/nodeready:$(VERSION)
 PLATFORMS ?= linux/amd64,linux/arm64
 LDFLAGS   := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)
@@ -31,7 +35,7 @@ unit: ## Unit tests with the race detector
 	CGO_ENABLED=1 go test -race -count=1 ./...
 
 .PHONY: vet
-vet: ## go vet both modules and check formatting
+vet: ## go vet both modules, check formatting, lint .github/workflows with actionlint
 	go vet ./...
 	cd e2e && go vet ./...
 	cd e2e/k8s && go mod verify >/dev/null
@@ -39,6 +43,7 @@ vet: ## go vet both modules and check formatting
 	cd e2e/containerd-build && go mod verify >/dev/null
 	cd e2e/coredns-build && go mod verify >/dev/null
 	@test -z "$$(gofmt -l . | tee /dev/stderr)"
+	scripts/lint-workflows.sh
 
 .PHONY: control-plane
 control-plane: ## Build etcd and the Kubernetes components (v1.36.3, from e2e/k8s/go.mod) from the Go module proxy, once per machine
@@ -74,10 +79,30 @@ bench: build control-plane ## Measure overhead, concurrency, scale, footprint an
 	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null; fi
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go run ./cmd/bench -out $(CURDIR)/BENCH.md $(BENCH_FLAGS)
 
+# The image is built by e2e/cmd/image, the same code the real-node tests run: no Docker engine,
+# one static binary per platform in the Dockerfile's runtime layout, pushed with the
+# credentials of ~/.docker/config.json (docker login, or any tool that writes it).
+comma := ,
+empty :=
+space := $(empty) $(empty)
+IMAGE_BINARIES = $(subst $(space),$(comma),$(foreach p,$(subst $(comma), ,$(PLATFORMS)),$(p)=$(CURDIR)/bin/$(subst /,_,$(p))/nodeready))
+IMAGE_FLAGS    = -binary $(IMAGE_BINARIES) -version $(VERSION) -revision $(REVISION)
+
+.PHONY: image-binaries
+image-binaries:
+	@for p in $(subst $(comma), ,$(PLATFORMS)); do \
+		echo "go build $$p"; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath -ldflags "$(LDFLAGS)" -o bin/$${p%/*}_$${p#*/}/nodeready . || exit 1; \
+	done
+
 .PHONY: image
-image: ## Build and push the multi-arch image with docker buildx (needs a Docker engine)
-	docker buildx build --platform $(PLATFORMS) --build-arg VERSION=$(VERSION) \
-		--build-arg REVISION=$(REVISION) -t $(IMAGE) --push .
+image: image-binaries ## Build the multi-arch image (no Docker engine needed) and push it to IMAGE; its digest goes to bin/image.digest
+	cd e2e && go run ./cmd/image $(IMAGE_FLAGS) -push $(IMAGE) -digest-file $(CURDIR)/bin/image.digest
+
+.PHONY: image-oci
+image-oci: image-binaries ## Build the multi-arch image into the OCI layout bin/image-oci, without a registry
+	rm -rf bin/image-oci
+	cd e2e && go run ./cmd/image $(IMAGE_FLAGS) -oci $(CURDIR)/bin/image-oci -digest-file $(CURDIR)/bin/image.digest
 
 .PHONY: deploy
 deploy: ## Install into the current kubectl context, with IMAGE as the agent image
