@@ -22,6 +22,7 @@ import (
 
 // nodeWriter is what the agent needs of nodepatch; tests substitute it.
 type nodeWriter interface {
+	Watch(ctx context.Context) (stop func())
 	Release(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error)
 	Settle(ctx context.Context, window time.Duration) (int, error)
 	State(ctx context.Context) (nodepatch.State, error)
@@ -79,6 +80,8 @@ type Agent struct {
 	// it lands or the process ends (flushCondition).
 	pending  *pendingCondition
 	shutdown func()
+	// unwatch stops the watch of the node that begins with the checks.
+	unwatch func()
 }
 
 // pendingCondition is a condition not yet written, and how often its write failed.
@@ -143,6 +146,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.log.Info().Str("address", addr).Int("checks", len(a.checks)).Str("taint", a.taint()).
 		Str("label", a.cfg.VerifiedLabel+"="+a.cfg.VerifiedLabelValue).Msg("Started verification")
+	// The node is watched from now on, while the checks run: the release
+	// then plans its write from the node as last seen, with no read of its
+	// own, and the settle window goes on with the same watch. It runs on
+	// after the SIGTERM, which the release itself brings.
+	a.unwatch = a.node.Watch(context.WithoutCancel(ctx))
+	defer a.unwatch()
 	if a.cfg.ReverifyTaint {
 		a.retaint(ctx)
 	}
@@ -380,6 +389,9 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.
 			ev = log.Error()
 		}
 		ev.Err(err).Dur("settle_time", a.cfg.SettleTime).Msg("Could not watch the node for the whole settle window")
+	}
+	if a.unwatch != nil {
+		a.unwatch() // the settle window is over: nothing reads the node any more
 	}
 	a.verified.Store(true)
 	a.metrics.verified.Set(1)

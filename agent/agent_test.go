@@ -82,6 +82,8 @@ func (n *fakeNode) State(context.Context) (nodepatch.State, error) {
 	return nodepatch.State{Tainted: !n.notHeld, Registered: !errors.Is(n.err, nodepatch.ErrNotRegistered)}, nil
 }
 
+func (n *fakeNode) Watch(context.Context) func() { return func() {} }
+
 func (n *fakeNode) Settle(context.Context, time.Duration) (int, error) { return 0, n.settleErr }
 
 func (n *fakeNode) SetCondition(_ context.Context, c nodepatch.Condition) (bool, error) {

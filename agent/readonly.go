@@ -44,7 +44,7 @@ type readOnlyNode struct {
 
 // readOnlyReads are the methods of nodeWriter that only read, so
 // readOnlyNode passes them through to the Patcher.
-var readOnlyReads = []string{"State"}
+var readOnlyReads = []string{"State", "Watch"}
 
 // Karpenter's node labels: a node with the first is Karpenter-managed, and
 // Karpenter sets the second once it has registered the node.

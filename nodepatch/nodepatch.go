@@ -70,6 +70,8 @@ type Patcher struct {
 	// last is the node as last read or written, so a condition write right
 	// after a release needs no read of its own.
 	last *corev1.Node
+	// view is the watch of the node, when Watch started one.
+	view *view
 }
 
 // Karpenter's node labels: a node with the first is Karpenter-managed, and
@@ -91,15 +93,19 @@ func New(client kubernetes.Interface, node string, spec Spec) *Patcher {
 
 // Release makes the node verified: label present, startup taint gone, and,
 // in the same write, the given annotations set (the completion record). It
-// writes nothing when the node already is verified. The PATCH answer is the
-// node as stored, so it confirms the write without a read-back; a taint that
-// comes back later is Settle's. A lost optimistic lock (409, or 422 from a
-// failed JSON Patch test) and an answer that is not verified are retried with
-// a fresh read; everything else is returned at once.
+// writes nothing when the node already is verified. It plans the write from
+// the node as the watch last showed it (Watch), else from a read. The PATCH
+// answer is the node as stored, so it confirms the write without a
+// read-back; a taint that comes back later is Settle's. A lost optimistic
+// lock (409, or 422 from a failed JSON Patch test) and an answer that is not
+// verified are retried with a fresh read; everything else is returned at
+// once.
 func (p *Patcher) Release(ctx context.Context, annotations map[string]string) (Outcome, error) {
 	outcome := Unchanged
+	read := p.latest
 	err := p.retry(ctx, func() error {
-		node, err := p.get(ctx)
+		node, err := read(ctx)
+		read = p.get // a retry follows a lost lock: the watch may not show the newer node yet
 		if err != nil {
 			return err
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +45,16 @@ func newNode(labels map[string]string, taints ...corev1.Taint) *corev1.Node {
 func newPatcher(t *testing.T, node *corev1.Node) (*Patcher, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset(node)
+	// The API server answers a failed JSON Patch test with 422 Invalid; the
+	// fake's tracker with a plain error.
+	tracker := k8stesting.ObjectReaction(client.Tracker())
+	client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		handled, obj, err := tracker(a)
+		if err != nil && strings.Contains(err.Error(), "test failed") {
+			err = apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", corev1.Resource("nodes"), nodeName, err.Error(), 0, false)
+		}
+		return handled, obj, err
+	})
 	p := New(client, nodeName, spec)
 	p.backoff = fastRetry
 	return p, client
@@ -356,17 +368,17 @@ func TestSettleQuietWindow(t *testing.T) {
 }
 
 // TestSettleWatchesAgainWhenTheWatchEnds: after a long outage the watch can
-// end with 410 Gone. The node is read again (and released, since the taint
-// came back meanwhile) and watched anew from that read.
+// end with 410 Gone. The node is listed again (and released, since the taint
+// came back meanwhile) and watched anew. The window outlasts the informer's
+// first backoff (at most 1.6 s) before it lists again.
 func TestSettleWatchesAgainWhenTheWatchEnds(t *testing.T) {
 	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
 	_, err := p.Release(t.Context(), nil)
 	require.NoError(t, err)
 
-	watches := 0
+	var watches atomic.Int32
 	client.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
-		watches++
-		if watches > 1 {
+		if watches.Add(1) > 1 {
 			return false, nil, nil
 		}
 		// The taint comes back unseen, then the watch is gone.
@@ -377,13 +389,80 @@ func TestSettleWatchesAgainWhenTheWatchEnds(t *testing.T) {
 		gone.Error(&metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired})
 		return true, gone, nil
 	})
-	again, err := p.Settle(t.Context(), time.Second)
+	again, err := p.Settle(t.Context(), 3*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, 1, again, "released again after the watch ended")
-	assert.Equal(t, 2, watches, "watched anew")
+	assert.Equal(t, int32(2), watches.Load(), "watched anew")
 	n := getNode(t, client)
 	assert.True(t, p.Verified(n))
 	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
+}
+
+// TestSettleReadsAtTheEndWhenTheWatchIsDown: a watch that is down when the
+// window closes cannot vouch for the node; it is read once more, and
+// released again since the taint came back unseen.
+func TestSettleReadsAtTheEndWhenTheWatchIsDown(t *testing.T) {
+	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
+	_, err := p.Release(t.Context(), nil)
+	require.NoError(t, err)
+
+	client.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		n := getNode(t, client)
+		if !p.hasTaint(n) {
+			n.Spec.Taints = append(n.Spec.Taints, startup)
+			require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+		}
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	again, err := p.Settle(t.Context(), 300*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, 1, again, "released again by the read at the end of the window")
+	assert.True(t, p.Verified(getNode(t, client)))
+}
+
+// TestReleaseFromTheWatch: with the node watched, the release reads nothing
+// of its own: its one request is the PATCH, planned from the node the watch
+// shows. (The fake clientset cannot stream lists, so its informer lists the
+// node with a GET first; the API server answers one WATCH instead.)
+func TestReleaseFromTheWatch(t *testing.T) {
+	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
+	stop := p.Watch(t.Context())
+	defer stop()
+	_, err := p.State(t.Context()) // waits for the watch to show the node
+	require.NoError(t, err)
+	before := len(client.Actions())
+	outcome, err := p.Release(t.Context(), map[string]string{"node-ready/verified-at": "now"})
+	require.NoError(t, err)
+	assert.Equal(t, Patched, outcome)
+	assert.Equal(t, []string{"patch"}, verbs(client)[before:])
+	assert.Equal(t, []string{"get", "watch"}, verbs(client)[:before])
+	n := getNode(t, client)
+	assert.True(t, p.Verified(n))
+	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
+}
+
+// TestReleaseFromAnOldView: a watch that has not shown the newest node yet
+// plans from an old one; the lock fails (422) and the retry reads the node,
+// so the other writer's taint survives.
+func TestReleaseFromAnOldView(t *testing.T) {
+	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup))
+	client.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, watch.NewFake(), nil // a watch that shows nothing new
+	})
+	stop := p.Watch(t.Context())
+	defer stop()
+	_, err := p.State(t.Context())
+	require.NoError(t, err)
+	n := getNode(t, client)
+	n.Spec.Taints = append(n.Spec.Taints, foreign)
+	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+
+	_, err = p.Release(t.Context(), nil)
+	require.NoError(t, err)
+	n = getNode(t, client)
+	assert.True(t, p.Verified(n))
+	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
+	assert.Equal(t, []string{"patch", "get", "patch"}, verbs(client)[2:])
 }
 
 type settleResult struct {

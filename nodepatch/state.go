@@ -25,9 +25,10 @@ type State struct {
 // presence is how nodeready knows it has verified a node before.
 func (s Spec) Record() string { return s.LabelKey + "-at" }
 
-// State reads the node and reports what the agent needs of it.
+// State reports what the agent needs of the node, as the watch shows it or
+// read.
 func (p *Patcher) State(ctx context.Context) (State, error) {
-	node, err := p.get(ctx)
+	node, err := p.latest(ctx)
 	if err != nil {
 		return State{}, err
 	}
