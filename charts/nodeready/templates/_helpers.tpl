@@ -1,0 +1,38 @@
+{{/*
+Labels of every object: the name manifests/ gives them, and Helm's own
+labels. Selectors and the pod template carry only app.kubernetes.io/name, as
+in manifests/, so moving from `kubectl apply` to the chart keeps the
+DaemonSet's (immutable) selector and its pods.
+*/}}
+{{- define "nodeready.labels" -}}
+app.kubernetes.io/name: nodeready
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The agent's ServiceAccount: its name everywhere it is bound or matched. */}}
+{{- define "nodeready.serviceAccount" -}}nodeready{{- end -}}
+
+{{/* The ServiceAccount as the API server names its user. */}}
+{{- define "nodeready.username" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "nodeready.serviceAccount" . }}
+{{- end -}}
+
+{{/* The RBAC subject: the agent's ServiceAccount. */}}
+{{- define "nodeready.subjects" -}}
+subjects:
+  - kind: ServiceAccount
+    name: {{ include "nodeready.serviceAccount" . }}
+    namespace: {{ .Release.Namespace }}
+{{- end -}}
+
+{{/*
+The namespace of a namespace/name setting; a bare name is in the given
+default, as the agent reads it. Call with (list "namespace/name" "default").
+*/}}
+{{- define "nodeready.namespaceOf" -}}
+{{- $ref := index . 0 -}}
+{{- if contains "/" $ref -}}{{ first (splitList "/" $ref) }}{{- else -}}{{ index . 1 }}{{- end -}}
+{{- end -}}

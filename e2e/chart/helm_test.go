@@ -1,0 +1,235 @@
+package chart
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeready/nodeready/e2e/harness"
+)
+
+// helmTimeout bounds one helm run, so a hanging one fails instead of stalling.
+const helmTimeout = 2 * time.Minute
+
+// release is the release name the README's install command gives.
+const release = "nodeready"
+
+// chartDir is charts/nodeready in the repository under test.
+func chartDir(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(repoRoot(t), "charts", "nodeready")
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := harness.FindRepoRoot()
+	require.NoError(t, err)
+	return root
+}
+
+// helmBinary is the helm that scripts/build-tools.sh builds; make tools (and make e2e) build it.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(repoRoot(t), ".cache", "tools", "helm", "bin", "helm")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("helm: %v; run make tools (scripts/build-tools.sh helm) to build it", err)
+	}
+	return bin
+}
+
+// runHelm runs helm with its own empty configuration, cache and data directories, so no
+// repository or plugin of the machine's user takes part, and returns stdout; the error
+// holds stderr, where helm writes its messages.
+func runHelm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	home := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), helmTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, helmBinary(t), args...)
+	cmd.Env = append(os.Environ(),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_DATA_HOME="+filepath.Join(home, "data"),
+	)
+	cmd.WaitDelay = time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// template renders the chart as `helm install -n kube-system` would, with the given flags.
+func template(t *testing.T, flags ...string) (string, error) {
+	t.Helper()
+	args := append([]string{"template", release, chartDir(t), "--namespace", harness.Namespace}, flags...)
+	return runHelm(t, args...)
+}
+
+// object is one parsed Kubernetes object.
+type object = map[string]any
+
+// objectKey names an object as the API server does: group/version, kind, namespace, name.
+func objectKey(o object) string {
+	meta, _ := o["metadata"].(map[string]any)
+	ns, _ := meta["namespace"].(string)
+	name, _ := meta["name"].(string)
+	return fmt.Sprintf("%v %v %s/%s", o["apiVersion"], o["kind"], ns, name)
+}
+
+// parseObjects splits a multi-document YAML stream into objects by objectKey; documents
+// holding only comments are skipped, and an object named twice fails t.
+func parseObjects(t *testing.T, source string, data []byte) map[string]object {
+	t.Helper()
+	objects := map[string]object{}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objects
+		}
+		require.NoError(t, err, source)
+		var o object
+		require.NoError(t, yaml.Unmarshal(doc, &o), source)
+		if o == nil {
+			continue
+		}
+		key := objectKey(o)
+		require.NotContains(t, objects, key, "%s names %s twice", source, key)
+		objects[key] = o
+	}
+}
+
+// manifestObjects parses the given files of manifests/, as globs relative to it.
+func manifestObjects(t *testing.T, globs ...string) map[string]object {
+	t.Helper()
+	objects := map[string]object{}
+	for _, g := range globs {
+		files, err := filepath.Glob(filepath.Join(repoRoot(t), "manifests", g))
+		require.NoError(t, err)
+		require.NotEmpty(t, files, "no manifests/%s", g)
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			require.NoError(t, err)
+			for k, o := range parseObjects(t, f, data) {
+				require.NotContains(t, objects, k, "%s names %s again", f, k)
+				objects[k] = o
+			}
+		}
+	}
+	return objects
+}
+
+// kind says how a setting is written in values.yaml.
+type kind int
+
+const (
+	text kind = iota
+	list      // a YAML list, comma-separated in the ConfigMap
+	number
+	boolean
+)
+
+// setting is a variable of nodeready-config and the value of .Values.config it comes from.
+type setting struct {
+	value string
+	kind  kind
+}
+
+// settings maps every variable of manifests/02-configmap.yaml to its chart value.
+// TestDefaultsRenderManifests holds the chart's ConfigMap equal to that file, and
+// TestSettingsCoverConfigMap holds this table to both.
+var settings = map[string]setting{
+	"TAINT_KEY":               {"taintKey", text},
+	"TAINT_VALUE":             {"taintValue", text},
+	"TAINT_EFFECT":            {"taintEffect", text},
+	"VERIFIED_LABEL":          {"verifiedLabel", text},
+	"VERIFIED_LABEL_VALUE":    {"verifiedLabelValue", text},
+	"INITIAL_TIMEOUT":         {"initialTimeout", text},
+	"MAX_RETRIES":             {"maxRetries", number},
+	"RETRY_BACKOFF":           {"retryBackoff", text},
+	"RETRY_BACKOFF_BASE":      {"retryBackoffBase", text},
+	"RETRY_BACKOFF_MAX":       {"retryBackoffMax", text},
+	"CHECK_TIMEOUT":           {"checkTimeout", text},
+	"SETTLE_TIME":             {"settleTime", text},
+	"CHECKS":                  {"checks", list},
+	"DNS_TEST_DOMAINS":        {"dnsTestDomains", list},
+	"DNS_NAMESERVER":          {"dnsNameserver", text},
+	"CLUSTER_DNS_SERVICE":     {"clusterDNSService", text},
+	"TCP_TARGETS":             {"tcpTargets", list},
+	"HTTP_URLS":               {"httpURLs", list},
+	"HTTP_EXPECTED_STATUS":    {"httpExpectedStatus", text},
+	"HTTP_CA_FILE":            {"httpCAFile", text},
+	"APISERVER_PROBE":         {"apiserverProbe", text},
+	"ENDPOINTS_SERVICE":       {"endpointsService", text},
+	"ENDPOINTS_CONNECT":       {"endpointsConnect", boolean},
+	"DAEMONSETS":              {"daemonSets", list},
+	"DAEMONSETS_SELECTOR":     {"daemonSetsSelector", text},
+	"DAEMONSETS_EXCLUDE":      {"daemonSetsExclude", list},
+	"NODE_CONDITIONS":         {"nodeConditions", list},
+	"REQUIRED_RESOURCES":      {"requiredResources", list},
+	"CSI_DRIVERS":             {"csiDrivers", list},
+	"CSI_REQUIRE_ALLOCATABLE": {"csiRequireAllocatable", boolean},
+	"CHECK_COMMAND":           {"checkCommand", text},
+	"CHECK_COMMAND_ARGS":      {"checkCommandArgs", list},
+	"MIN_HOLD_TIME":           {"minHoldTime", text},
+	"FAILURE_ACTION":          {"failureAction", text},
+	"FAIL_OPEN_AFTER":         {"failOpenAfter", text},
+	"DELETE_FAILED_NODE":      {"deleteFailedNode", boolean},
+	"REVERIFY_TAINT":          {"reverifyTaint", boolean},
+	"DRY_RUN":                 {"dryRun", boolean},
+	"ENABLE_METRICS":          {"enableMetrics", boolean},
+	"METRICS_PORT":            {"metricsPort", number},
+	"LOG_LEVEL":               {"logLevel", text},
+	"LOG_FORMAT":              {"logFormat", text},
+}
+
+// setFlags turns nodeready-config settings into helm flags that set the chart values they
+// come from, each as its type in values.yaml.
+func setFlags(t *testing.T, config map[string]string) []string {
+	t.Helper()
+	var flags []string
+	for name, v := range config {
+		s, ok := settings[name]
+		require.True(t, ok, "setting %s has no chart value", name)
+		var typed any = v
+		switch s.kind {
+		case list:
+			items := []string{}
+			for item := range strings.SplitSeq(v, ",") {
+				if item = strings.TrimSpace(item); item != "" {
+					items = append(items, item)
+				}
+			}
+			typed = items
+		case number:
+			n, err := strconv.Atoi(v)
+			require.NoError(t, err, "%s=%q", name, v)
+			typed = n
+		case boolean:
+			b, err := strconv.ParseBool(v)
+			require.NoError(t, err, "%s=%q", name, v)
+			typed = b
+		}
+		js, err := json.Marshal(typed)
+		require.NoError(t, err)
+		flags = append(flags, "--set-json", "config."+s.value+"="+string(js))
+	}
+	return flags
+}

@@ -1,0 +1,318 @@
+package chart
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeready/nodeready/e2e/harness"
+)
+
+// helmLabels are the labels the chart adds to every object's metadata beyond those of
+// manifests/, with their values for a release of the chart. Selectors and the pod template
+// carry none of them, so that the DaemonSet's immutable selector and its pods stay those of
+// `kubectl apply -f manifests/`. The comparisons check each and then leave them out.
+func helmLabels(t *testing.T) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(chartDir(t), "Chart.yaml"))
+	require.NoError(t, err)
+	var chart struct{ Name, Version, AppVersion string }
+	require.NoError(t, yaml.Unmarshal(data, &chart))
+	return map[string]string{
+		"app.kubernetes.io/instance":   release,
+		"app.kubernetes.io/managed-by": "Helm",
+		"app.kubernetes.io/version":    chart.AppVersion,
+		"helm.sh/chart":                chart.Name + "-" + chart.Version,
+	}
+}
+
+// render runs helm template with the flags and returns its objects with helmLabels checked
+// and removed.
+func render(t *testing.T, flags ...string) map[string]object {
+	t.Helper()
+	out, err := template(t, flags...)
+	require.NoError(t, err)
+	objects := parseObjects(t, "helm template", []byte(out))
+	want := helmLabels(t)
+	for key, o := range objects {
+		labels, _ := o["metadata"].(map[string]any)["labels"].(map[string]any)
+		for k, v := range want {
+			assert.Equal(t, v, labels[k], "%s: label %s", key, k)
+			delete(labels, k)
+		}
+	}
+	return objects
+}
+
+// assertSameObjects holds got to exactly the objects of want, field by field.
+func assertSameObjects(t *testing.T, want, got map[string]object) {
+	t.Helper()
+	assert.ElementsMatch(t, slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(got)), "objects")
+	for k, w := range want {
+		if g, ok := got[k]; ok {
+			assert.Equal(t, w, g, "%s differs from manifests/", k)
+		}
+	}
+}
+
+// TestDefaultsRenderManifests: with default values the chart renders exactly the objects of
+// manifests/*.yaml, which `kubectl apply -f manifests/` installs.
+func TestDefaultsRenderManifests(t *testing.T) {
+	assertSameObjects(t, manifestObjects(t, "*.yaml"), render(t))
+}
+
+// TestSwitches: each switch adds exactly the objects of its optional part of manifests/.
+func TestSwitches(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		files []string
+	}{
+		{"gates.daemonSets", []string{"--set", "gates.daemonSets.enabled=true"}, []string{"gates/daemonsets.yaml"}},
+		{"gates.csi", []string{"--set", "gates.csi.enabled=true"}, []string{"gates/csi.yaml"}},
+		{"replaceNode", []string{"--set", "replaceNode.enabled=true"}, []string{"replace-node/*.yaml"}},
+		{"startupTaintPolicy", []string{"--set", "startupTaintPolicy.enabled=true"}, []string{"node-creation/startup-taint.yaml"}},
+		{"podMonitor", []string{"--set", "podMonitor.enabled=true"}, []string{"monitoring/podmonitor.yaml"}},
+		{"all", allSwitches, []string{"gates/*.yaml", "replace-node/*.yaml", "node-creation/startup-taint.yaml", "monitoring/podmonitor.yaml"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assertSameObjects(t, manifestObjects(t, append([]string{"*.yaml"}, tc.files...)...), render(t, tc.flags...))
+		})
+	}
+}
+
+// allSwitches turns on every optional part.
+var allSwitches = []string{
+	"--set", "gates.daemonSets.enabled=true", "--set", "gates.csi.enabled=true",
+	"--set", "replaceNode.enabled=true", "--set", "startupTaintPolicy.enabled=true",
+	"--set", "podMonitor.enabled=true",
+}
+
+// TestLint: helm lint --strict passes with the defaults and with every switch on.
+func TestLint(t *testing.T) {
+	for name, flags := range map[string][]string{"defaults": nil, "every switch on": allSwitches} {
+		t.Run(name, func(t *testing.T) {
+			out, err := runHelm(t, append([]string{"lint", "--strict", chartDir(t)}, flags...)...)
+			require.NoError(t, err, out)
+			assert.Contains(t, out, "1 chart(s) linted, 0 chart(s) failed")
+		})
+	}
+}
+
+// TestSettingsCoverConfigMap: the settings table, the ConfigMap of manifests/, values.yaml's
+// config and the schema's config name the same settings, and the schema requires each.
+func TestSettingsCoverConfigMap(t *testing.T) {
+	var values []string
+	for _, s := range settings {
+		values = append(values, s.value)
+	}
+	cm := manifestObjects(t, "02-configmap.yaml")["v1 ConfigMap kube-system/nodeready-config"]
+	require.NotNil(t, cm)
+	assert.ElementsMatch(t, slices.Collect(maps.Keys(cm["data"].(map[string]any))), slices.Collect(maps.Keys(settings)))
+
+	var chartValues struct {
+		Config map[string]any `json:"config"`
+	}
+	data, err := os.ReadFile(filepath.Join(chartDir(t), "values.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(data, &chartValues))
+	assert.ElementsMatch(t, values, slices.Collect(maps.Keys(chartValues.Config)), "values.yaml config")
+
+	var schema struct {
+		Properties struct {
+			Config struct {
+				Properties map[string]any `json:"properties"`
+				Required   []string       `json:"required"`
+			} `json:"config"`
+		} `json:"properties"`
+	}
+	data, err = os.ReadFile(filepath.Join(chartDir(t), "values.schema.json"))
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(data, &schema))
+	assert.ElementsMatch(t, values, slices.Collect(maps.Keys(schema.Properties.Config.Properties)), "values.schema.json config")
+	assert.ElementsMatch(t, values, schema.Properties.Config.Required, "values.schema.json config required")
+}
+
+// TestBadValuesFail: a bad value stops helm before anything is rendered, with a message
+// that names the value and what is wrong with it.
+func TestBadValuesFail(t *testing.T) {
+	for _, tc := range []struct {
+		set  string
+		want []string
+	}{
+		{"config.settleTime=five", []string{"/config/settleTime", "'five' does not match pattern"}},
+		{"config.taintEffect=Sometimes", []string{"/config/taintEffect", "'NoSchedule', 'PreferNoSchedule', 'NoExecute'"}},
+		{"config.verifiedLabel=node ready", []string{"/config/verifiedLabel", "'node ready' does not match pattern"}},
+		{"config.taintKey=a/b/c", []string{"/config/taintKey", "'a/b/c' does not match pattern"}},
+		{"config.initialTimeout=0s", []string{"/config/initialTimeout", "'0s' does not match pattern"}},
+		{"config.maxRetries=0", []string{"/config/maxRetries", "minimum: got 0, want 1"}},
+		{"config.metricsPort=80800", []string{"/config/metricsPort", "maximum"}},
+		{"config.checks={dns,dsn}", []string{"/config/checks/1", "value must be one of 'dns'"}},
+		{"config.retryBackoff=fibonacci", []string{"/config/retryBackoff", "value must be one of 'exponential'"}},
+		{"config.failureAction=reboot", []string{"/config/failureAction", "value must be one of 'keep-tainted'"}},
+		{"config.endpointsService=Default/Kubernetes", []string{"/config/endpointsService", "does not match pattern"}},
+		{"config.tcpTargets={10.0.0.1}", []string{"/config/tcpTargets/0", "'10.0.0.1' does not match pattern"}},
+		{"config.enableMetrics=yes", []string{"/config/enableMetrics", "got string, want boolean"}},
+		{"config.setleTime=5s", []string{"/config", "'setleTime' not allowed"}},
+		{"podMonitor.enabled=maybe", []string{"/podMonitor/enabled", "got string, want boolean"}},
+		{"image.pullPolicy=Sometimes", []string{"/image/pullPolicy", "value must be one of 'IfNotPresent'"}},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			out, err := template(t, "--set", tc.set)
+			require.Error(t, err, "rendered:\n%s", out)
+			assert.Empty(t, out)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// decode converts a parsed object into its API type.
+func decode[T any](t *testing.T, objects map[string]object, key string) *T {
+	t.Helper()
+	o, ok := objects[key]
+	require.True(t, ok, "no %s among %v", key, slices.Sorted(maps.Keys(objects)))
+	data, err := yaml.Marshal(o)
+	require.NoError(t, err)
+	var v T
+	require.NoError(t, yaml.Unmarshal(data, &v))
+	return &v
+}
+
+// celString is the CEL string literal the policies hold a key in.
+func celString(s string) string { return "'" + s + "'" }
+
+// TestLabelAndTaintFollowValues: the verified label and the startup taint, set once in the
+// values, change the ConfigMap, the DaemonSet's node affinity, the own-node admission policy
+// and the taint-at-creation policy together.
+func TestLabelAndTaintFollowValues(t *testing.T) {
+	label, labelValue := "example.com/ready", "yes"
+	taint := corev1.Taint{Key: "example.com/unready", Value: "pending", Effect: corev1.TaintEffectNoExecute}
+	objects := render(t,
+		"--set", "config.verifiedLabel="+label, "--set", "config.verifiedLabelValue="+labelValue,
+		"--set", "config.taintKey="+taint.Key, "--set", "config.taintValue="+taint.Value,
+		"--set", "config.taintEffect="+string(taint.Effect), "--set", "startupTaintPolicy.enabled=true")
+
+	cm := decode[corev1.ConfigMap](t, objects, "v1 ConfigMap kube-system/nodeready-config")
+	assert.Equal(t, label, cm.Data["VERIFIED_LABEL"])
+	assert.Equal(t, labelValue, cm.Data["VERIFIED_LABEL_VALUE"])
+	assert.Equal(t, taint.Key, cm.Data["TAINT_KEY"])
+	assert.Equal(t, taint.Value, cm.Data["TAINT_VALUE"])
+	assert.Equal(t, string(taint.Effect), cm.Data["TAINT_EFFECT"])
+
+	ds := decode[appsv1.DaemonSet](t, objects, "apps/v1 DaemonSet kube-system/nodeready")
+	terms := ds.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	require.Len(t, terms, 1)
+	assert.Contains(t, terms[0].MatchExpressions, corev1.NodeSelectorRequirement{Key: label, Operator: corev1.NodeSelectorOpDoesNotExist})
+	for _, e := range terms[0].MatchExpressions {
+		assert.NotEqual(t, harness.VerifiedLabel, e.Key, "the default label is still in the affinity")
+	}
+	tolerated := slices.ContainsFunc(ds.Spec.Template.Spec.Tolerations, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(klog.Background(), &taint, false) })
+	assert.True(t, tolerated, "the agent pod does not tolerate %v", taint)
+
+	vap := decode[admissionv1.ValidatingAdmissionPolicy](t, objects, "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy /nodeready-own-node")
+	assertVariables(t, vap.Spec.Variables, map[string]string{
+		"labelKey": celString(label), "taintKey": celString(taint.Key), "taintEffect": celString(string(taint.Effect)),
+	})
+
+	map_ := decode[admissionv1.MutatingAdmissionPolicy](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicy /nodeready-startup-taint")
+	var mapVariables []admissionv1.Variable
+	for _, v := range map_.Spec.Variables {
+		mapVariables = append(mapVariables, admissionv1.Variable{Name: v.Name, Expression: v.Expression})
+	}
+	assertVariables(t, mapVariables, map[string]string{
+		"taintKey": celString(taint.Key), "taintValue": celString(taint.Value), "taintEffect": celString(string(taint.Effect)),
+	})
+	binding := decode[admissionv1.MutatingAdmissionPolicyBinding](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding /nodeready-startup-taint")
+	assert.Contains(t, binding.Spec.MatchResources.ObjectSelector.MatchExpressions,
+		metav1LabelSelectorRequirement(label), "a node created already verified is skipped")
+}
+
+// assertVariables holds each named variable to its expression.
+func assertVariables(t *testing.T, got []admissionv1.Variable, want map[string]string) {
+	t.Helper()
+	byName := map[string]string{}
+	for _, v := range got {
+		byName[v.Name] = v.Expression
+	}
+	for name, expr := range want {
+		assert.Equal(t, expr, byName[name], "variable %s", name)
+	}
+}
+
+// TestNamespaceFollowsRelease: installed into another namespace, the ServiceAccount, every
+// binding's subject and the admission policies' user follow it, and the Roles of the
+// endpoints and dns checks follow the Services the values name.
+func TestNamespaceFollowsRelease(t *testing.T) {
+	const ns = "nodeready-system"
+	out, err := runHelm(t, "template", release, chartDir(t), "--namespace", ns, "--set", "replaceNode.enabled=true",
+		"--set", "config.endpointsService=backends/api", "--set", "config.clusterDNSService=dns/coredns")
+	require.NoError(t, err)
+	objects := parseObjects(t, "helm template", []byte(out))
+
+	for _, key := range []string{"v1 ServiceAccount " + ns + "/nodeready", "v1 ConfigMap " + ns + "/nodeready-config", "apps/v1 DaemonSet " + ns + "/nodeready"} {
+		assert.Contains(t, objects, key)
+	}
+	subject := rbacv1.Subject{Kind: "ServiceAccount", Name: "nodeready", Namespace: ns}
+	bindings := 0
+	for key, o := range objects {
+		switch o["kind"] {
+		case "ClusterRoleBinding", "RoleBinding":
+			b := decode[rbacv1.RoleBinding](t, objects, key)
+			assert.Equal(t, []rbacv1.Subject{subject}, b.Subjects, key)
+			bindings++
+		}
+	}
+	assert.Equal(t, 5, bindings, "ClusterRoleBindings nodeready, nodeready-replace-node; RoleBindings endpoints, cluster-dns, events")
+	for _, key := range []string{
+		"rbac.authorization.k8s.io/v1 Role backends/nodeready-endpoints", "rbac.authorization.k8s.io/v1 RoleBinding backends/nodeready-endpoints",
+		"rbac.authorization.k8s.io/v1 Role dns/nodeready-cluster-dns", "rbac.authorization.k8s.io/v1 RoleBinding dns/nodeready-cluster-dns",
+	} {
+		assert.Contains(t, objects, key)
+	}
+
+	user := "request.userInfo.username == 'system:serviceaccount:" + ns + ":nodeready'"
+	for _, name := range []string{"nodeready-own-node", "nodeready-own-nodeclaim"} {
+		vap := decode[admissionv1.ValidatingAdmissionPolicy](t, objects, "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy /"+name)
+		require.Len(t, vap.Spec.MatchConditions, 1, name)
+		assert.Equal(t, user, vap.Spec.MatchConditions[0].Expression, name)
+	}
+}
+
+// TestNoClusterDNSService: an empty clusterDNSService turns the bootstrap exception off, and
+// with it the Role it needed.
+func TestNoClusterDNSService(t *testing.T) {
+	objects := render(t, "--set", "config.clusterDNSService=")
+	assert.NotContains(t, objects, "rbac.authorization.k8s.io/v1 Role kube-system/nodeready-cluster-dns")
+	assert.NotContains(t, objects, "rbac.authorization.k8s.io/v1 RoleBinding kube-system/nodeready-cluster-dns")
+	cm := decode[corev1.ConfigMap](t, objects, "v1 ConfigMap kube-system/nodeready-config")
+	assert.Equal(t, "", cm.Data["CLUSTER_DNS_SERVICE"])
+}
+
+// TestMetricsPortFollowsValues: the container port the PodMonitor scrapes by name is
+// config.metricsPort.
+func TestMetricsPortFollowsValues(t *testing.T) {
+	objects := render(t, "--set", "config.metricsPort=9464")
+	ds := decode[appsv1.DaemonSet](t, objects, "apps/v1 DaemonSet kube-system/nodeready")
+	require.Len(t, ds.Spec.Template.Spec.Containers, 1)
+	assert.Equal(t, []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9464, Protocol: corev1.ProtocolTCP}}, ds.Spec.Template.Spec.Containers[0].Ports)
+	cm := decode[corev1.ConfigMap](t, objects, "v1 ConfigMap kube-system/nodeready-config")
+	assert.Equal(t, "9464", cm.Data["METRICS_PORT"])
+}
+
+func metav1LabelSelectorRequirement(key string) metav1.LabelSelectorRequirement {
+	return metav1.LabelSelectorRequirement{Key: key, Operator: metav1.LabelSelectorOpDoesNotExist}
+}
