@@ -1,0 +1,178 @@
+package release
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+)
+
+// workflow is the part of a GitHub Actions workflow these tests read.
+type workflow struct {
+	On struct {
+		Push struct {
+			Tags []string `yaml:"tags"`
+		} `yaml:"push"`
+	} `yaml:"on"`
+	Env  map[string]string `yaml:"env"`
+	Jobs map[string]struct {
+		Permissions map[string]string `yaml:"permissions"`
+		Steps       []struct {
+			Name string            `yaml:"name"`
+			Uses string            `yaml:"uses"`
+			Run  string            `yaml:"run"`
+			With map[string]string `yaml:"with"`
+		} `yaml:"steps"`
+	} `yaml:"jobs"`
+}
+
+func readWorkflow(t *testing.T, root, name string) workflow {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, ".github", "workflows", name))
+	require.NoError(t, err)
+	var w workflow
+	require.NoError(t, yaml.Unmarshal(b, &w), name)
+	return w
+}
+
+// TestReleaseWorkflow: a pushed version tag publishes the image the manifests name, signed,
+// with its SBOM attested, and the chart; a tag other than VERSION's is refused before anything
+// is built. The refusing step's own script is run here with both kinds of tag.
+func TestReleaseWorkflow(t *testing.T) {
+	root := repoRoot(t)
+	version := releaseVersion(t, root)
+	w := readWorkflow(t, root, "release.yml")
+
+	matched := false
+	for _, p := range w.On.Push.Tags {
+		ok, err := path.Match(p, version)
+		require.NoError(t, err, p)
+		matched = matched || ok
+	}
+	assert.True(t, matched, "pushing the tag %s starts the release (on.push.tags %v)", version, w.On.Push.Tags)
+	assert.Equal(t, imageRepo, w.Env["IMAGE_REPO"], "the release pushes the image the manifests name")
+	assert.Equal(t, "oci://ghcr.io/nodeready/charts", w.Env["CHART_REPO"])
+
+	require.Len(t, w.Jobs, 1)
+	for _, job := range w.Jobs {
+		assert.Equal(t, "write", job.Permissions["id-token"], "cosign keyless signing needs the OIDC token")
+		assert.Equal(t, "write", job.Permissions["packages"], "pushing to ghcr.io")
+
+		var order []string // what each step does, in order
+		for _, s := range job.Steps {
+			switch {
+			case s.Name == "Refuse a tag that is not the version in VERSION":
+				order = append(order, "refuse")
+				refuse(t, root, s.Run, version)
+			case strings.Contains(s.Run, "go test") && strings.Contains(s.Run, "TestOneVersion"):
+				order = append(order, "versions")
+			case strings.Contains(s.Run, "make image "):
+				order = append(order, "image")
+				assert.Contains(t, s.Run, `VERSION="${GITHUB_REF_NAME}"`)
+				assert.Contains(t, s.Run, `IMAGE="${IMAGE_REPO}:${GITHUB_REF_NAME}"`, "the tag pushed is the tag refused unless it is VERSION")
+			case strings.HasPrefix(s.Uses, "anchore/sbom-action@"):
+				order = append(order, "sbom")
+				assert.Equal(t, "spdx-json", s.With["format"])
+				assert.Contains(t, s.With["image"], "@${{ steps.image.outputs.digest }}", "the SBOM of the pushed digest")
+			case strings.Contains(s.Run, "cosign sign "):
+				order = append(order, "sign")
+				assert.Contains(t, s.Run, `"${IMAGE_REPO}@${DIGEST}"`, "signed by digest, not by tag")
+			case strings.Contains(s.Run, "cosign attest "):
+				order = append(order, "attest")
+				assert.Contains(t, s.Run, "--type spdxjson")
+				assert.Contains(t, s.Run, `"${IMAGE_REPO}@${DIGEST}"`)
+			case strings.Contains(s.Run, "helm push"):
+				order = append(order, "chart")
+				assert.Contains(t, s.Run, "helm package charts/nodeready")
+				assert.Contains(t, s.Run, `"${CHART_REPO}"`)
+			}
+		}
+		assert.Equal(t, []string{"refuse", "versions", "image", "sign", "sbom", "attest", "chart"}, order)
+	}
+}
+
+// refuse runs the release's tag check as the runner would, in a copy holding only VERSION.
+func refuse(t *testing.T, root, script, version string) {
+	t.Helper()
+	require.NotEmpty(t, script)
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "VERSION"), b, 0o644))
+	for tag, ok := range map[string]bool{version: true, version + "-rc.1": false, "v0.0.0": false, "latest": false} {
+		cmd := exec.Command("bash", "-e", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GITHUB_REF_NAME="+tag)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		if ok {
+			assert.NoError(t, err, "tag %s: %s", tag, out.String())
+		} else {
+			assert.Error(t, err, "tag %s is refused", tag)
+			assert.Contains(t, out.String(), "is not the version in VERSION", "tag %s", tag)
+		}
+	}
+}
+
+// TestMakeImageOnReleaseTag: on a clean checkout of the release tag, `make image` pushes that
+// tag with that version; on any other commit, or with changes, a development version that says
+// so. Run in a scratch repository holding the Makefile and VERSION, with make -n (prints the
+// commands, runs nothing).
+func TestMakeImageOnReleaseTag(t *testing.T) {
+	root := repoRoot(t)
+	version := releaseVersion(t, root)
+	dir := t.TempDir()
+	for _, f := range []string{"Makefile", "VERSION"} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
+	}
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+	pushed := func() (image, ver string) {
+		t.Helper()
+		cmd := exec.Command("make", "-n", "image")
+		cmd.Dir = dir
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { // the defaults, not the caller's
+			name, _, _ := strings.Cut(kv, "=")
+			return slices.Contains([]string{"VERSION", "IMAGE", "REVISION", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"}, name)
+		})
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		m := regexp.MustCompile(`go run \./cmd/image .*-version (\S+) .*-push (\S+)`).FindStringSubmatch(string(out))
+		require.NotNil(t, m, "make -n image runs cmd/image with -version and -push:\n%s", out)
+		return m[2], m[1]
+	}
+	git("init", "-q")
+	git("add", ".")
+	git("commit", "-q", "-m", "release")
+	git("tag", "-a", version, "-m", version)
+
+	image, ver := pushed()
+	assert.Equal(t, imageRepo+":"+version, image, "the release tag pushes the image the manifests name")
+	assert.Equal(t, version, ver)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "VERSION"), []byte(version+"\n\n"), 0o644))
+	image, ver = pushed()
+	assert.Equal(t, version+"-dirty", ver, "a changed checkout is not the release")
+	assert.Equal(t, imageRepo+":"+version+"-dirty", image)
+
+	git("commit", "-q", "-a", "-m", "after")
+	_, ver = pushed()
+	assert.Regexp(t, "^"+regexp.QuoteMeta(version)+`-1-g[0-9a-f]+$`, ver, "a later commit is a development build")
+}
