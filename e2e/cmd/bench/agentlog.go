@@ -72,5 +72,5 @@ func (p *phases) rows(s *section, prefix string) {
 	s.add(prefix+"start to confirmed release (duration_seconds)", p.total.summary(false))
 	s.add(prefix+"start-up: main to first round (startup_seconds)", p.startup.summary(false))
 	s.add(prefix+"checks: the round's wall time (checks_seconds)", p.checks.summary(false))
-	s.add(prefix+"release: GET, PATCH (release_seconds)", p.release.summary(false))
+	s.add(prefix+"release: checks passed to confirmed release (release_seconds)", p.release.summary(false))
 }

@@ -1,5 +1,6 @@
 // Command bench measures nodeready on a real local control plane (e2e/harness): the agent's
-// overhead per verification, the concurrency of its checks, how far one API server scales
+// overhead per verification, its release on a network with 200 ms round trips, the
+// concurrency of its checks, how far one API server scales
 // with agents verifying at once, the way through the DaemonSet controller and the simulated
 // kubelet, the agent's footprint, and, as root on Linux, a new node's critical path on a real
 // node (e2e/realnode). It prints a table and, with -out, writes it with the machine it ran on
@@ -46,13 +47,14 @@ import (
 var dnsAnswer = netip.MustParseAddr("10.96.0.10")
 
 // benchmarks are the names -only takes, in the order they run.
-var benchmarks = []string{"concurrency", "daemonset", "overhead", "scale", "realnode"}
+var benchmarks = []string{"concurrency", "daemonset", "overhead", "latency", "scale", "realnode"}
 
 type options struct {
 	out       string
 	only      []string
 	quick     bool
 	runs      int
+	latRuns   int
 	nodes     int
 	dsNodes   int
 	rounds    int
@@ -116,7 +118,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		sections = append(sections, benchConcurrency(ctx, o.rounds, repo))
 	}
 
-	if want("daemonset") || want("overhead") {
+	if want("daemonset") || want("overhead") || want("latency") {
 		sections = append(sections, clusterBenchmarks(ctx, o, &m, logf)...)
 	}
 
@@ -172,6 +174,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	only := fs.String("only", strings.Join(benchmarks, ","), "benchmarks to run, comma-separated: "+strings.Join(benchmarks, ", ")+" (overhead includes the footprint)")
 	fs.BoolVar(&o.quick, "quick", false, "smaller sizes for a quick run: -runs 15 -nodes 100 -ds-nodes 10 -rounds 5")
 	fs.IntVar(&o.runs, "runs", 50, "overhead: agent processes, one at a time")
+	fs.IntVar(&o.latRuns, "latency-runs", 10, "latency: agent processes, one at a time, each on a fresh node")
 	fs.IntVar(&o.nodes, "nodes", 1000, "scale: nodes registered at once, each verified by an in-process agent")
 	fs.IntVar(&o.dsNodes, "ds-nodes", 50, "daemonset: nodes registered at once through the simulated kubelet")
 	fs.IntVar(&o.rounds, "rounds", 20, "concurrency: rounds of checks")
@@ -224,7 +227,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 		o.settles = append(o.settles, d)
 	}
-	if o.runs < 1 || o.nodes < 1 || o.dsNodes < 1 || o.rounds < 1 {
+	if o.runs < 1 || o.latRuns < 1 || o.nodes < 1 || o.dsNodes < 1 || o.rounds < 1 {
 		return o, errors.New("-runs, -nodes, -ds-nodes and -rounds must be at least 1")
 	}
 	repo, err := harness.FindRepoRoot()
@@ -294,7 +297,8 @@ func startCluster(ctx context.Context, o options, name string, m *machine, logf 
 }
 
 // clusterBenchmarks runs the DaemonSet benchmark, then, with the DaemonSet removed so that
-// only the benchmark's own agents run, the overhead and footprint benchmark.
+// only the benchmark's own agents run, the latency benchmark and the overhead and footprint
+// benchmark.
 func clusterBenchmarks(ctx context.Context, o options, m *machine, logf func(string, ...any)) []*section {
 	c, err := startCluster(ctx, o, "cluster", m, logf)
 	if err != nil {
@@ -306,12 +310,20 @@ func clusterBenchmarks(ctx context.Context, o options, m *machine, logf func(str
 		logf("daemonset: %d nodes at once through the DaemonSet and the simulated kubelet", o.dsNodes)
 		out = append(out, benchDaemonSet(ctx, c, o.dsNodes))
 	}
-	if !slices.Contains(o.only, "overhead") || ctx.Err() != nil {
+	overhead, latency := slices.Contains(o.only, "overhead"), slices.Contains(o.only, "latency")
+	if !overhead && !latency || ctx.Err() != nil {
 		return out
 	}
 	env, err := prepareDirect(ctx, c)
 	if err != nil {
 		return append(out, &section{Title: "overhead", Err: err})
+	}
+	if latency {
+		logf("latency: %d agent processes, one at a time, %s per round trip", o.latRuns, ms(roundTrip))
+		out = append(out, benchLatency(ctx, c, env, o.agent, o.latRuns))
+	}
+	if !overhead || ctx.Err() != nil {
+		return out
 	}
 	dns, err := dnstest.NewServer(map[string][]netip.Addr{harness.DNSName: {dnsAnswer}})
 	if err != nil {

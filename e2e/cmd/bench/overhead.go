@@ -60,6 +60,9 @@ type agentEnv struct {
 	servicePort string
 	dns         string // DNS_NAMESERVER
 	goMemLimit  string // from the DaemonSet's memory limit, as its resourceFieldRef sets it
+	// apiURL and caFile, when set, are the API server the agent's kubeconfig names instead
+	// of the control plane's (the latency benchmark's slow proxy).
+	apiURL, caFile string
 }
 
 func (e agentEnv) forNode(node, kubeconfig string, metricsPort int) []string {
@@ -227,7 +230,11 @@ func startRun(ctx context.Context, client kubernetes.Interface, c *harness.Clust
 		return r
 	}
 	cp := c.ControlPlane()
-	kubeconfig, err := writeKubeconfig(dir, cp.APIServerURL(), cp.CAFile(), token)
+	server, ca := cp.APIServerURL(), cp.CAFile()
+	if env.apiURL != "" {
+		server, ca = env.apiURL, env.caFile
+	}
+	kubeconfig, err := writeKubeconfig(dir, server, ca, token)
 	if err != nil {
 		r.err = err
 		return r
