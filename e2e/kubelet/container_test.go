@@ -34,7 +34,7 @@ func TestCommandLineOfPrepullInitContainers(t *testing.T) {
 	k := &Kubelet{opts: Options{AgentBinary: "/build/bin/nodeready"}}
 	vols := map[string]string{"nodeready-bin": "/tmp/pod/volumes/nodeready-bin"}
 	copyBinary := corev1.Container{
-		Name: "nodeready-bin", Image: "ghcr.io/nodeready/nodeready:latest",
+		Name: "nodeready-bin", Image: "ghcr.io/nodeready/nodeready:v0.1.0",
 		Args:         []string{"copy-binary", "/nodeready-bin/nodeready"},
 		VolumeMounts: []corev1.VolumeMount{{Name: "nodeready-bin", MountPath: "/nodeready-bin"}},
 	}
@@ -116,7 +116,7 @@ func TestCommandLine(t *testing.T) {
 func TestPodStatusWithInitContainers(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	api := agentPod()
-	api.Spec.InitContainers = []corev1.Container{{Name: "copy", Image: "ghcr.io/nodeready/nodeready:latest"}, {Name: "warm", Image: "pause"}}
+	api.Spec.InitContainers = []corev1.Container{{Name: "copy", Image: "ghcr.io/nodeready/nodeready:v0.1.0"}, {Name: "warm", Image: "pause"}}
 	p := &pod{node: "node-a", uid: "uid-1", api: api, startTime: t0, initStatuses: initialInitStatuses(api)}
 
 	s := p.status(corev1.PodStatus{}, t0)

@@ -255,7 +255,7 @@ func agentPod() *corev1.Pod {
 			ServiceAccountName: "nodeready",
 			Containers: []corev1.Container{{
 				Name:  "nodeready",
-				Image: "ghcr.io/nodeready/nodeready:latest",
+				Image: "ghcr.io/nodeready/nodeready:v0.1.0",
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
