@@ -43,7 +43,7 @@ type Config struct {
 	RetryBackoffBase time.Duration `envconfig:"RETRY_BACKOFF_BASE" default:"1s" desc:"First delay between rounds (every delay with constant and linear); unset with linear, it is 5s, kube-node-ready's delay"`
 	RetryBackoffMax  time.Duration `envconfig:"RETRY_BACKOFF_MAX" default:"30s" desc:"Longest delay between rounds; after a recorded failure, checks repeat at this interval"`
 	CheckTimeout     time.Duration `envconfig:"CHECK_TIMEOUT" default:"10s" desc:"Time limit of one check in one round"`
-	SettleTime       time.Duration `envconfig:"SETTLE_TIME" default:"5s" desc:"After the release, watch the own node this long and release it again if the startup taint comes back; 0 turns it off; keep it well below the pod's terminationGracePeriodSeconds"`
+	SettleTime       time.Duration `envconfig:"SETTLE_TIME" default:"2s" desc:"After the release, watch the own node this long and release it again if the startup taint comes back; 0 turns it off; keep it well below the pod's terminationGracePeriodSeconds"`
 
 	Checks List `envconfig:"CHECKS" default:"dns,tcp,apiserver,endpoints" desc:"Checks to run, comma-separated: dns, tcp, http, apiserver, endpoints, and the gates daemonsets, conditions, resources, csi, command"`
 

@@ -20,7 +20,7 @@ import (
 )
 
 // settleTime is the agents' SETTLE_TIME: the shipped default, which the harness keeps.
-const settleTime = 5 * time.Second
+const settleTime = 2 * time.Second
 
 // TestStartupTaintComesBack: the instant an agent's release shows (label, no startup taint),
 // the test puts the startup taint back, as Karpenter's re-merge of startupTaints at
