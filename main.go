@@ -14,8 +14,6 @@ import (
 	"runtime"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -132,12 +130,7 @@ func newClient(dryRun bool) (agent.Clients, error) {
 		return agent.Clients{}, err
 	}
 	cfg.UserAgent = "nodeready/" + version
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return agent.Clients{}, err
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	return agent.Clients{Kube: kube, Dynamic: dyn}, err
+	return agent.NewClients(cfg)
 }
 
 func restConfig(dryRun bool) (*rest.Config, error) {

@@ -89,12 +89,48 @@ not json
 func TestFlags(t *testing.T) {
 	o, err := parseFlags([]string{"-quick", "-nodes", "300", "-only", "scale,footprint", "-settle", "0s"}, &bytes.Buffer{})
 	require.NoError(t, err)
-	assert.Equal(t, 300, o.nodes, "an explicit size wins over -quick")
+	assert.Equal(t, sizeList{300}, o.nodes, "an explicit size wins over -quick")
 	assert.Equal(t, 15, o.runs)
 	assert.Equal(t, []string{"scale", "overhead"}, o.only)
 	assert.Equal(t, []time.Duration{0}, o.settles)
 
+	o, err = parseFlags(nil, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, sizeList{1000, 5000}, o.nodes, "the scale runs at 1000 and at 5000 nodes by default")
+	o, err = parseFlags([]string{"-quick"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, sizeList{100}, o.nodes)
+	o, err = parseFlags([]string{"-nodes", "10, 20"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, sizeList{10, 20}, o.nodes)
+	for _, bad := range []string{"0", "1000,x", ""} {
+		_, err = parseFlags([]string{"-nodes", bad}, &bytes.Buffer{})
+		assert.Error(t, err, "-nodes %q", bad)
+	}
+
 	_, err = parseFlags([]string{"-only", "speed"}, &bytes.Buffer{})
 	assert.ErrorContains(t, err, `unknown benchmark "speed"`)
 	assert.Equal(t, " -quick", argsSuffix([]string{"-out", "x.md", "-quick", "-out=y.md"}))
+}
+
+func TestCompareScaleGrowth(t *testing.T) {
+	small := &scaleResult{nodes: 1000, settle: 5 * time.Second, allVerified: 10 * time.Second, complete: true,
+		apiCPUPerNode: 0.020, serverPerNode: 12, meanRequests: 8, rejected: 1000, benchCPU: 7, peakRunning: 900}
+	large := &scaleResult{nodes: 5000, settle: 5 * time.Second, allVerified: 60 * time.Second, complete: true,
+		apiCPUPerNode: 0.030, serverPerNode: 12, meanRequests: 8, rejected: 10000, benchCPU: 35, peakRunning: 4500}
+	other := &scaleResult{nodes: 1000, settle: 0, allVerified: 9 * time.Second, complete: true}
+	s := compareScale([]*scaleResult{small, other, large})
+
+	var growth []row
+	for _, r := range s.Rows {
+		if strings.HasPrefix(r.Metric, "growth") {
+			growth = append(growth, r)
+		}
+	}
+	require.Len(t, growth, 1, "only SETTLE_TIME=5s ran at two sizes")
+	assert.Equal(t, "growth 1000 → 5000 nodes (×5), SETTLE_TIME=5s", growth[0].Metric)
+	assert.Contains(t, growth[0].Value, "all verified s 10 → 60 (×6.00)")
+	assert.Contains(t, growth[0].Value, "API server CPU ms 20 → 30 (×1.50)")
+	assert.Contains(t, growth[0].Value, "429s 1 → 2 (×2.00)")
+	assert.Contains(t, growth[0].Value, "agents at once 900 → 4500 (×5.00)")
 }

@@ -55,7 +55,7 @@ type options struct {
 	quick     bool
 	runs      int
 	latRuns   int
-	nodes     int
+	nodes     sizeList
 	dsNodes   int
 	rounds    int
 	settles   []time.Duration
@@ -124,14 +124,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	if want("scale") {
 		var results []*scaleResult
-		for _, settle := range o.settles {
-			if ctx.Err() != nil {
-				break
-			}
-			s, r := scaleBenchmark(ctx, o, &m, settle, logf)
-			sections = append(sections, s)
-			if r != nil {
-				results = append(results, r)
+		for _, nodes := range o.nodes {
+			for _, settle := range o.settles {
+				if ctx.Err() != nil {
+					break
+				}
+				s, r := scaleBenchmark(ctx, o, &m, nodes, settle, logf)
+				sections = append(sections, s)
+				if r != nil {
+					results = append(results, r)
+				}
 			}
 		}
 		if len(results) > 1 {
@@ -175,11 +177,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.quick, "quick", false, "smaller sizes for a quick run: -runs 15 -nodes 100 -ds-nodes 10 -rounds 5")
 	fs.IntVar(&o.runs, "runs", 50, "overhead: agent processes, one at a time")
 	fs.IntVar(&o.latRuns, "latency-runs", 10, "latency: agent processes, one at a time, each on a fresh node")
-	fs.IntVar(&o.nodes, "nodes", 1000, "scale: nodes registered at once, each verified by an in-process agent")
+	o.nodes = slices.Clone(defaultSizes)
+	fs.Var(&o.nodes, "nodes", "scale: node counts, comma-separated: a run per count (and SETTLE_TIME) of that many nodes registered at once, each verified by an in-process agent")
 	fs.IntVar(&o.dsNodes, "ds-nodes", 50, "daemonset: nodes registered at once through the simulated kubelet")
 	fs.IntVar(&o.rounds, "rounds", 20, "concurrency: rounds of checks")
 	settles := fs.String("settle", "5s,0s", "scale: SETTLE_TIME of each scale run, comma-separated; each run gets a fresh control plane")
-	fs.StringVar(&o.logDir, "logs", "", "keep the control plane, kubelet and agent logs in this directory")
+	fs.StringVar(&o.logDir, "logs", "", "keep the control plane, kubelet and agent logs in this directory, and the API server's CPU profile of each scale run")
 	fs.BoolVar(&o.goBench, "gotest", true, "concurrency: also run checks.BenchmarkRunAll with go test")
 	o.set = map[string]string{}
 	fs.Func("set", "KEY=VALUE: change a nodeready-config setting for every agent, such as -set SETTLE_TIME=0s (repeatable; the scale runs take SETTLE_TIME from -settle)", func(v string) error {
@@ -204,10 +207,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.quick {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for name, v := range map[string]*int{"runs": &o.runs, "nodes": &o.nodes, "ds-nodes": &o.dsNodes, "rounds": &o.rounds} {
+		for name, v := range map[string]*int{"runs": &o.runs, "ds-nodes": &o.dsNodes, "rounds": &o.rounds} {
 			if !set[name] {
-				*v = map[string]int{"runs": 15, "nodes": 100, "ds-nodes": 10, "rounds": 5}[name]
+				*v = map[string]int{"runs": 15, "ds-nodes": 10, "rounds": 5}[name]
 			}
+		}
+		if !set["nodes"] {
+			o.nodes = sizeList{100}
 		}
 	}
 	for name := range strings.SplitSeq(*only, ",") {
@@ -227,8 +233,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 		o.settles = append(o.settles, d)
 	}
-	if o.runs < 1 || o.latRuns < 1 || o.nodes < 1 || o.dsNodes < 1 || o.rounds < 1 {
-		return o, errors.New("-runs, -nodes, -ds-nodes and -rounds must be at least 1")
+	if o.runs < 1 || o.latRuns < 1 || o.dsNodes < 1 || o.rounds < 1 {
+		return o, errors.New("-runs, -ds-nodes and -rounds must be at least 1")
 	}
 	repo, err := harness.FindRepoRoot()
 	if err != nil {
@@ -375,8 +381,8 @@ func removeDaemonSet(ctx context.Context, c *harness.Cluster) error {
 }
 
 // scaleBenchmark runs one scale run on a control plane of its own, without the DaemonSet.
-func scaleBenchmark(ctx context.Context, o options, m *machine, settle time.Duration, logf func(string, ...any)) (*section, *scaleResult) {
-	name := fmt.Sprintf("scale-settle-%s", settle)
+func scaleBenchmark(ctx context.Context, o options, m *machine, nodes int, settle time.Duration, logf func(string, ...any)) (*section, *scaleResult) {
+	name := fmt.Sprintf("scale-%d-settle-%s", nodes, settle)
 	c, err := startCluster(ctx, o, name, m, logf)
 	if err != nil {
 		return &section{Title: name, Err: err}, nil
@@ -394,8 +400,12 @@ func scaleBenchmark(ctx context.Context, o options, m *machine, settle time.Dura
 	if err != nil {
 		return &section{Title: name, Err: err}, nil
 	}
-	logf("scale: %d nodes at once, in-process agents, SETTLE_TIME=%s (load average %s)", o.nodes, settle, loadavg())
-	s, r := benchScale(ctx, c, base, o.nodes, settle, "scale")
+	logf("scale: %d nodes at once, in-process agents, SETTLE_TIME=%s (load average %s)", nodes, settle, loadavg())
+	profile := ""
+	if o.logDir != "" {
+		profile = filepath.Join(o.logDir, name, "kube-apiserver.cpu.pprof")
+	}
+	s, r := benchScale(ctx, c, base, nodes, settle, "scale", profile)
 	logf("scale: done, %d not released", s.Failures)
 	return s, r
 }

@@ -8,8 +8,10 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,11 +22,39 @@ import (
 	"github.com/nodeready/nodeready/e2e/harness"
 )
 
-// Goals of the scale benchmark.
+// Goals of the scale benchmark: 5000 nodes, the scalability limit of one cluster, released
+// within a minute of one burst.
 const (
-	scaleGoal           = 30 * time.Second
+	scaleGoal           = 60 * time.Second
 	requestsPerNodeGoal = 3
 )
+
+// defaultSizes are the scale runs' node counts unless -nodes says otherwise.
+var defaultSizes = sizeList{1000, 5000}
+
+// sizeList is the -nodes flag: node counts, comma-separated.
+type sizeList []int
+
+func (l *sizeList) String() string {
+	parts := make([]string, 0, len(*l))
+	for _, n := range *l {
+		parts = append(parts, strconv.Itoa(n))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *sizeList) Set(v string) error {
+	var out sizeList
+	for part := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q is not a node count", part)
+		}
+		out = append(out, n)
+	}
+	*l = out
+	return nil
+}
 
 // scaleTimeout bounds the wait for every node of a scale run; a node not verified by then
 // counts as a failure.
@@ -60,12 +90,70 @@ func (b *lockedBuffer) Bytes() []byte {
 	return slices.Clone(b.buf.Bytes())
 }
 
+// gauge counts what runs at once and keeps the peak.
+type gauge struct{ cur, peak atomic.Int64 }
+
+func (g *gauge) inc() {
+	n := g.cur.Add(1)
+	for p := g.peak.Load(); n > p && !g.peak.CompareAndSwap(p, n); p = g.peak.Load() {
+	}
+}
+
+func (g *gauge) dec() { g.cur.Add(-1) }
+
+// sampleRSS reads this process's VmRSS every interval until ctx ends, and returns the
+// largest through the function it returns, which waits for the sampler to stop.
+func sampleRSS(ctx context.Context, interval time.Duration) func() int64 {
+	var peak int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			if st, err := procStatus(os.Getpid()); err == nil {
+				peak = max(peak, st["VmRSS"])
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 { <-done; return peak }
+}
+
+// scaleProfileTime is how long the API server's CPU profile of a scale run samples.
+const scaleProfileTime = 30 * time.Second
+
+// profileAPIServer starts a CPU profile of the API server (its /debug/pprof/profile) and
+// returns a function that waits for it and writes it to path. Without a path it does nothing.
+func profileAPIServer(ctx context.Context, admin kubernetes.Interface, path string) func() error {
+	if path == "" {
+		return func() error { return nil }
+	}
+	done := make(chan error, 1)
+	go func() {
+		body, err := admin.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(int(scaleProfileTime.Seconds()))).Timeout(scaleProfileTime + time.Minute).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(path, body, 0o644)
+		}
+		done <- err
+	}()
+	return func() error { return <-done }
+}
+
 // benchScale registers nodes at once, each with its agent pod and a token bound to it, and
 // verifies each with an agent running in this process (agent.New and Run, as main does,
 // with the installed configuration, a client of its own and its own connection). When an
 // agent's node is seen verified its context ends, as the SIGTERM of the pod's deletion
 // does; it finishes its release and settle window and returns.
-func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, nodes int, settle time.Duration, run string) (*section, *scaleResult) {
+//
+// With a profile path, the API server's CPU profile of the burst's first scaleProfileTime is
+// written there (go tool pprof reads it), to show where its time goes.
+func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, nodes int, settle time.Duration, run, profile string) (*section, *scaleResult) {
 	title := fmt.Sprintf("scale %d, SETTLE_TIME=%s", nodes, settle)
 	s := &section{Title: title}
 	res := &scaleResult{settle: settle, nodes: nodes}
@@ -110,6 +198,11 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 		return s, nil
 	}
 	cpuBefore, selfBefore := childCPU(), selfCPU()
+	rssCtx, stopRSS := context.WithCancel(ctx)
+	defer stopRSS()
+	benchRSS := sampleRSS(rssCtx, 250*time.Millisecond)
+	var running gauge
+	profileDone := profileAPIServer(ctx, admin, profile)
 
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -122,7 +215,7 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 		wg.Go(func() {
 			defer close(a.done)
 			defer cancel()
-			a.err = runInProcess(agentCtx, ctx, fast, cp.APIServerURL(), cp.CAFile(), base, settle, a, run)
+			a.err = runInProcess(agentCtx, ctx, fast, cp.APIServerURL(), cp.CAFile(), base, settle, a, run, &running)
 		})
 	}
 
@@ -159,6 +252,11 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 		return s, nil
 	}
 	cpuAfter, selfAfter := childCPU(), selfCPU()
+	stopRSS()
+	peakRSS := benchRSS()
+	if err := profileDone(); err != nil {
+		s.note("No CPU profile of the API server: %v", err)
+	}
 	// No cleanup: the control plane is the run's own and stops with it.
 
 	var (
@@ -204,6 +302,12 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 	if s.Failures == 0 {
 		allVerified = lastLabel
 	}
+	var lastStart time.Duration
+	for _, a := range agents {
+		if !a.agentStarted.IsZero() {
+			lastStart = max(lastStart, a.agentStarted.Sub(start))
+		}
+	}
 
 	s.goal("nodes released (label seen, taint gone) / not released", fmt.Sprintf("%d / %d", verified, s.Failures), "0 not released", s.Failures == 0)
 	s.goal("agents that released their node but did not report it (no \"Verified node\")", fmt.Sprint(notReported), "0", notReported == 0)
@@ -216,6 +320,8 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 	s.goal("per node: node created to verified", toVerified.summary(true), "every node < "+secs(scaleGoal),
 		len(toVerified) > 0 && toVerified.max() < scaleGoal)
 	s.add("per node: agent start to verified", fromAgent.summary(true))
+	s.add("burst: last node, pod and token created (last agent started)", secs(lastStart))
+	s.add("agents running at once (peak)", fmt.Sprint(running.peak.Load()))
 	own.rows(s, "agent: ")
 
 	// All agents' requests; and the fewest one agent needed to release its node (the
@@ -257,7 +363,8 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 	server := requestDelta(before, after)
 	s.add("API server requests per node (all clients; the benchmark's own are 3: node, pod, token)", fmt.Sprintf("%.2f", total(server)/float64(nodes)))
 	apiCPU := after.sum("process_cpu_seconds_total") - before.sum("process_cpu_seconds_total")
-	s.add("kube-apiserver CPU (process_cpu_seconds_total delta)", fmt.Sprintf("%.1f s (%.1f ms per node)", apiCPU, apiCPU*1000/float64(nodes)))
+	s.add("kube-apiserver CPU (process_cpu_seconds_total delta)", fmt.Sprintf("%.1f s (%.1f ms per node; %.2f cores over the %s until all verified)",
+		apiCPU, apiCPU*1000/float64(nodes), apiCPU/allVerified.Seconds(), secs(allVerified)))
 	s.add("kube-apiserver RSS after", mib(after.sum("process_resident_memory_bytes")))
 	cpuLine := []string{}
 	for _, k := range slices.Sorted(maps.Keys(cpuAfter)) {
@@ -266,14 +373,17 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 		}
 	}
 	s.add("control plane CPU (/proc, utime+stime)", strings.Join(cpuLine, ", "))
-	s.add("in-process agents + benchmark CPU (getrusage)", fmt.Sprintf("%.1f s (%.1f ms per node)", (selfAfter-selfBefore).Seconds(),
-		float64(selfAfter-selfBefore)/float64(time.Millisecond)/float64(nodes)))
+	benchCPU := (selfAfter - selfBefore).Seconds()
+	s.add("in-process agents + benchmark CPU (getrusage)", fmt.Sprintf("%.1f s (%.1f ms per node; %.2f cores)", benchCPU,
+		benchCPU*1000/float64(nodes), benchCPU/agentsDone.Seconds()))
+	s.add("benchmark process peak RSS (in-process agents, their clients and connections)", mib(float64(peakRSS)))
 
 	s.note("The agents run in this process (`agent.New` and `Run` with the installed configuration, as `main` does), each " +
 		"with its own client, bearer token and TLS connection, and a token bound to its own pod, so the admission policy " +
-		"applies as in a cluster. A thousand agent processes would add what the footprint section shows per process " +
-		"(the Go runtime's start, about 25 MiB resident each) to the same two cores; in one process the agents share the " +
-		"runtime. Node created to verified includes the benchmark's own creates per node (node, pod, token: the " +
+		"applies as in a cluster. Agent processes would add what the footprint section shows per process (the Go " +
+		"runtime's start and the binary's pages) to the same two cores; in one process the agents share the runtime. The " +
+		"cores are shared: the control plane's CPU and the benchmark's together show how near the run came to the " +
+		"machine's two. Node created to verified includes the benchmark's own creates per node (node, pod, token: the " +
 		"provisioner's, the DaemonSet controller's and the kubelet's part); agent start to verified does not. An agent's " +
 		"context ends when its node is seen verified, as the SIGTERM of the pod's deletion would.")
 	var b strings.Builder
@@ -289,7 +399,10 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 		s.goal("nodes with a Verified Event", fmt.Sprintf("%d of %d", n, nodes), "every node", n == nodes)
 		res.events = n
 	}
-	if rejected := after.sum("apiserver_flowcontrol_rejected_requests_total") - before.sum("apiserver_flowcontrol_rejected_requests_total"); rejected > 0 {
+	rejected := after.sum("apiserver_flowcontrol_rejected_requests_total") - before.sum("apiserver_flowcontrol_rejected_requests_total")
+	if rejected == 0 {
+		s.add("requests rejected by API Priority and Fairness (429)", "0")
+	} else {
 		byLevel := map[string]float64{}
 		for key, sm := range after {
 			if sm.Name == "apiserver_flowcontrol_rejected_requests_total" {
@@ -315,6 +428,7 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 	res.successPath, res.meanRequests = fewestTotal, perNode
 	res.serverPerNode, res.apiCPUPerNode = total(server)/float64(nodes), apiCPU/float64(nodes)
 	res.notReported = notReported
+	res.rejected, res.benchCPU, res.peakRunning = rejected, benchCPU, running.peak.Load()
 	for _, e := range errs {
 		s.note("Not released: %s", e)
 	}
@@ -339,9 +453,13 @@ type scaleResult struct {
 	notReported                 int
 	events                      int // nodes with a Verified Event; -1 when unknown
 	nodes                       int
+	rejected                    float64 // 429s from API Priority and Fairness
+	benchCPU                    float64 // seconds: the in-process agents and the benchmark
+	peakRunning                 int64
 }
 
-// compareScale puts the scale runs side by side.
+// compareScale puts the scale runs side by side and, for each SETTLE_TIME run at more than
+// one size, shows how the figures grow from the smallest size to the largest.
 func compareScale(results []*scaleResult) *section {
 	s := &section{Title: "scale compared"}
 	for _, r := range results {
@@ -349,15 +467,48 @@ func compareScale(results []*scaleResult) *section {
 		if !r.complete {
 			all = "not all verified"
 		}
-		s.add(fmt.Sprintf("SETTLE_TIME=%s", r.settle), fmt.Sprintf(
+		s.add(fmt.Sprintf("%d nodes, SETTLE_TIME=%s", r.nodes, r.settle), fmt.Sprintf(
 			"all verified %s; per node p50 %s, p99 %s; success path %d requests, mean %.2f per node with retries; "+
-				"API server %.2f requests and %.1f ms CPU per node; %d unreported; Verified Events on %d of %d nodes",
-			all, secs(r.p50), secs(r.p99), r.successPath, r.meanRequests, r.serverPerNode, r.apiCPUPerNode*1000, r.notReported,
-			r.events, r.nodes))
+				"API server %.2f requests and %.1f ms CPU per node, %.2f 429s per node; %d unreported; Verified Events on %d of %d nodes",
+			all, secs(r.p50), secs(r.p99), r.successPath, r.meanRequests, r.serverPerNode, r.apiCPUPerNode*1000,
+			r.rejected/float64(r.nodes), r.notReported, r.events, r.nodes))
+	}
+	bySettle := map[time.Duration][]*scaleResult{}
+	for _, r := range results {
+		bySettle[r.settle] = append(bySettle[r.settle], r)
+	}
+	for _, settle := range slices.Sorted(maps.Keys(bySettle)) {
+		rs := bySettle[settle]
+		if len(rs) < 2 {
+			continue
+		}
+		small := slices.MinFunc(rs, func(a, b *scaleResult) int { return a.nodes - b.nodes })
+		large := slices.MaxFunc(rs, func(a, b *scaleResult) int { return a.nodes - b.nodes })
+		if small.nodes == large.nodes {
+			continue
+		}
+		ratio := func(a, b float64) string {
+			if a == 0 {
+				return fmt.Sprintf("%.4g → %.4g", a, b)
+			}
+			return fmt.Sprintf("%.4g → %.4g (×%.2f)", a, b, b/a)
+		}
+		s.add(fmt.Sprintf("growth %d → %d nodes (×%.0f), SETTLE_TIME=%s", small.nodes, large.nodes,
+			float64(large.nodes)/float64(small.nodes), settle), fmt.Sprintf(
+			"all verified s %s; per node: API server CPU ms %s, API server requests %s, agent requests %s, 429s %s, "+
+				"benchmark CPU ms %s; agents at once %s",
+			ratio(small.allVerified.Seconds(), large.allVerified.Seconds()),
+			ratio(small.apiCPUPerNode*1000, large.apiCPUPerNode*1000),
+			ratio(small.serverPerNode, large.serverPerNode),
+			ratio(small.meanRequests, large.meanRequests),
+			ratio(small.rejected/float64(small.nodes), large.rejected/float64(large.nodes)),
+			ratio(small.benchCPU*1000/float64(small.nodes), large.benchCPU*1000/float64(large.nodes)),
+			ratio(float64(small.peakRunning), float64(large.peakRunning))))
 	}
 	s.note("SETTLE_TIME=0 drops the settle watch: one WATCH per node, held open for the window. The success paths above show " +
 		"every other difference. Each run has a control plane of its own on the same shared cores, so the load of the moment " +
-		"differs between them too.")
+		"differs between them too. Growth compares the per-node figures of the smallest and the largest size: ×1 is linear " +
+		"growth of the total, above 1 costs more per node at the larger size.")
 	return s
 }
 
@@ -365,7 +516,7 @@ func compareScale(results []*scaleResult) *section {
 // this process until agentCtx ends (the node is verified) and its release is complete.
 // ctx bounds the registration.
 func runInProcess(agentCtx, ctx context.Context, fast kubernetes.Interface, server, caFile string, base agent.Config,
-	settle time.Duration, a *inProcessAgent, run string) error {
+	settle time.Duration, a *inProcessAgent, run string, running *gauge) error {
 	a.created = time.Now()
 	if _, err := fast.CoreV1().Nodes().Create(ctx, newNode(a.node, run), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create node: %w", err)
@@ -377,7 +528,7 @@ func runInProcess(agentCtx, ctx context.Context, fast kubernetes.Interface, serv
 	// A connection of its own, as each agent pod has: a custom Dial keeps client-go from
 	// sharing one cached transport among all clients with the same TLS settings.
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-	kube, err := kubernetes.NewForConfig(&rest.Config{
+	clients, err := agent.NewClients(&rest.Config{
 		Host:            server,
 		TLSClientConfig: rest.TLSClientConfig{CAFile: caFile},
 		BearerToken:     token,
@@ -394,7 +545,9 @@ func runInProcess(agentCtx, ctx context.Context, fast kubernetes.Interface, serv
 	cfg.MetricsPort = 0 // any free port: a thousand agents share this process's addresses
 	cfg.SettleTime = settle
 	a.agentStarted = time.Now()
-	ag, err := agent.New(cfg, agent.NewLogger(cfg, &a.log), agent.Clients{Kube: kube}, agent.BuildInfo{Version: "bench"}, a.agentStarted)
+	running.inc()
+	defer running.dec()
+	ag, err := agent.New(cfg, agent.NewLogger(cfg, &a.log), clients, agent.BuildInfo{Version: "bench"}, a.agentStarted)
 	if err != nil {
 		return err
 	}
