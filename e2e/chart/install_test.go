@@ -1,0 +1,81 @@
+package chart
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/nodepatch"
+)
+
+// TestHelmInstall installs the chart with `helm install` onto the real control plane, as
+// the README's command does, with the harness's loopback settings as values: a bad value
+// fails the install and installs nothing; a new tainted node is verified and released by
+// the agent the chart installed, under the own-node policy the chart installed; `helm
+// uninstall` removes every object the release made.
+func TestHelmInstall(t *testing.T) {
+	c := harness.StartForTest(t, harness.Options{NoManifests: true})
+	ctx := t.Context()
+	cluster := []string{"--kubeconfig", c.ControlPlane().Kubeconfig(), "--namespace", harness.Namespace}
+
+	// A bad value: refused before anything reaches the cluster.
+	_, err := runHelm(t, append([]string{"install", release, chartDir(t), "--set", "config.taintEffect=Sometimes"}, cluster...)...)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "/config/taintEffect")
+	releases, err := runHelm(t, append([]string{"list", "--short", "--deployed", "--failed", "--pending"}, cluster...)...)
+	require.NoError(t, err)
+	assert.Empty(t, strings.TrimSpace(releases), "a release was recorded")
+	_, err = c.Client().AppsV1().DaemonSets(harness.Namespace).Get(ctx, harness.DaemonSetName, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "DaemonSet after a refused install: %v", err)
+
+	// The install, with the settings the harness gives manifests/ on loopback.
+	args := append([]string{"install", release, chartDir(t)}, cluster...)
+	out, err := runHelm(t, append(args, setFlags(t, harness.LoopbackConfig())...)...)
+	require.NoError(t, err)
+	t.Logf("helm install:\n%s", out)
+	ds, err := c.Client().AppsV1().DaemonSets(harness.Namespace).Get(ctx, harness.DaemonSetName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "Helm", ds.Labels["app.kubernetes.io/managed-by"])
+
+	// A new node with the startup taint: the chart's agent verifies and releases it, and the
+	// DaemonSet controller deletes the agent pod.
+	f := harness.NewFleetForTest(t, c, "helm")
+	nodes, err := f.AddNodes(ctx, 1, harness.NodeOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.WaitReleased(ctx, nodes...))
+	harness.RequireAgentCondition(t, c, nodes[0], nodepatch.ReasonVerified)
+	require.NoError(t, f.WaitAgentsGone(ctx, nodes...))
+
+	// The own-node policy the chart installed is in force: the agent's identity, with a
+	// pod-bound token of another node, may not write this one.
+	out, err = c.Kubectl(ctx, "label", "node", nodes[0], "example.com/probe=1",
+		"--as=system:serviceaccount:"+harness.Namespace+":nodeready",
+		"--as-user-extra=authentication.kubernetes.io/node-name=another-node")
+	require.Error(t, err, out)
+	assert.Contains(t, out, "nodeready-own-node")
+	assert.Contains(t, out, "may change only its own node")
+
+	// helm uninstall removes everything the release installed.
+	manifest, err := runHelm(t, append([]string{"get", "manifest", release}, cluster...)...)
+	require.NoError(t, err)
+	installed := parseObjects(t, "helm get manifest", []byte(manifest))
+	assert.Len(t, installed, len(manifestObjects(t, "*.yaml")), "the release holds the objects of manifests/")
+	out, err = runHelm(t, append([]string{"uninstall", release, "--wait", "--timeout", "2m"}, cluster...)...)
+	require.NoError(t, err)
+	t.Logf("helm uninstall:\n%s", out)
+	for key, o := range installed {
+		meta := o["metadata"].(map[string]any)
+		args := []string{"get", strings.ToLower(o["kind"].(string)), meta["name"].(string), "--ignore-not-found", "-o", "name"}
+		if ns, ok := meta["namespace"].(string); ok {
+			args = append(args, "--namespace", ns)
+		}
+		out, err := c.Kubectl(ctx, args...)
+		require.NoError(t, err)
+		assert.Empty(t, strings.TrimSpace(out), "%s is still there after helm uninstall", key)
+	}
+}
