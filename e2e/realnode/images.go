@@ -19,7 +19,7 @@ type Images struct {
 }
 
 // PushImages builds the agent image from the binary at agentBin (the runtime layout of the
-// Dockerfile), the sandbox image from e2e/cmd/pause and a CoreDNS image, and pushes them.
+// Dockerfile, by image.AgentIndex as for a release), the sandbox image from e2e/cmd/pause and a CoreDNS image, and pushes them.
 func PushImages(ctx context.Context, reg *Registry, agentBin, workDir string) (Images, error) {
 	arch := runtime.GOARCH
 	var imgs Images
@@ -27,9 +27,18 @@ func PushImages(ctx context.Context, reg *Registry, agentBin, workDir string) (I
 	if err != nil {
 		return imgs, fmt.Errorf("agent binary: %w", err)
 	}
-	certs, err := os.ReadFile(image.CABundle) // the build machine's, as distroless copies Debian's
+	// The agent's image as `make image` and the release build it (a one-platform index here),
+	// so the node's containerd resolves an index to its platform as a user's does.
+	agentIdx, err := image.AgentIndex(image.Release{Source: image.Source, Revision: "e2e", Version: "e2e"},
+		image.NSSRoots(), []image.Platform{{Arch: arch, Binary: agent}})
 	if err != nil {
-		return imgs, fmt.Errorf("CA certificates: %w", err)
+		return imgs, fmt.Errorf("build nodeready:e2e: %w", err)
+	}
+	if imgs.Agent, err = reg.PushIndex(ctx, "nodeready:e2e", agentIdx); err != nil {
+		return imgs, err
+	}
+	if imgs.AgentSize, err = indexSize(agentIdx, arch); err != nil {
+		return imgs, err
 	}
 	pauseBin := filepath.Join(workDir, "pause")
 	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", pauseBin, "github.com/nodeready/nodeready/e2e/cmd/pause")
@@ -54,7 +63,6 @@ func PushImages(ctx context.Context, reg *Registry, agentBin, workDir string) (I
 		spec image.Spec
 		ref  *string
 	}{
-		{"nodeready:e2e", image.Agent(arch, agent, certs), &imgs.Agent},
 		{"pause:e2e", image.Binary(arch, "pause", pause, "65535:65535"), &imgs.Pause},
 		{"coredns:e2e", image.Binary(arch, "coredns", coredns, "65532:65532"), &imgs.CoreDNS},
 	} {
@@ -64,12 +72,6 @@ func PushImages(ctx context.Context, reg *Registry, agentBin, workDir string) (I
 		}
 		if *b.ref, err = reg.Push(ctx, b.repo, img); err != nil {
 			return imgs, err
-		}
-		if b.ref == &imgs.Agent {
-			imgs.AgentSize, err = compressedSize(img)
-			if err != nil {
-				return imgs, err
-			}
 		}
 	}
 	return imgs, nil

@@ -49,5 +49,17 @@ func (r *Registry) Push(ctx context.Context, repo string, img v1.Image) (string,
 	return ref.String(), nil
 }
 
+// PushIndex stores idx as repo:tag and returns its reference.
+func (r *Registry) PushIndex(ctx context.Context, repo string, idx v1.ImageIndex) (string, error) {
+	ref, err := name.ParseReference(r.Host+"/"+repo, name.Insecure)
+	if err != nil {
+		return "", err
+	}
+	if err := remote.WriteIndex(ref, idx, remote.WithContext(ctx)); err != nil {
+		return "", fmt.Errorf("push %s: %w", ref, err)
+	}
+	return ref.String(), nil
+}
+
 // Stop stops serving.
 func (r *Registry) Stop() { _ = r.srv.Close() }
