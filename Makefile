@@ -35,13 +35,16 @@ unit: ## Unit tests with the race detector
 	CGO_ENABLED=1 go test -race -count=1 ./...
 
 .PHONY: vet
-vet: ## go vet both modules, check formatting, lint .github/workflows with actionlint
+vet: ## go vet both modules, check formatting, lint .github/workflows with actionlint and the alert rules with promtool
 	go vet ./...
 	cd e2e && go vet ./...
 	cd e2e/k8s && go mod verify >/dev/null
 	cd e2e/karpenter-build && go mod verify >/dev/null
 	cd e2e/containerd-build && go mod verify >/dev/null
 	cd e2e/coredns-build && go mod verify >/dev/null
+	cd e2e/tools/promtool && go mod verify >/dev/null
+	mkdir -p .cache && cd e2e && go run ./cmd/rulesfile ../manifests/monitoring/prometheusrule.yaml >$(CURDIR)/.cache/prometheusrule-groups.yaml
+	"$$(scripts/build-tools.sh promtool)/promtool" check rules .cache/prometheusrule-groups.yaml
 	@test -z "$$(gofmt -l . | tee /dev/stderr)"
 	scripts/lint-workflows.sh
 

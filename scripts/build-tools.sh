@@ -4,7 +4,9 @@
 #
 # Each tool set has its own module, e2e/tools/<name>, whose go.mod lists the commands as `tool`
 # directives and requires nothing else: every dependency is at the version the tool pins, and
-# no tool ever enters nodeready's own go.mod or the e2e module's.
+# no tool ever enters nodeready's own go.mod or the e2e module's. A module may name Go build
+# tags in e2e/tools/<name>/build-tags (one line, comma-separated), used for every build and
+# list of its tools.
 #
 # The first run compiles the tools; later runs return at once unless a module they are built
 # from, this script or the Go toolchain changed.
@@ -44,18 +46,22 @@ build() {
     flock 9
   fi
 
-  local pkgs
+  local pkgs tags=()
   mapfile -t pkgs < <(go -C "${mod_dir}" list -f '{{.ImportPath}}' tool)
+  if [[ -f "${mod_dir}/build-tags" ]]; then
+    tags=(-tags "$(tr -d ' \n' <"${mod_dir}/build-tags")")
+  fi
 
   # The stamp records what the tools were built from: every module they link, this script
   # and the toolchain.
   local stamp_file="${bin_dir}/.build-stamp" stamp
   stamp="$(
     {
-      go -C "${mod_dir}" list -deps \
+      go -C "${mod_dir}" list "${tags[@]}" -deps \
         -f '{{with .Module}}{{.Path}} {{.Version}}{{with .Replace}} => {{.Path}} {{.Version}}{{end}}{{end}}' \
         "${pkgs[@]}" | sort -u
       cat "${BASH_SOURCE[0]}"
+      echo "${tags[*]}"
     } | sha256sum | cut -d' ' -f1
   ) $(go env GOVERSION)"
 
@@ -76,7 +82,7 @@ build() {
   # a half-written binary and tests running meanwhile keep the previous one.
   local work_dir start=${SECONDS}
   work_dir="$(mktemp -d "${bin_dir}/.build.XXXXXX")"
-  (cd "${mod_dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${work_dir}/" "${pkgs[@]}")
+  (cd "${mod_dir}" && CGO_ENABLED=0 go build "${tags[@]}" -trimpath -ldflags "-s -w" -o "${work_dir}/" "${pkgs[@]}")
   rm -f "${stamp_file}"
   for p in "${pkgs[@]}"; do
     mv -f "${work_dir}/${p##*/}" "${bin_dir}/${p##*/}"
