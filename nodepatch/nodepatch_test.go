@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,13 +46,24 @@ func newNode(labels map[string]string, taints ...corev1.Taint) *corev1.Node {
 func newPatcher(t *testing.T, node *corev1.Node) (*Patcher, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset(node)
-	// The API server answers a failed JSON Patch test with 422 Invalid; the
-	// fake's tracker with a plain error.
+	// The API server answers a failed JSON Patch test with 422 Invalid, and
+	// gives every write a new resourceVersion; the fake's tracker answers with
+	// a plain error and keeps the resourceVersion.
 	tracker := k8stesting.ObjectReaction(client.Tracker())
+	var rv atomic.Int64
+	rv.Store(1)
 	client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		handled, obj, err := tracker(a)
 		if err != nil && strings.Contains(err.Error(), "test failed") {
 			err = apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", corev1.Resource("nodes"), nodeName, err.Error(), 0, false)
+		}
+		if n, ok := obj.(*corev1.Node); ok && err == nil && a.GetSubresource() == "" {
+			n = n.DeepCopy()
+			n.ResourceVersion = strconv.FormatInt(rv.Add(1), 10)
+			if err := client.Tracker().Update(nodeGVR, n, ""); err != nil {
+				return true, nil, err
+			}
+			obj = n
 		}
 		return handled, obj, err
 	})
@@ -422,7 +434,7 @@ func TestSettleReadsAtTheEndWhenTheWatchIsDown(t *testing.T) {
 
 // TestReleaseFromTheWatch: with the node watched, the release reads nothing
 // of its own: its one request is the PATCH, planned from the node the watch
-// shows. (The fake clientset cannot stream lists, so its informer lists the
+// shows, and the settle window adds none. (The fake clientset cannot stream lists, so its informer lists the
 // node with a GET first; the API server answers one WATCH instead.)
 func TestReleaseFromTheWatch(t *testing.T) {
 	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
@@ -436,6 +448,11 @@ func TestReleaseFromTheWatch(t *testing.T) {
 	assert.Equal(t, Patched, outcome)
 	assert.Equal(t, []string{"patch"}, verbs(client)[before:])
 	assert.Equal(t, []string{"get", "watch"}, verbs(client)[:before])
+	// The settle window follows the same watch: no request of its own.
+	again, err := p.Settle(t.Context(), 100*time.Millisecond)
+	require.NoError(t, err)
+	assert.Zero(t, again)
+	assert.Equal(t, []string{"get", "watch", "patch"}, verbs(client))
 	n := getNode(t, client)
 	assert.True(t, p.Verified(n))
 	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
