@@ -42,11 +42,22 @@ vet: ## go vet both modules, check formatting, lint .github/workflows with actio
 	cd e2e/karpenter-build && go mod verify >/dev/null
 	cd e2e/containerd-build && go mod verify >/dev/null
 	cd e2e/coredns-build && go mod verify >/dev/null
+	cd e2e/tools/helm && go mod verify >/dev/null
+	helm="$$(scripts/build-tools.sh helm)/helm" && $$helm lint --strict charts/nodeready && \
+		$$helm lint --strict charts/nodeready $(CHART_SWITCHES)
 	cd e2e/tools/promtool && go mod verify >/dev/null
 	mkdir -p .cache && cd e2e && go run ./cmd/rulesfile ../manifests/monitoring/prometheusrule.yaml >$(CURDIR)/.cache/prometheusrule-groups.yaml
 	"$$(scripts/build-tools.sh promtool)/promtool" check rules .cache/prometheusrule-groups.yaml
 	@test -z "$$(gofmt -l . | tee /dev/stderr)"
 	scripts/lint-workflows.sh
+
+# The chart's optional parts, all on: make vet lints the chart with them too.
+CHART_SWITCHES := --set gates.daemonSets.enabled=true --set gates.csi.enabled=true \
+	--set replaceNode.enabled=true --set startupTaintPolicy.enabled=true --set podMonitor.enabled=true
+
+.PHONY: tools
+tools: ## Build the test-only tools the e2e tests run (Helm) from the Go module proxy into .cache/tools
+	scripts/build-tools.sh helm >/dev/null
 
 .PHONY: control-plane
 control-plane: ## Build etcd and the Kubernetes components (v1.36.3, from e2e/k8s/go.mod) from the Go module proxy, once per machine
@@ -59,7 +70,7 @@ karpenter: ## Build Karpenter with its kwok provider (from e2e/karpenter-build/g
 # One e2e package at a time (-p 1): each starts its own control plane and agents,
 # and two at once on a small machine would measure the machine, not nodeready.
 .PHONY: e2e
-e2e: build control-plane karpenter ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, the real Karpenter and (as root on Linux) a real node
+e2e: build control-plane karpenter tools ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, the real Karpenter and (as root on Linux) a real node
 	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null; fi
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./...
 
