@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -85,7 +86,8 @@ func TestSwitches(t *testing.T) {
 		{"replaceNode", []string{"--set", "replaceNode.enabled=true"}, []string{"replace-node/*.yaml"}},
 		{"startupTaintPolicy", []string{"--set", "startupTaintPolicy.enabled=true"}, []string{"node-creation/startup-taint.yaml"}},
 		{"podMonitor", []string{"--set", "podMonitor.enabled=true"}, []string{"monitoring/podmonitor.yaml"}},
-		{"all", allSwitches, []string{"gates/*.yaml", "replace-node/*.yaml", "node-creation/startup-taint.yaml", "monitoring/podmonitor.yaml"}},
+		{"alerts", []string{"--set", "alerts.enabled=true"}, []string{"monitoring/prometheusrule.yaml"}},
+		{"all", allSwitches, []string{"gates/*.yaml", "replace-node/*.yaml", "node-creation/startup-taint.yaml", "monitoring/*.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assertSameObjects(t, manifestObjects(t, append([]string{"*.yaml"}, tc.files...)...), render(t, tc.flags...))
@@ -97,7 +99,7 @@ func TestSwitches(t *testing.T) {
 var allSwitches = []string{
 	"--set", "gates.daemonSets.enabled=true", "--set", "gates.csi.enabled=true",
 	"--set", "replaceNode.enabled=true", "--set", "startupTaintPolicy.enabled=true",
-	"--set", "podMonitor.enabled=true",
+	"--set", "podMonitor.enabled=true", "--set", "alerts.enabled=true",
 }
 
 // TestLint: helm lint --strict passes with the defaults and with every switch on.
@@ -204,7 +206,8 @@ func TestLabelAndTaintFollowValues(t *testing.T) {
 	objects := render(t,
 		"--set", "config.verifiedLabel="+label, "--set", "config.verifiedLabelValue="+labelValue,
 		"--set", "config.taintKey="+taint.Key, "--set", "config.taintValue="+taint.Value,
-		"--set", "config.taintEffect="+string(taint.Effect), "--set", "startupTaintPolicy.enabled=true")
+		"--set", "config.taintEffect="+string(taint.Effect), "--set", "startupTaintPolicy.enabled=true",
+		"--set", "alerts.enabled=true")
 
 	cm := decode[corev1.ConfigMap](t, objects, "v1 ConfigMap kube-system/nodeready-config")
 	assert.Equal(t, label, cm.Data["VERIFIED_LABEL"])
@@ -239,6 +242,24 @@ func TestLabelAndTaintFollowValues(t *testing.T) {
 	binding := decode[admissionv1.MutatingAdmissionPolicyBinding](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding /nodeready-startup-taint")
 	assert.Contains(t, binding.Spec.MatchResources.ObjectSelector.MatchExpressions,
 		metav1LabelSelectorRequirement(label), "a node created already verified is skipped")
+
+	// The alerts select the taint and the label, as kube-state-metrics exports them.
+	rule, err := yaml.Marshal(objects["monitoring.coreos.com/v1 PrometheusRule kube-system/nodeready"])
+	require.NoError(t, err)
+	assert.Contains(t, string(rule), `kube_node_spec_taint{key="example.com/unready", effect="NoExecute"}`)
+	assert.Equal(t, 2, strings.Count(string(rule), `kube_node_labels{label_example_com_ready="yes"}`), "NodeReadyNodeNotVerified and NodeReadyFailedOpen")
+	assert.Contains(t, string(rule), "kubectl label node {{ $labels.node }} example.com/ready-")
+	for _, old := range []string{harness.StartupTaint.Key, harness.VerifiedLabel + "-", "node_ready_verified"} {
+		assert.NotContains(t, string(rule), old)
+	}
+}
+
+// TestAlertLabels: the labels a Prometheus's ruleSelector picks are added to the rule's.
+func TestAlertLabels(t *testing.T) {
+	objects := render(t, "--set", "alerts.enabled=true", "--set", "alerts.labels.release=kube-prometheus-stack")
+	rule := objects["monitoring.coreos.com/v1 PrometheusRule kube-system/nodeready"]
+	require.NotNil(t, rule)
+	assert.Equal(t, map[string]any{"app.kubernetes.io/name": "nodeready", "release": "kube-prometheus-stack"}, rule["metadata"].(map[string]any)["labels"])
 }
 
 // assertVariables holds each named variable to its expression.
