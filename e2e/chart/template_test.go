@@ -170,6 +170,12 @@ func TestBadValuesFail(t *testing.T) {
 		{"config.setleTime=5s", []string{"/config", "'setleTime' not allowed"}},
 		{"podMonitor.enabled=maybe", []string{"/podMonitor/enabled", "got string, want boolean"}},
 		{"image.pullPolicy=Sometimes", []string{"/image/pullPolicy", "value must be one of 'IfNotPresent'"}},
+		// What the schema cannot say, the templates refuse.
+		{"config.checks={dns,http}", []string{"config.httpURLs: required when config.checks has http"}},
+		{"config.checks={csi}", []string{"config.csiDrivers: required when config.checks has csi"}},
+		{"config.dnsTestDomains={}", []string{"config.dnsTestDomains: required when config.checks has dns"}},
+		{"config.daemonSets={kube-system/cilium},config.daemonSetsSelector=tier=node", []string{"config.daemonSetsSelector: limits discovery only"}},
+		{"config.deleteFailedNode=true,config.failureAction=fail-open", []string{"config.deleteFailedNode: true contradicts config.failureAction fail-open"}},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			out, err := template(t, "--set", tc.set)

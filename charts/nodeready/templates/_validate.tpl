@@ -1,0 +1,22 @@
+{{/*
+What values.schema.json cannot say: settings that a chosen check or action
+requires, and settings that contradict each other. The agent refuses the same
+at start (exit 2); the chart refuses them at install, naming the value.
+*/}}
+{{- define "nodeready.validate" -}}
+{{- $c := .Values.config -}}
+{{- range $check, $needs := dict "dns" "dnsTestDomains" "http" "httpURLs" "conditions" "nodeConditions" "resources" "requiredResources" "csi" "csiDrivers" "command" "checkCommand" -}}
+{{- if and (has $check $c.checks) (empty (index $c $needs)) -}}
+{{- fail (printf "config.%s: required when config.checks has %s" $needs $check) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $c.daemonSets $c.daemonSetsSelector -}}
+{{- fail "config.daemonSetsSelector: limits discovery only: leave it empty when config.daemonSets lists the DaemonSets" -}}
+{{- end -}}
+{{- if and $c.daemonSets $c.daemonSetsExclude -}}
+{{- fail "config.daemonSetsExclude: limits discovery only: leave it empty when config.daemonSets lists the DaemonSets" -}}
+{{- end -}}
+{{- if and $c.deleteFailedNode (eq $c.failureAction "fail-open") -}}
+{{- fail "config.deleteFailedNode: true contradicts config.failureAction fail-open: set one of them" -}}
+{{- end -}}
+{{- end -}}
