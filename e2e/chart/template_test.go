@@ -173,7 +173,7 @@ func TestBadValuesFail(t *testing.T) {
 		// What the schema cannot say, the templates refuse.
 		{"config.checks={dns,http}", []string{"config.httpURLs: required when config.checks has http"}},
 		{"config.checks={csi}", []string{"config.csiDrivers: required when config.checks has csi"}},
-		{"config.dnsTestDomains={}", []string{"config.dnsTestDomains: required when config.checks has dns"}},
+		{"config.checks={command}", []string{"config.checkCommand: required when config.checks has command"}},
 		{"config.daemonSets={kube-system/cilium},config.daemonSetsSelector=tier=node", []string{"config.daemonSetsSelector: limits discovery only"}},
 		{"config.deleteFailedNode=true,config.failureAction=fail-open", []string{"config.deleteFailedNode: true contradicts config.failureAction fail-open"}},
 	} {
