@@ -39,6 +39,7 @@ vet: ## go vet both modules, check formatting, lint .github/workflows with actio
 	go vet ./...
 	cd e2e && go vet ./...
 	cd e2e/k8s && go mod verify >/dev/null
+	cd e2e/k8s-1.32 && go mod verify >/dev/null
 	cd e2e/karpenter-build && go mod verify >/dev/null
 	cd e2e/containerd-build && go mod verify >/dev/null
 	cd e2e/coredns-build && go mod verify >/dev/null
@@ -61,8 +62,9 @@ tools: ## Build the test-only tools the e2e tests run (Helm) from the Go module 
 	scripts/build-tools.sh helm >/dev/null
 
 .PHONY: control-plane
-control-plane: ## Build etcd and the Kubernetes components (v1.36.3, from e2e/k8s/go.mod) from the Go module proxy, once per machine
+control-plane: ## Build etcd and the Kubernetes components (v1.36.3 from e2e/k8s/go.mod; v1.32.5, the oldest supported, from e2e/k8s-1.32/go.mod) from the Go module proxy, once per machine
 	scripts/build-control-plane.sh
+	scripts/build-control-plane.sh e2e/k8s-1.32
 
 .PHONY: karpenter
 karpenter: ## Build Karpenter with its kwok provider (from e2e/karpenter-build/go.mod) from the Go module proxy, once per machine

@@ -3,29 +3,42 @@
 # Kubernetes sources on the Go module proxy into .cache/k8s/<version>/bin. The e2e tests, the
 # demo and the benchmarks run these binaries.
 #
-# They are built from the module in e2e/k8s, which requires only Kubernetes, so every
+# They are built from a module that requires only Kubernetes, e2e/k8s by default, so every
 # dependency is at the version Kubernetes itself pins: nothing nodeready or the e2e tests
-# require can raise it.
+# require can raise it. Another such module (e2e/k8s-1.32, the oldest minor the README
+# supports) builds another release the same way, into its own directory.
 #
 # The first run compiles Kubernetes and takes several minutes; later runs return at once
 # unless a module these binaries are built from, this script or the Go toolchain changed.
 #
-# Usage: scripts/build-control-plane.sh [-f]   (-f rebuilds even when up to date)
+# Usage: scripts/build-control-plane.sh [-f] [MODULE]
+#   -f      rebuilds even when up to date
+#   MODULE  the module directory to build from, relative to the repository root (e2e/k8s)
 # Prints the bin directory on stdout. NODEREADY_K8S_BIN overrides where the binaries go.
 set -euo pipefail
 
+usage() {
+  echo "usage: $0 [-f] [MODULE]   (MODULE: e2e/k8s, the default, or e2e/k8s-1.32)" >&2
+  exit 2
+}
+
 force=false
-case "${1:-}" in
-  -f | --force) force=true ;;
-  "") ;;
-  *)
-    echo "usage: $0 [-f]" >&2
-    exit 2
-    ;;
-esac
+module=e2e/k8s
+while (($# > 0)); do
+  case "$1" in
+    -f | --force) force=true ;;
+    -*) usage ;;
+    *) module="$1" ;;
+  esac
+  shift
+done
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-k8s_dir="${repo_root}/e2e/k8s"
+k8s_dir="${repo_root}/${module}"
+if [[ ! -f "${k8s_dir}/go.mod" ]]; then
+  echo "$0: ${module}: no go.mod there; MODULE is a directory like e2e/k8s" >&2
+  usage
+fi
 
 log() { echo "build-control-plane: $*" >&2; }
 

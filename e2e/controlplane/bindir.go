@@ -11,6 +11,11 @@ import (
 // builds; it names the cache directory of the binaries.
 const KubernetesVersion = "v1.36.3"
 
+// FloorKubernetesVersion is the oldest release the README supports, which e2e/k8s-1.32/go.mod
+// pins and `scripts/build-control-plane.sh e2e/k8s-1.32` builds; e2e/versions runs the core
+// scenarios against it as well as against KubernetesVersion.
+const FloorKubernetesVersion = "v1.32.5"
+
 // BinDirEnv overrides where the control plane binaries are looked up.
 const BinDirEnv = "NODEREADY_K8S_BIN"
 
@@ -21,11 +26,17 @@ func DefaultBinDir() (string, error) {
 	if dir := os.Getenv(BinDirEnv); dir != "" {
 		return dir, nil
 	}
+	return BinDirFor(KubernetesVersion)
+}
+
+// BinDirFor returns <repo>/.cache/k8s/<version>/bin, where scripts/build-control-plane.sh
+// puts the binaries of that release; $NODEREADY_K8S_BIN does not apply.
+func BinDirFor(version string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(root, ".cache", "k8s", KubernetesVersion, "bin"), nil
+	return filepath.Join(root, ".cache", "k8s", version, "bin"), nil
 }
 
 // repoRoot walks up from the working directory to the directory holding the build script.

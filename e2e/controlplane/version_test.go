@@ -1,12 +1,14 @@
 package controlplane_test
 
 import (
+	"maps"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/semver"
 
 	"github.com/nodeready/nodeready/e2e/controlplane"
 )
@@ -20,25 +22,47 @@ func parseGoMod(t *testing.T, path string) *modfile.File {
 	return mf
 }
 
-// The cache directory is named by KubernetesVersion; it must follow k8s/go.mod, from which
-// scripts/build-control-plane.sh builds the binaries, or the tests would look for binaries of
-// another release.
+// buildModules maps each module that scripts/build-control-plane.sh builds a control plane
+// from to the release the tests expect of it.
+var buildModules = map[string]string{
+	"../k8s/go.mod":      controlplane.KubernetesVersion,
+	"../k8s-1.32/go.mod": controlplane.FloorKubernetesVersion,
+}
+
+// The cache directory is named by KubernetesVersion (FloorKubernetesVersion); it must follow
+// k8s/go.mod (k8s-1.32/go.mod), from which scripts/build-control-plane.sh builds the binaries,
+// or the tests would look for binaries of another release.
 func TestKubernetesVersionMatchesGoMod(t *testing.T) {
-	const path = "../k8s/go.mod"
+	for path, version := range buildModules {
+		require.Equal(t, version, requiredKubernetes(t, path), path)
+	}
+}
+
+func requiredKubernetes(t *testing.T, path string) string {
+	t.Helper()
 	for _, r := range parseGoMod(t, path).Require {
 		if r.Mod.Path == "k8s.io/kubernetes" {
-			require.Equal(t, r.Mod.Version, controlplane.KubernetesVersion)
-			return
+			return r.Mod.Version
 		}
 	}
 	t.Fatal(path + " does not require k8s.io/kubernetes")
+	return ""
+}
+
+// The floor is an older minor than the current release, or the version matrix would test
+// one minor twice.
+func TestFloorIsAnOlderMinor(t *testing.T) {
+	require.Equal(t, -1, semver.Compare(semver.MajorMinor(controlplane.FloorKubernetesVersion), semver.MajorMinor(controlplane.KubernetesVersion)))
 }
 
 // The binaries are built with, and the tests talk to them through, the staging modules
-// (client-go, api, apimachinery...) of that same release: v1.x.y ships them as v0.x.y.
+// (client-go, api, apimachinery...) of that same release: v1.x.y ships them as v0.x.y. The
+// e2e module's clients follow the current release.
 func TestStagingModulesMatchKubernetesVersion(t *testing.T) {
-	staging := "v0" + strings.TrimPrefix(controlplane.KubernetesVersion, "v1")
-	for _, path := range []string{"../go.mod", "../k8s/go.mod"} {
+	modules := map[string]string{"../go.mod": controlplane.KubernetesVersion}
+	maps.Copy(modules, buildModules)
+	for path, version := range modules {
+		staging := "v0" + strings.TrimPrefix(version, "v1")
 		replaced := map[string]bool{}
 		for _, r := range parseGoMod(t, path).Replace {
 			if !strings.HasPrefix(r.Old.Path, "k8s.io/") {
