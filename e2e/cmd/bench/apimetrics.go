@@ -30,7 +30,9 @@ func scrapeAPIServer(ctx context.Context, client kubernetes.Interface) (metricSe
 		return nil, fmt.Errorf("GET /metrics: %w", err)
 	}
 	return parseMetrics(body, "apiserver_request_total", "process_cpu_seconds_total", "process_resident_memory_bytes",
-		"apiserver_flowcontrol_rejected_requests_total")
+		"apiserver_flowcontrol_rejected_requests_total", "apiserver_flowcontrol_nominal_limit_seats",
+		"apiserver_flowcontrol_request_wait_duration_seconds_sum", "apiserver_flowcontrol_request_wait_duration_seconds_count",
+		"apiserver_flowcontrol_request_execution_seconds_sum", "apiserver_flowcontrol_request_execution_seconds_count")
 }
 
 // parseMetrics parses the samples of the named metrics (all when none is named) from the
@@ -132,6 +134,17 @@ func (m metricSet) sum(name string) float64 {
 	var total float64
 	for _, s := range m {
 		if s.Name == name {
+			total += s.Value
+		}
+	}
+	return total
+}
+
+// sumWhere is sum over the series whose label has the value.
+func (m metricSet) sumWhere(name, label, value string) float64 {
+	var total float64
+	for _, s := range m {
+		if s.Name == name && s.Labels[label] == value {
 			total += s.Value
 		}
 	}

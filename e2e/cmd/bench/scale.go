@@ -124,6 +124,13 @@ func sampleRSS(ctx context.Context, interval time.Duration) func() int64 {
 	return func() int64 { <-done; return peak }
 }
 
+// The API server's default flow schema for ServiceAccounts of kube-system, nodeready's
+// among them, and its priority level.
+const (
+	agentFlowSchema    = "kube-system-service-accounts"
+	agentPriorityLevel = "workload-high"
+)
+
 // scaleProfileTime is how long the API server's CPU profile of a scale run samples.
 const scaleProfileTime = 30 * time.Second
 
@@ -395,9 +402,21 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 	renderCounts(&b, server, nodes)
 	s.Notes = append(s.Notes, b.String())
 	res.events = -1
-	if n, err := verifiedEvents(ctx, admin, names); err == nil {
+	if seen, err := verifiedEventNodes(ctx, admin, names); err == nil {
+		n := len(seen)
 		s.goal("nodes with a Verified Event", fmt.Sprintf("%d of %d", n, nodes), "every node", n == nodes)
 		res.events = n
+		var missing []string
+		for _, name := range names {
+			if _, _, released := nw.times(name); released && !seen[name] && len(missing) < 3 {
+				missing = append(missing, fmt.Sprintf("- %s, its log's lines on Events:\n\n```\n%s\n```", name,
+					linesWith(agents[name].log.Bytes(), "vent", 3)))
+			}
+		}
+		if len(missing) > 0 {
+			s.note("%d released nodes have no Verified Event. For example:", verified-n)
+			s.Notes = append(s.Notes, missing...)
+		}
 	}
 	rejected := after.sum("apiserver_flowcontrol_rejected_requests_total") - before.sum("apiserver_flowcontrol_rejected_requests_total")
 	if rejected == 0 {
@@ -422,6 +441,21 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 			"ServiceAccount, kube-system/nodeready: the API server's default flow schema for kube-system's ServiceAccounts "+
 			"puts them all into one flow of one priority level, so a burst beyond that level's seats and queues is "+
 			"rejected, whatever the API server's other capacity.", rejected)
+	}
+	// How long the agents' requests queued in API Priority and Fairness, against how long
+	// they ran: queueing with CPU to spare means the priority level's seats, not the
+	// machine, set the pace.
+	delta := func(name string) float64 {
+		return after.sumWhere(name, "flow_schema", agentFlowSchema) - before.sumWhere(name, "flow_schema", agentFlowSchema)
+	}
+	if n := delta("apiserver_flowcontrol_request_wait_duration_seconds_count"); n > 0 {
+		wait := delta("apiserver_flowcontrol_request_wait_duration_seconds_sum") / n
+		execN := max(delta("apiserver_flowcontrol_request_execution_seconds_count"), 1)
+		exec := delta("apiserver_flowcontrol_request_execution_seconds_sum") / execN
+		s.add(fmt.Sprintf("API Priority and Fairness: the agents' flow schema %s (priority level %s, %.0f seats)", agentFlowSchema,
+			agentPriorityLevel, after.sumWhere("apiserver_flowcontrol_nominal_limit_seats", "priority_level", agentPriorityLevel)),
+			fmt.Sprintf("%.0f requests; mean wait in queue %s, mean execution %s", n, ms(time.Duration(wait*float64(time.Second))),
+				ms(time.Duration(exec*float64(time.Second)))))
 	}
 	res.allVerified, res.complete = allVerified, s.Failures == 0
 	res.p50, res.p99 = toVerified.pct(50), toVerified.pct(99)
@@ -588,4 +622,15 @@ func configFromCluster(ctx context.Context, c *harness.Cluster, dns string) (age
 		}
 	}
 	return cfg, err
+}
+
+// linesWith returns the last n lines of log that contain sub.
+func linesWith(log []byte, sub string, n int) string {
+	var out []string
+	for line := range strings.SplitSeq(string(log), "\n") {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out[max(len(out)-n, 0):], "\n")
 }

@@ -139,9 +139,15 @@ func (nw *nodeWatch) count() int {
 // verifiedEvents returns how many of the nodes have a Verified Event: the one Event an agent
 // records when it releases its node.
 func verifiedEvents(ctx context.Context, client kubernetes.Interface, nodes []string) (int, error) {
+	seen, err := verifiedEventNodes(ctx, client, nodes)
+	return len(seen), err
+}
+
+// verifiedEventNodes returns which of nodes have a Verified Event.
+func verifiedEventNodes(ctx context.Context, client kubernetes.Interface, nodes []string) (map[string]bool, error) {
 	list, err := client.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("list events: %w", err)
+		return nil, fmt.Errorf("list events: %w", err)
 	}
 	want := map[string]bool{}
 	for _, n := range nodes {
@@ -153,5 +159,5 @@ func verifiedEvents(ctx context.Context, client kubernetes.Interface, nodes []st
 			seen[e.Regarding.Name] = true
 		}
 	}
-	return len(seen), nil
+	return seen, nil
 }
