@@ -458,6 +458,34 @@ func TestReleaseFromTheWatch(t *testing.T) {
 	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
 }
 
+// TestSettleAfterSeveralChanges: the node changed twice after the release
+// (another writer, then the taint back) before the settle window looked at
+// it; the watch's store shows only the last version, which is still acted on.
+func TestSettleAfterSeveralChanges(t *testing.T) {
+	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
+	stop := p.Watch(t.Context())
+	defer stop()
+	_, err := p.Release(t.Context(), nil)
+	require.NoError(t, err)
+	n := getNode(t, client)
+	n.Labels["pool"], n.ResourceVersion = "b", "100"
+	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	n = n.DeepCopy()
+	n.Spec.Taints, n.ResourceVersion = append(n.Spec.Taints, startup), "101"
+	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	require.Eventually(t, func() bool {
+		obj, ok, _ := p.view.store.GetByKey(nodeName)
+		return ok && obj.(*corev1.Node).ResourceVersion == "101"
+	}, 5*time.Second, time.Millisecond, "the watch shows the last version")
+
+	again, err := p.Settle(t.Context(), 500*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, 1, again)
+	n = getNode(t, client)
+	assert.True(t, p.Verified(n))
+	assert.Equal(t, "b", n.Labels["pool"])
+}
+
 // TestReleaseFromAnOldView: a watch that has not shown the newest node yet
 // plans from an old one; the lock fails (422) and the retry reads the node,
 // so the other writer's taint survives.

@@ -79,7 +79,7 @@ func (p *Patcher) Settle(ctx context.Context, window time.Duration) (int, error)
 			if !ok {
 				continue
 			}
-			seen = seen || node.ResourceVersion == p.confirmedRV || v.restarts.Load() > restarts
+			seen = seen || v.hasShown(p.confirmedRV) || v.restarts.Load() > restarts
 			if !seen || p.Verified(node) {
 				continue
 			}

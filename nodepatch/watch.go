@@ -39,7 +39,12 @@ type view struct {
 	// restarts counts the lists and the watches that began with the node as
 	// it is (no resourceVersion): after one, the view may skip versions.
 	restarts atomic.Int64
-	stop     func()
+	// shown holds the resourceVersions of every version of the node the
+	// watch has shown: the store keeps only the latest, and a waiter woken
+	// once for several changes sees only that.
+	mu    sync.Mutex
+	shown map[string]bool
+	stop  func()
 }
 
 // Watch starts watching the node and returns the function that stops the
@@ -49,7 +54,7 @@ func (p *Patcher) Watch(ctx context.Context) (stop func()) {
 	if p.view != nil {
 		return func() {}
 	}
-	v := &view{changed: make(chan struct{}, 1), failed: make(chan struct{}, 1)}
+	v := &view{changed: make(chan struct{}, 1), failed: make(chan struct{}, 1), shown: map[string]bool{}}
 	selector := fields.OneTermEqualSelector("metadata.name", p.node).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
@@ -80,7 +85,14 @@ func (p *Patcher) Watch(ctx context.Context) (stop func()) {
 			return v.track(w), nil
 		},
 	}
-	notify := func(any) { signal(v.changed) }
+	notify := func(obj any) {
+		if node, ok := obj.(*corev1.Node); ok {
+			v.mu.Lock()
+			v.shown[node.ResourceVersion] = true
+			v.mu.Unlock()
+		}
+		signal(v.changed)
+	}
 	store, informer := cache.NewInformerWithOptions(cache.InformerOptions{
 		// The fake clientset of unit tests cannot stream lists; it says so.
 		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(lw, p.client),
@@ -148,6 +160,13 @@ func (p *Patcher) latest(ctx context.Context) (*corev1.Node, error) {
 	node := obj.(*corev1.Node)
 	p.last = node
 	return node, nil
+}
+
+// hasShown reports whether the watch has shown the node at resourceVersion rv.
+func (v *view) hasShown(rv string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.shown[rv]
 }
 
 // restarted records a list or watch call that began with the node as it is.
