@@ -271,6 +271,7 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 		own                   phases
 		errs, unreported      []string
 		notReported           int
+		reported              = map[string]bool{} // released, and the agent said so
 	)
 	for _, name := range names {
 		a := agents[name]
@@ -291,6 +292,7 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 		v, err := parseVerified(a.log.Bytes())
 		if err == nil && a.err == nil {
 			own.add(v)
+			reported[name] = true
 			continue
 		}
 		// Released, but the agent did not report it.
@@ -331,9 +333,9 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 	s.add("agents running at once (peak)", fmt.Sprint(running.peak.Load()))
 	own.rows(s, "agent: ")
 
-	// All agents' requests; and the fewest one agent needed to release its node (the
-	// success path: first round passed, nothing retried), with how many agents needed
-	// exactly that many.
+	// All agents' requests; and the fewest one agent needed to release its node and report
+	// it (the success path: first round passed, nothing retried), with how many agents
+	// needed exactly that many.
 	all := map[string]int{}
 	var fewest map[string]int
 	fewestTotal, atFewest := 0, 0
@@ -344,7 +346,7 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 			all[k] += v
 			n += v
 		}
-		if _, _, ok := nw.times(name); !ok {
+		if !reported[name] {
 			continue
 		}
 		switch {
@@ -362,7 +364,7 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 			nodeReqs += v
 		}
 	}
-	s.goal("agent API requests on the success path (fewest of one agent)", fmt.Sprintf("%d: %s (%d of %d agents)", fewestTotal, breakdown(fewest), atFewest, verified),
+	s.goal("agent API requests on the success path (fewest of one agent)", fmt.Sprintf("%d: %s (%d of %d agents)", fewestTotal, breakdown(fewest), atFewest, len(reported)),
 		fmt.Sprintf("<= %d", requestsPerNodeGoal), fewestTotal <= requestsPerNodeGoal)
 	s.add("of which the release itself (GET nodes, PATCH nodes)", fmt.Sprint(fewest["GET nodes"]+fewest["PATCH nodes"]))
 	s.add("agent API requests per node (mean, with retries; client-side count)", fmt.Sprintf("%.2f", perNode))
@@ -392,7 +394,10 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 		"cores are shared: the control plane's CPU and the benchmark's together show how near the run came to the " +
 		"machine's two. Node created to verified includes the benchmark's own creates per node (node, pod, token: the " +
 		"provisioner's, the DaemonSet controller's and the kubelet's part); agent start to verified does not. An agent's " +
-		"context ends when its node is seen verified, as the SIGTERM of the pod's deletion would.")
+		"context ends when its node is seen verified, as the SIGTERM of the pod's deletion would. The benchmark creates " +
+		"the agent pods unthrottled; in a cluster the DaemonSet controller creates them, at most kube-controller-manager's " +
+		"--kube-api-qps a second (20 by default: 5000 pods take 250 s), so there the burst's pace is the controller's " +
+		"before it is the API server's.")
 	var b strings.Builder
 	fmt.Fprintf(&b, "Agent requests of the %s run, counted in each agent's client (every attempt, with its status when not 2xx):\n\n", title)
 	renderCounts(&b, agentReqs, max(verified, 1))
