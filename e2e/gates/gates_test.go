@@ -262,12 +262,10 @@ func testPrepull(t *testing.T, c *harness.Cluster) {
 	patchFile := filepath.Join(manifests, "variants", "prepull", "daemonset-prepull.yaml")
 	addWarmUpImage(t, patchFile, secondName, secondImage)
 
-	// kubectl kustomize --load-restrictor LoadRestrictionsNone manifests/variants/prepull | kubectl apply -f -
-	out, err := c.Kubectl(ctx, "kustomize", "--load-restrictor", "LoadRestrictionsNone", filepath.Join(manifests, "variants", "prepull"))
-	require.NoError(t, err)
-	built := filepath.Join(t.TempDir(), "prepull.yaml")
-	require.NoError(t, os.WriteFile(built, []byte(out), 0o644))
-	applied, err := c.Kubectl(ctx, "apply", "-f", built)
+	// kubectl apply -k kustomize/prepull, the overlay beside the copied manifests/.
+	overlays := filepath.Join(filepath.Dir(manifests), "kustomize")
+	require.NoError(t, os.CopyFS(overlays, os.DirFS(filepath.Join(c.RepoRoot(), "kustomize"))))
+	applied, err := c.Kubectl(ctx, "apply", "-k", filepath.Join(overlays, "prepull"))
 	require.NoError(t, err)
 	t.Logf("kubectl apply of the pre-pull variant:\n%s", applied)
 	t.Cleanup(func() {

@@ -1,0 +1,323 @@
+package kustomize
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/nodeready/nodeready/e2e/controlplane"
+	"github.com/nodeready/nodeready/e2e/harness"
+)
+
+// The shipped keys, and what the overlays' settings.yaml change them to.
+const (
+	shippedLabel = "node-ready/verified"
+	shippedTaint = "node-ready/unverified"
+	newLabel     = "example.com/verified"
+	newTaint     = "example.com/unverified"
+	newNamespace = "nodeready"
+	newImage     = "registry.example.com/nodeready:v0.1.0"
+)
+
+// TestBaseIsManifests: `kubectl kustomize manifests/` renders exactly the objects that
+// `kubectl apply -f manifests/` applies, and each optional part's component exactly the
+// objects of its folder, so the kustomization files list every file and there is one copy
+// of each object.
+func TestBaseIsManifests(t *testing.T) {
+	repo := repoRoot(t)
+	for dir, leftOut := range map[string][]string{
+		"manifests":               nil,
+		"manifests/gates":         nil,
+		"manifests/replace-node":  nil,
+		"manifests/monitoring":    nil,
+		"manifests/node-creation": {"label-to-taint.yaml"}, // the opt-in alternative, on its own
+	} {
+		t.Run(dir, func(t *testing.T) {
+			want := ids(decodeDir(t, filepath.Join(repo, dir), leftOut))
+			require.NotEmpty(t, want)
+			assert.ElementsMatch(t, want, ids(render(t, filepath.Join(repo, dir))))
+		})
+	}
+}
+
+// TestOverlays renders every overlay in kustomize/ and checks what each changes.
+func TestOverlays(t *testing.T) {
+	repo := repoRoot(t)
+	base := render(t, filepath.Join(repo, "manifests"))
+	overlays := filepath.Join(repo, "kustomize")
+
+	t.Run("image", func(t *testing.T) {
+		objs := render(t, filepath.Join(overlays, "image"))
+		assert.ElementsMatch(t, ids(base), ids(objs))
+		assert.Equal(t, []string{newImage}, images(t, objs))
+	})
+	t.Run("namespace", func(t *testing.T) {
+		objs := render(t, filepath.Join(overlays, "namespace"))
+		assertNamespace(t, objs, base)
+	})
+	t.Run("keys", func(t *testing.T) {
+		objs := render(t, filepath.Join(overlays, "keys"))
+		assert.ElementsMatch(t, ids(base), ids(objs))
+		assertKeys(t, objs)
+	})
+	t.Run("prepull", func(t *testing.T) {
+		objs := render(t, filepath.Join(overlays, "prepull"))
+		ds := find(t, objs, "DaemonSet", "nodeready")
+		inits, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "initContainers")
+		require.NotEmpty(t, inits)
+		assert.Equal(t, "nodeready-bin", inits[0].(map[string]any)["name"], "the binary is copied first")
+	})
+	t.Run("optional", func(t *testing.T) {
+		objs := render(t, filepath.Join(overlays, "optional"))
+		want := ids(base)
+		for _, dir := range []string{"gates", "replace-node", "monitoring"} {
+			want = append(want, ids(decodeDir(t, filepath.Join(repo, "manifests", dir), nil))...)
+		}
+		want = append(want, ids(decodeFile(t, filepath.Join(repo, "manifests", "node-creation", "startup-taint.yaml")))...)
+		assert.ElementsMatch(t, want, ids(objs))
+	})
+	t.Run("example: image, namespace and keys with the optional parts", func(t *testing.T) {
+		objs := render(t, filepath.Join(overlays, "example"))
+		assert.Equal(t, []string{newImage}, images(t, objs))
+		assertNamespace(t, objs, base)
+		assertKeys(t, objs)
+		// The taint at node creation is the new one.
+		mp := find(t, objs, "MutatingAdmissionPolicy", "nodeready-startup-taint")
+		assert.Equal(t, "'"+newTaint+"'", variable(t, mp, "taintKey"))
+		assert.Equal(t, "'NoSchedule'", variable(t, mp, "taintEffect"))
+	})
+
+	// Every overlay is tested above, so a new one needs a case here.
+	entries, err := os.ReadDir(overlays)
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != "components" {
+			assert.Contains(t, []string{"image", "namespace", "keys", "prepull", "optional", "example"}, e.Name(), "overlay without a test")
+		}
+	}
+}
+
+// assertNamespace: what belongs to the agent moved to newNamespace with everything that names
+// its ServiceAccount; the Roles stay where what they grant lives; nothing else changed.
+func assertNamespace(t *testing.T, objs, base []*unstructured.Unstructured) {
+	t.Helper()
+	ns := find(t, objs, "Namespace", newNamespace)
+	assert.Equal(t, "nodeready", ns.GetLabels()["app.kubernetes.io/name"])
+	stay := map[string]string{ // Role name -> namespace
+		"nodeready-endpoints":   "default",
+		"nodeready-events":      "default",
+		"nodeready-cluster-dns": "kube-system",
+	}
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "Role" || o.GetKind() == "RoleBinding":
+			assert.Equal(t, stay[o.GetName()], o.GetNamespace(), "%s %s stays", o.GetKind(), o.GetName())
+		case o.GetNamespace() != "":
+			assert.Equal(t, newNamespace, o.GetNamespace(), "%s %s moves", o.GetKind(), o.GetName())
+		}
+		if o.GetKind() == "RoleBinding" || o.GetKind() == "ClusterRoleBinding" {
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			require.NotEmpty(t, subjects)
+			for _, s := range subjects {
+				assert.Equal(t, newNamespace, s.(map[string]any)["namespace"], "subject of %s %s", o.GetKind(), o.GetName())
+			}
+		}
+		if o.GetKind() == "ValidatingAdmissionPolicy" {
+			conds, _, _ := unstructured.NestedSlice(o.Object, "spec", "matchConditions")
+			require.Len(t, conds, 1)
+			assert.Equal(t, "request.userInfo.username == 'system:serviceaccount:"+newNamespace+":nodeready'",
+				conds[0].(map[string]any)["expression"], "policy %s", o.GetName())
+		}
+	}
+	// Same objects, names and kinds as the base, wherever they live.
+	names := func(objs []*unstructured.Unstructured) (out []string) {
+		for _, o := range objs {
+			if o.GetKind() != "Namespace" {
+				out = append(out, o.GetKind()+"/"+o.GetName())
+			}
+		}
+		return out
+	}
+	want := names(base)
+	for _, o := range objs {
+		if !slices.Contains(want, o.GetKind()+"/"+o.GetName()) {
+			continue
+		}
+		want = slices.DeleteFunc(want, func(s string) bool { return s == o.GetKind()+"/"+o.GetName() })
+	}
+	assert.Empty(t, want, "objects of the base missing")
+	assertNowhere(t, objs, "kube-system:nodeready")
+}
+
+// assertKeys: the new label and taint keys everywhere, the shipped ones nowhere.
+func assertKeys(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	cm := find(t, objs, "ConfigMap", "nodeready-config")
+	data := cm.Object["data"].(map[string]any)
+	assert.Equal(t, newLabel, data["VERIFIED_LABEL"])
+	assert.Equal(t, newTaint, data["TAINT_KEY"])
+	assert.Equal(t, "true", data["TAINT_VALUE"])
+	assert.Equal(t, "NoSchedule", data["TAINT_EFFECT"])
+
+	ds := find(t, objs, "DaemonSet", "nodeready")
+	terms, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "affinity", "nodeAffinity",
+		"requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+	require.Len(t, terms, 1)
+	var doesNotExist []any
+	for _, e := range terms[0].(map[string]any)["matchExpressions"].([]any) {
+		if e.(map[string]any)["operator"] == "DoesNotExist" {
+			doesNotExist = append(doesNotExist, e.(map[string]any)["key"])
+		}
+	}
+	assert.Equal(t, []any{newLabel}, doesNotExist)
+
+	vap := find(t, objs, "ValidatingAdmissionPolicy", "nodeready-own-node")
+	assert.Equal(t, "'"+newLabel+"'", variable(t, vap, "labelKey"))
+	assert.Equal(t, "'"+newTaint+"'", variable(t, vap, "taintKey"))
+	assert.Equal(t, "'NoSchedule'", variable(t, vap, "taintEffect"))
+
+	// No place was missed: the shipped keys are nowhere in the objects (the condition type
+	// node-ready/Verified and the opt-out label node-ready/skip-startup-taint are other names).
+	assertNowhere(t, objs, shippedLabel)
+	assertNowhere(t, objs, shippedTaint)
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	repo, err := harness.FindRepoRoot()
+	require.NoError(t, err)
+	return repo
+}
+
+// kubectlPath is the kubectl of the control plane's build (make e2e builds it).
+func kubectlPath(t *testing.T) string {
+	t.Helper()
+	dir, err := controlplane.DefaultBinDir()
+	require.NoError(t, err)
+	path := filepath.Join(dir, "kubectl")
+	_, err = os.Stat(path)
+	require.NoError(t, err, "kubectl: run scripts/build-control-plane.sh (make e2e does)")
+	return path
+}
+
+// render runs `kubectl kustomize dir` and decodes its objects.
+func render(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(kubectlPath(t), "kustomize", dir)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "kubectl kustomize %s:\n%s", dir, stderr.String())
+	return decode(t, &stdout, dir)
+}
+
+// decodeDir decodes the objects of the .yaml files of dir, as `kubectl apply -f dir` reads them.
+func decodeDir(t *testing.T, dir string, leftOut []string) []*unstructured.Unstructured {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	require.NoError(t, err)
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		if !slices.Contains(leftOut, filepath.Base(f)) {
+			objs = append(objs, decodeFile(t, f)...)
+		}
+	}
+	return objs
+}
+
+func decodeFile(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	return decode(t, f, path)
+}
+
+func decode(t *testing.T, r io.Reader, what string) []*unstructured.Unstructured {
+	t.Helper()
+	dec := yaml.NewYAMLOrJSONDecoder(r, 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		err := dec.Decode(&m)
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		require.NoError(t, err, what)
+		if m != nil {
+			objs = append(objs, &unstructured.Unstructured{Object: m})
+		}
+	}
+}
+
+// ids names each object by kind, namespace and name.
+func ids(objs []*unstructured.Unstructured) []string {
+	out := make([]string, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName())
+	}
+	return out
+}
+
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	require.FailNow(t, "not rendered", "%s %s", kind, name)
+	return nil
+}
+
+// images lists the distinct images of the containers and init containers of every pod
+// template.
+func images(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	var out []string
+	for _, o := range objs {
+		for _, field := range []string{"containers", "initContainers"} {
+			cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", field)
+			for _, c := range cs {
+				img := c.(map[string]any)["image"].(string)
+				if !slices.Contains(out, img) {
+					out = append(out, img)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// variable returns the expression of a policy's variable.
+func variable(t *testing.T, policy *unstructured.Unstructured, name string) string {
+	t.Helper()
+	vars, _, _ := unstructured.NestedSlice(policy.Object, "spec", "variables")
+	for _, v := range vars {
+		if m := v.(map[string]any); m["name"] == name {
+			return m["expression"].(string)
+		}
+	}
+	require.FailNow(t, "no variable", "%s in %s", name, policy.GetName())
+	return ""
+}
+
+// assertNowhere fails for every object that holds s in any key or value.
+func assertNowhere(t *testing.T, objs []*unstructured.Unstructured, s string) {
+	t.Helper()
+	for _, o := range objs {
+		data, err := o.MarshalJSON()
+		require.NoError(t, err)
+		assert.False(t, strings.Contains(string(data), s), "%s %s still names %s", o.GetKind(), o.GetName(), s)
+	}
+}
