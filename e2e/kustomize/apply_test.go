@@ -1,0 +1,166 @@
+package kustomize
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeready/nodeready/checks/dnstest"
+	"github.com/nodeready/nodeready/e2e/controlplane"
+	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/kubelet"
+	"github.com/nodeready/nodeready/nodepatch"
+)
+
+// exampleTaint is the startup taint of kustomize/example/settings.yaml.
+var exampleTaint = corev1.Taint{Key: newTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// TestApplyExampleOverlay installs nodeready with `kubectl apply -k kustomize/example` (image
+// from another registry, namespace nodeready, keys example.com/verified and
+// example.com/unverified, the taint at node creation) on a real control plane, and a new node
+// is tainted by the overlay's creation policy, held, verified and released through it, with
+// the new keys only. The simulated kubelet runs the agent binary for the overlay's image.
+func TestApplyExampleOverlay(t *testing.T) {
+	repo := repoRoot(t)
+	agent := os.Getenv(harness.AgentBinaryEnv)
+	if agent == "" {
+		agent = filepath.Join(repo, "bin", "nodeready")
+	}
+	cp := controlplane.StartForTest(t)
+	ctx, client := t.Context(), cp.Client()
+
+	out := kubectl(t, cp, "apply", "-k", filepath.Join(repo, "kustomize", "example"))
+	t.Logf("kubectl apply -k kustomize/example:\n%s", out)
+
+	// Loopback settings, as the harness sets them (harness.Cluster.ApplyConfig): the dns check
+	// asks the node's own server below. No endpoints check: a loopback API server publishes no
+	// endpoints for default/kubernetes (see harness.BackendService), and the harness's stand-in
+	// Service is not the point here.
+	cm, err := client.CoreV1().ConfigMaps(newNamespace).Get(ctx, "nodeready-config", metav1.GetOptions{})
+	require.NoError(t, err, "the ConfigMap moved to the overlay's namespace")
+	for k, v := range map[string]string{
+		"CHECKS":             "dns,tcp,apiserver",
+		"DNS_TEST_DOMAINS":   harness.DNSName,
+		"RETRY_BACKOFF_BASE": "200ms",
+		"RETRY_BACKOFF_MAX":  "1s",
+		"CHECK_TIMEOUT":      "5s",
+		"LOG_LEVEL":          "debug",
+	} {
+		require.Contains(t, cm.Data, k)
+		cm.Data[k] = v
+	}
+	_, err = client.CoreV1().ConfigMaps(newNamespace).Update(ctx, cm, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	dns, err := dnstest.NewServer(map[string][]netip.Addr{harness.DNSName: {netip.MustParseAddr("10.96.0.1")}})
+	require.NoError(t, err)
+	t.Cleanup(dns.Close)
+	host, port := cp.APIServerHostPort()
+	logDir := filepath.Join(cp.LogDir(), "kubelet") // kept with the control plane's after a failure
+	k, err := kubelet.New(client, kubelet.Options{
+		AgentBinary:   agent,
+		AgentImage:    strings.Split(newImage, ":")[0],
+		APIServerURL:  cp.APIServerURL(),
+		CAFile:        cp.CAFile(),
+		APIServerHost: host,
+		APIServerPort: port,
+		LogDir:        logDir,
+		NodeEnv:       func(string) map[string]string { return map[string]string{"DNS_NAMESERVER": dns.Addr()} },
+	})
+	require.NoError(t, err)
+	require.NoError(t, k.Run(ctx))
+	t.Cleanup(k.Stop)
+
+	// The node registers without nodeready's taint; the overlay's creation policy adds the
+	// new one. Another owner's taint must survive the release.
+	foreign := corev1.Taint{Key: "example.com/dedicated", Value: "infra", Effect: corev1.TaintEffectPreferNoSchedule}
+	// The API server loads admission policies in the background: wait until a server-side
+	// dry run of a node creation comes back with the overlay's taint.
+	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name: "policy-check", Labels: map[string]string{corev1.LabelOSStable: "linux"},
+		}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil && slices.Contains(n.Spec.Taints, exampleTaint), nil
+	})
+	require.NoError(t, err, "the creation policy never added %s", exampleTaint.ToString())
+
+	const node = "kustomized-0"
+	w, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node})
+	require.NoError(t, err)
+	defer w.Stop()
+	require.NoError(t, k.AddNode(ctx, node, kubelet.NodeOptions{Taints: []corev1.Taint{foreign}}))
+	select {
+	case ev := <-w.ResultChan():
+		created, ok := ev.Object.(*corev1.Node)
+		require.True(t, ok, "first watch event: %v", ev)
+		assert.Contains(t, created.Spec.Taints, exampleTaint, "the node as created, by the overlay's policy")
+		assert.Contains(t, created.Spec.Taints, foreign)
+	case <-ctx.Done():
+		t.Fatal("no watch event for the new node")
+	}
+	w.Stop()
+
+	var last *corev1.Node
+	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = n
+		return n.Labels[newLabel] == "true" && len(n.Spec.Taints) == 1, nil
+	})
+	require.NoError(t, err, "node not released; last seen %+v", last)
+	assert.Equal(t, []corev1.Taint{foreign}, last.Spec.Taints)
+	assert.NotContains(t, last.Labels, shippedLabel)
+	assert.Contains(t, last.Annotations, newLabel+"-at", "the completion record follows the label")
+	cond := harness.AgentCondition(last)
+	require.NotNil(t, cond)
+	assert.Equal(t, corev1.ConditionTrue, cond.Status)
+	assert.Equal(t, nodepatch.ReasonVerified, cond.Reason)
+
+	// The agent ran in the overlay's namespace, and its pod is gone.
+	logs, err := filepath.Glob(filepath.Join(logDir, newNamespace+"_nodeready-*.log"))
+	require.NoError(t, err)
+	assert.NotEmpty(t, logs, "no log of an agent pod in namespace %s in %s", newNamespace, logDir)
+	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods(newNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	require.NoError(t, err, "the agent pod is deleted once the node is labelled")
+
+	// The own-node policy follows the ServiceAccount to its namespace: the agent's identity,
+	// as if from another node's pod, is refused a write that RBAC alone would let through.
+	sa := "system:serviceaccount:" + newNamespace + ":nodeready"
+	out, err = kubectlErr(t, cp, "--as", sa, "--as-group", "system:serviceaccounts", "--as-group", "system:authenticated",
+		"--as-user-extra", "authentication.kubernetes.io/node-name=another-node", "label", "node", node, newLabel+"-")
+	require.Error(t, err, out)
+	assert.Contains(t, out, "nodeready: write to node "+node+" refused: the agent on node another-node may change only its own node")
+}
+
+func kubectl(t *testing.T, cp *controlplane.ControlPlane, args ...string) string {
+	t.Helper()
+	out, err := kubectlErr(t, cp, args...)
+	require.NoError(t, err, out)
+	return out
+}
+
+// kubectlErr runs kubectl as the cluster admin, or as whom the args say, and returns its
+// combined output.
+func kubectlErr(t *testing.T, cp *controlplane.ControlPlane, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, kubectlPath(t), append([]string{"--kubeconfig", cp.Kubeconfig()}, args...)...).CombinedOutput()
+	return string(out), err
+}
