@@ -32,7 +32,8 @@ func scrapeAPIServer(ctx context.Context, client kubernetes.Interface) (metricSe
 	return parseMetrics(body, "apiserver_request_total", "process_cpu_seconds_total", "process_resident_memory_bytes",
 		"apiserver_flowcontrol_rejected_requests_total", "apiserver_flowcontrol_nominal_limit_seats",
 		"apiserver_flowcontrol_request_wait_duration_seconds_sum", "apiserver_flowcontrol_request_wait_duration_seconds_count",
-		"apiserver_flowcontrol_request_execution_seconds_sum", "apiserver_flowcontrol_request_execution_seconds_count")
+		"apiserver_flowcontrol_request_execution_seconds_sum", "apiserver_flowcontrol_request_execution_seconds_count",
+		"apiserver_request_duration_seconds_sum", "apiserver_request_duration_seconds_count")
 }
 
 // parseMetrics parses the samples of the named metrics (all when none is named) from the
@@ -167,9 +168,14 @@ func requestKey(verb, resource, subresource string) string {
 // requestDelta returns, per kind of request, how many the API server served between two
 // scrapes of apiserver_request_total.
 func requestDelta(before, after metricSet) map[string]float64 {
+	return seriesDelta(before, after, "apiserver_request_total")
+}
+
+// seriesDelta is requestDelta for any metric with the verb, resource and subresource labels.
+func seriesDelta(before, after metricSet, name string) map[string]float64 {
 	delta := map[string]float64{}
 	for key, s := range after {
-		if s.Name != "apiserver_request_total" {
+		if s.Name != name {
 			continue
 		}
 		d := s.Value - before[key].Value

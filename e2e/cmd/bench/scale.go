@@ -405,6 +405,16 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 		"the agents', the benchmark's (POST nodes, pods and serviceaccounts/token per node, standing in for the provisioner, the DaemonSet "+
 		"controller and the kubelet; one WATCH of nodes), and the controllers' and scheduler's:\n\n", title)
 	renderCounts(&b, server, nodes)
+	durSum := seriesDelta(before, after, "apiserver_request_duration_seconds_sum")
+	durCount := seriesDelta(before, after, "apiserver_request_duration_seconds_count")
+	fmt.Fprintf(&b, "\nThe API server's mean time per request (`apiserver_request_duration_seconds`, from the request's arrival, "+
+		"its queueing in API Priority and Fairness included; watches left out: they last as long as their client keeps them), "+
+		"for the requests it served at least once per ten nodes:\n\n| request | mean |\n| --- | --- |\n")
+	for _, k := range slices.Sorted(maps.Keys(durCount)) {
+		if n := durCount[k]; n >= float64(nodes)/10 && !strings.HasPrefix(k, "WATCH") {
+			fmt.Fprintf(&b, "| %s | %s |\n", k, ms(time.Duration(durSum[k]/n*float64(time.Second))))
+		}
+	}
 	s.Notes = append(s.Notes, b.String())
 	res.events = -1
 	if seen, err := verifiedEventNodes(ctx, admin, names); err == nil {
