@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -74,6 +75,7 @@ func TestVersionMatrix(t *testing.T) {
 			scenario("re-verifies once the label is removed", func(t *testing.T) { testReverify(t, c, f, node) })
 			scenario("the own-node policy refuses a write to another node", func(t *testing.T) { testOwnNode(t, c) })
 			scenario("a bad setting stops the agent, the node stays tainted", func(t *testing.T) { testBadSetting(t, c) })
+			scenario("replace-node deletes a node that fails its checks", func(t *testing.T) { testReplaceNode(t, c) })
 			scenario("the creation-time taint policy", func(t *testing.T) { testCreationPolicy(t, c, r) })
 		})
 	}
@@ -193,6 +195,27 @@ func testBadSetting(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, f.WaitReleased(t.Context(), node))
 	require.NoError(t, f.History().WaitLatest(t.Context(), node, harness.Released))
 	assert.Equal(t, []harness.NodeState{harness.Unverified, harness.Released}, f.History().States(node))
+}
+
+// testReplaceNode: with manifests/replace-node/ applied (its RBAC, and the policy that lets
+// an agent delete only its own node), an agent whose checks fail with FAILURE_ACTION=
+// replace-node deletes its Node, which has no NodeClaim.
+func testReplaceNode(t *testing.T, c *harness.Cluster) {
+	out, err := c.Kubectl(t.Context(), "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "replace-node"))
+	require.NoError(t, err)
+	t.Logf("kubectl apply -f manifests/replace-node/:\n%s", out)
+	f := harness.NewFleetForTest(t, c, "replace")
+	node := f.Name() + "-failing"
+	require.NoError(t, f.AddNode(t.Context(), node, harness.NodeOptions{BrokenDNS: true,
+		Env: map[string]string{"FAILURE_ACTION": "replace-node", "MAX_RETRIES": "1"}}))
+
+	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
+		_, err := c.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	require.NoError(t, err, "the failing node %s was not deleted", node)
+	ev := harness.RequireNodeEvent(t, c, node, "ReplacingNode")
+	assert.Contains(t, ev.Note, "Deleted Node "+node+" because checks failed: dns ")
 }
 
 // testCreationPolicy: where MutatingAdmissionPolicy v1 is served, manifests/node-creation/
