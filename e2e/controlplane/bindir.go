@@ -61,7 +61,7 @@ func repoRoot() (string, error) {
 func checkBinaries(binDir string) error {
 	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
-			return fmt.Errorf("control plane binaries: %w; build them once with scripts/build-control-plane.sh (or make e2e), which takes a few minutes", err)
+			return fmt.Errorf("control plane binaries: %w; build them once with make control-plane (scripts/build-control-plane.sh [MODULE]), which takes a few minutes", err)
 		}
 	}
 	return nil
