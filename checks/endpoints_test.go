@@ -195,3 +195,17 @@ func TestEndpointsForbidden(t *testing.T) {
 	require.Error(t, res.Err)
 	assert.Contains(t, res.Err.Error(), "list EndpointSlices of default/web: forbidden, check the agent's RBAC")
 }
+
+// The list is served from the API server's watch cache, not a consistent read.
+func TestEndpointsListFromWatchCache(t *testing.T) {
+	client := fake.NewClientset(endpointSlice("s", "svc", nil, endpoint("192.0.2.1", new(true))))
+	require.NoError(t, checks.NewEndpoints(client, "default", "svc", false, nil).Run(t.Context()))
+	var lists []k8stesting.ListAction
+	for _, a := range client.Actions() {
+		if l, ok := a.(k8stesting.ListAction); ok {
+			lists = append(lists, l)
+		}
+	}
+	require.Len(t, lists, 1)
+	assert.Equal(t, "0", lists[0].(k8stesting.ListActionImpl).ListOptions.ResourceVersion)
+}
