@@ -133,7 +133,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	kubectl := filepath.Join(binDir, "kubectl")
 	if _, err := os.Stat(kubectl); err != nil {
-		return nil, fmt.Errorf("kubectl: %w; run scripts/build-control-plane.sh (or make e2e)", err)
+		return nil, fmt.Errorf("kubectl: %w; run make control-plane", err)
 	}
 
 	c := &Cluster{
