@@ -191,9 +191,17 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 		t.Run("plain token: "+w.name, func(t *testing.T) { try(t, plain, w, "carries no node name") })
 	}
 
+	// Impersonating the ServiceAccount carries no user extras at all: the
+	// policy still refuses, with its own message rather than a CEL error.
+	cfg := cp.RESTConfig()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:nodeready"}
+	impersonated, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	t.Run("impersonated, no extras: release node A", func(t *testing.T) { try(t, impersonated, noNode[len(noNode)-1], "carries no node name") })
+
 	t.Logf("forbidden writes attempted: %d, denied: %d", attempted, denied)
 	assert.Equal(t, attempted, denied)
-	assert.Equal(t, (len(forbidden)+len(noNode))*repeats, attempted)
+	assert.Equal(t, (len(forbidden)+len(noNode)+1)*repeats, attempted)
 
 	t.Run("the agent's own release still passes", func(t *testing.T) {
 		p := nodepatch.New(agentA, nodeA, releaseSpec)
