@@ -5,14 +5,18 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/nodeready/nodeready/agent"
 )
 
 // Claims about what the agent tolerates, in the prose of the manifests, the examples and the
@@ -73,4 +77,24 @@ func sentences(text string) []string {
 		b.WriteByte(' ')
 	}
 	return regexp.MustCompile(`[.;:!?]\s+|\n\n`).Split(b.String(), -1)
+}
+
+// TestGracePeriodIsTheAgents: the agent fits the release, its settle window
+// and the Events that report it into the pod's terminationGracePeriodSeconds
+// (agent.TerminationGracePeriod); the manifest and the chart grant exactly that.
+func TestGracePeriodIsTheAgents(t *testing.T) {
+	f, err := os.Open("manifests/03-daemonset.yaml")
+	require.NoError(t, err)
+	defer f.Close()
+	var ds appsv1.DaemonSet
+	require.NoError(t, yaml.NewYAMLOrJSONDecoder(f, 4096).Decode(&ds))
+	grace := ds.Spec.Template.Spec.TerminationGracePeriodSeconds
+	require.NotNil(t, grace, "manifests/03-daemonset.yaml sets terminationGracePeriodSeconds")
+	assert.Equal(t, agent.TerminationGracePeriod, time.Duration(*grace)*time.Second, "manifests/03-daemonset.yaml")
+
+	chart, err := os.ReadFile("charts/nodeready/templates/daemonset.yaml")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^\s+terminationGracePeriodSeconds: (\d+)$`).FindSubmatch(chart)
+	require.NotNil(t, m, "the chart sets terminationGracePeriodSeconds")
+	assert.Equal(t, strconv.Itoa(int(agent.TerminationGracePeriod.Seconds())), string(m[1]), "the chart")
 }

@@ -24,6 +24,7 @@ import (
 type nodeWriter interface {
 	Watch(ctx context.Context) (stop func())
 	Release(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error)
+	Confirm(ctx context.Context, annotations map[string]string) (bool, error)
 	Settle(ctx context.Context, window time.Duration) (int, error)
 	State(ctx context.Context) (nodepatch.State, error)
 	SetCondition(ctx context.Context, c nodepatch.Condition) (bool, error)
@@ -37,17 +38,6 @@ type Clients struct {
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
 }
-
-// afterBudget bounds each of the release and the writes that follow it
-// (settle window aside): they run on after the SIGTERM that the release
-// itself brings, so together they stay well inside the termination grace
-// period.
-const afterBudget = 5 * time.Second
-
-// lastFlushBudget bounds the last try at a pending condition after the
-// SIGTERM; with the release budget and the longest settle window it stays
-// inside the default 30 s grace period.
-const lastFlushBudget = 3 * time.Second
 
 // Agent verifies and releases one node.
 type Agent struct {
@@ -78,8 +68,11 @@ type Agent struct {
 	failed, replaced bool
 	// pending is a condition whose write failed; it is written again until
 	// it lands or the process ends (flushCondition).
-	pending  *pendingCondition
-	shutdown func()
+	pending *pendingCondition
+	// unconfirmed is the last release when its write got no answer and was
+	// not seen to land: it may still have, and is looked for at the SIGTERM.
+	unconfirmed *releaseAttempt
+	shutdown    func()
 	// unwatch stops the watch of the node that begins with the checks.
 	unwatch func()
 }
@@ -239,7 +232,7 @@ func (a *Agent) verify(ctx context.Context) bool {
 			return true
 		}
 		if ctx.Err() != nil {
-			return false
+			return a.releasedLate(ctx, log)
 		}
 		// No problems: the round waited (for Karpenter's registration), which
 		// is not failing and never brings on the failure action.
@@ -259,7 +252,7 @@ func (a *Agent) verify(ctx context.Context) bool {
 		}
 		select {
 		case <-ctx.Done():
-			return false
+			return a.releasedLate(ctx, log)
 		case <-time.After(delay):
 		}
 	}
@@ -326,8 +319,8 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 	}
 	if err := a.release(ctx, log, nodepatch.Condition{Status: corev1.ConditionTrue, Reason: nodepatch.ReasonVerified, Message: msg},
 		corev1.EventTypeNormal, "Verified"); err != nil {
-		if errors.Is(err, nodepatch.ErrNotRegistered) {
-			return false, nil, nil
+		if errors.Is(err, nodepatch.ErrNotRegistered) || errors.Is(err, nodepatch.ErrUnknownOutcome) {
+			return false, nil, nil // waiting, for Karpenter or the API server: no problem of the node or the installation
 		}
 		return false, nil, []string{"release: " + err.Error()}
 	}
@@ -347,89 +340,6 @@ func (a *Agent) runChecks(ctx context.Context) (results []checks.Result, aborted
 		return results, ctx.Err() != nil
 	case <-ctx.Done():
 		return nil, true
-	}
-}
-
-// release releases the node with the completion annotations, reports the
-// condition and an Event, and settles. It all runs on a context the SIGTERM
-// does not cancel, bounded well inside the termination grace period: the
-// label makes the DaemonSet controller delete the pod at once (often before
-// the read-back), and a release cut short would be a write nobody reports,
-// leaving `kubectl describe node` telling an old story.
-func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.Condition, eventType, reason string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*afterBudget+a.cfg.SettleTime)
-	defer cancel()
-	elapsed := time.Since(a.started)
-	outcome, err := a.node.Release(ctx, map[string]string{
-		a.cfg.VerifiedLabel + "-at":       time.Now().UTC().Format(time.RFC3339),
-		a.cfg.VerifiedLabel + "-duration": elapsed.Round(time.Millisecond).String(),
-	})
-	if err != nil {
-		a.releaseFailed(log, err)
-		return err
-	}
-	a.releaseErr = ""
-	a.released = time.Now()
-	a.metrics.patches.WithLabelValues(string(outcome)).Inc()
-	log.Info().Str("outcome", string(outcome)).Str("taint", a.taint()).Str("label", a.cfg.VerifiedLabel).
-		Msg("Released node")
-
-	a.setCondition(ctx, log, cond)
-	a.events.Eventf(a.nodeRef, nil, eventType, reason, "Release", "%s; released in %s", cond.Message, elapsed.Round(time.Millisecond))
-
-	// The write has landed: the label brings the SIGTERM whatever happens
-	// next, so a settle window cut short is reported, not a failed round.
-	again, err := a.node.Settle(ctx, a.cfg.SettleTime)
-	if again > 0 {
-		log.Warn().Int("times", again).Str("taint", a.taint()).Msg("Startup taint came back after the release, removed it again")
-	}
-	if err != nil {
-		ev := log.Warn()
-		if errors.Is(err, nodepatch.ErrForbidden) || errors.Is(err, nodepatch.ErrNodeNotFound) {
-			ev = log.Error()
-		}
-		ev.Err(err).Dur("settle_time", a.cfg.SettleTime).Msg("Could not watch the node for the whole settle window")
-	}
-	if a.unwatch != nil {
-		a.unwatch() // the settle window is over: nothing reads the node any more
-	}
-	a.verified.Store(true)
-	a.metrics.verified.Set(1)
-	a.metrics.timeToVerified.Set(a.released.Sub(a.started).Seconds())
-	ev := log.Info()
-	switch {
-	case reason != "Verified": // released with failing checks (fail-open): nothing recovered
-		ev = log.Warn()
-	case a.failed:
-		ev = log.Warn().Bool("recovered", true)
-	}
-	ev.Str("reason", reason).Float64("duration_seconds", a.released.Sub(a.started).Seconds()).
-		Float64("startup_seconds", a.firstRound.Sub(a.started).Seconds()).
-		Float64("checks_seconds", a.checked.Sub(a.firstRound).Seconds()).
-		Float64("release_seconds", a.released.Sub(a.checked).Seconds()).
-		Msg("Verified node")
-	return nil
-}
-
-// releaseFailed records a release that did not go through. Once the checks
-// have passed, what stops the release is the installation or the API, not
-// the node: it is reported as such (an Event when the error is new), never
-// counted as a failed check.
-func (a *Agent) releaseFailed(log zerolog.Logger, err error) {
-	a.metrics.patches.WithLabelValues("error").Inc()
-	if errors.Is(err, nodepatch.ErrNotRegistered) {
-		log.Info().Err(err).Msg("Could not release node")
-		return
-	}
-	ev := log.Warn()
-	if errors.Is(err, nodepatch.ErrForbidden) || errors.Is(err, nodepatch.ErrNodeNotFound) {
-		ev = log.Error()
-	}
-	ev.Err(err).Msg("Could not release node, the checks passed: fix the installation, the node is not at fault")
-	if msg := err.Error(); msg != a.releaseErr {
-		a.releaseErr = msg
-		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReleaseFailed", "Release",
-			"Checks passed but the release failed (a misconfiguration, not a failed check; no failure action follows): %s", msg)
 	}
 }
 

@@ -58,6 +58,8 @@ type fakeNode struct {
 	replaces   int
 	notHeld    bool  // the node had no startup taint when the agent started
 	replaceErr error // what Replace answers
+	landed     bool  // what Confirm answers: a write that got no answer landed
+	confirms   int
 }
 
 func (n *fakeNode) Release(ctx context.Context, _ map[string]string) (nodepatch.Outcome, error) {
@@ -74,6 +76,13 @@ func (n *fakeNode) Release(ctx context.Context, _ map[string]string) (nodepatch.
 		return "", n.err
 	}
 	return nodepatch.Patched, nil
+}
+
+func (n *fakeNode) Confirm(context.Context, map[string]string) (bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.confirms++
+	return n.landed, nil
 }
 
 func (n *fakeNode) State(context.Context) (nodepatch.State, error) {

@@ -33,16 +33,9 @@ const reportingController = "nodeready.io/agent"
 // validation of events.k8s.io/v1 accepts.
 const noteLimit = 1024
 
-const (
-	// flushBudget bounds the wait at exit for Events still on their way.
-	flushBudget = 2 * time.Second
-	// mustSendBudget is the time an Event that matters has from its emission
-	// to be written, when that ends after flushBudget. The Verified Event is
-	// emitted within the release's budget (2*afterBudget+SETTLE_TIME from
-	// the release's start, which precedes the SIGTERM), so the two together
-	// stay inside the default 30 s grace period.
-	mustSendBudget = 5 * time.Second
-)
+// flushBudget bounds the wait at exit for Events still on their way; an
+// Event that matters has up to its mustSendBudget (budget.go) instead.
+const flushBudget = 2 * time.Second
 
 // mustSend are the reasons of the Events that matter: each is written
 // before the agent exits, or its loss is logged as an error.
@@ -50,8 +43,15 @@ var mustSend = map[string]bool{"Verified": true, "FailedOpen": true, "ReplacingN
 
 // sendBackoff paces the writes of an Event the API server answered with 429
 // or a server error (client-go's REST client has already waited out any
-// Retry-After); together they stay within mustSendBudget.
+// Retry-After).
 var sendBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5}
+
+// mustSendBackoff paces those of an Event that matters, which are tried
+// until its mustSendBudget runs out: a burst of new nodes can keep the API
+// server answering 429 for longer than sendBackoff's five tries, and
+// client-go's own next try comes only ten seconds later. Past the cap, the
+// delay stays at the cap.
+var mustSendBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5, Cap: 2 * time.Second}
 
 // newRecorder returns a recorder of events.k8s.io Events about the node and
 // its shutdown, to be called when the agent ends.
@@ -65,7 +65,10 @@ var sendBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitt
 // into it. Every note is cut to noteLimit. And the shutdown waits, bounded,
 // until every Event is written, so an Event that matters is not lost to the
 // process ending; one that cannot be written is logged.
-func newRecorder(client kubernetes.Interface, log zerolog.Logger) (events.EventRecorder, func()) {
+//
+// mustSend is the time an Event that matters has from its emission to be
+// written (mustSendBudget).
+func newRecorder(client kubernetes.Interface, log zerolog.Logger, mustSend time.Duration) (events.EventRecorder, func()) {
 	if client == nil {
 		return &events.FakeRecorder{}, nil
 	}
@@ -74,6 +77,8 @@ func newRecorder(client kubernetes.Interface, log zerolog.Logger) (events.EventR
 		sink:     &events.EventSinkImpl{Interface: client.EventsV1()},
 		log:      log,
 		ctx:      ctx,
+		mustSend: mustSend,
+		backoff:  mustSendBackoff,
 		subjects: map[string]events.EventBroadcaster{},
 		recs:     map[string]events.EventRecorder{},
 		pending:  map[sendKey]*sendState{},
@@ -95,6 +100,10 @@ type recorder struct {
 	sink events.EventSink
 	log  zerolog.Logger
 	ctx  context.Context // of the broadcasters; ends at the shutdown
+	// mustSend is the time an Event that matters has from its emission to
+	// be written; backoff paces its writes (mustSendBackoff).
+	mustSend time.Duration
+	backoff  wait.Backoff
 
 	mu       sync.Mutex
 	subjects map[string]events.EventBroadcaster
@@ -168,8 +177,16 @@ func (r *recorder) lost(key sendKey, err error) {
 	ev.Err(err).Str("reason", key.reason).Str("subject", key.subject).Msg("Could not send Event")
 }
 
+// deadline returns until when the Events of key are waited for: for an
+// Event that matters, r.mustSend from its last emission.
+func (r *recorder) deadline(key sendKey) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state(key).last.Add(r.mustSend)
+}
+
 // flush waits until every Event handed over is written or given up: up to
-// flushBudget, and for an Event that matters up to mustSendBudget from its
+// flushBudget, and for an Event that matters up to r.mustSend from its
 // emission. It logs the Events still unwritten then.
 func (r *recorder) flush() {
 	start := time.Now()
@@ -182,7 +199,7 @@ func (r *recorder) flush() {
 			}
 			deadline := start.Add(flushBudget)
 			if mustSend[key.reason] {
-				deadline = later(deadline, s.last.Add(mustSendBudget))
+				deadline = later(deadline, s.last.Add(r.mustSend))
 			}
 			if now.Before(deadline) {
 				waiting = true
@@ -193,7 +210,7 @@ func (r *recorder) flush() {
 		return waiting, late
 	}
 	var late []sendKey
-	_ = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, flushBudget+mustSendBudget, true,
+	_ = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, flushBudget+r.mustSend, true,
 		func(context.Context) (bool, error) {
 			var waiting bool
 			waiting, late = unsent(time.Now())
@@ -235,23 +252,52 @@ type trackingSink struct {
 }
 
 func (s *trackingSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	return s.send(ctx, e, false, func() (*eventsv1.Event, error) { return s.EventSink.Create(ctx, e) })
+	return s.send(ctx, e, false, func(ctx context.Context) (*eventsv1.Event, error) { return s.EventSink.Create(ctx, e) })
 }
 
 func (s *trackingSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
-	return s.send(ctx, e, true, func() (*eventsv1.Event, error) { return s.EventSink.Patch(ctx, e, data) })
+	return s.send(ctx, e, true, func(ctx context.Context) (*eventsv1.Event, error) { return s.EventSink.Patch(ctx, e, data) })
 }
 
-func (s *trackingSink) send(ctx context.Context, e *eventsv1.Event, patch bool, write func() (*eventsv1.Event, error)) (*eventsv1.Event, error) {
+func (s *trackingSink) send(ctx context.Context, e *eventsv1.Event, patch bool, write func(context.Context) (*eventsv1.Event, error)) (*eventsv1.Event, error) {
+	key := sendKey{e.Reason, s.subject}
 	var out *eventsv1.Event
-	err := retry.OnError(sendBackoff, func(err error) bool { return ctx.Err() == nil && transient(err) }, func() error {
-		var err error
-		out, err = write()
-		return err
-	})
-	if err == nil || final(err, patch, e.Series != nil) {
-		s.r.settle(sendKey{e.Reason, s.subject}, err)
+	var err error
+	// Past its deadline (client-go's own later tries), an Event that
+	// matters is written as any other.
+	if deadline := s.r.deadline(key); mustSend[e.Reason] && time.Now().Before(deadline) {
+		out, err = s.sendUntil(ctx, deadline, write)
+	} else {
+		err = retry.OnError(sendBackoff, func(err error) bool { return ctx.Err() == nil && transient(err) }, func() error {
+			var err error
+			out, err = write(ctx)
+			return err
+		})
 	}
+	if err == nil || final(err, patch, e.Series != nil) {
+		s.r.settle(key, err)
+	}
+	return out, err
+}
+
+// sendUntil writes an Event that matters, and writes it again after a 429 or
+// a server error, until deadline; it returns the last write's answer.
+func (s *trackingSink) sendUntil(ctx context.Context, deadline time.Time, write func(context.Context) (*eventsv1.Event, error)) (*eventsv1.Event, error) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var out *eventsv1.Event
+	var err error
+	_ = s.r.backoff.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
+		out, err = write(ctx)
+		switch {
+		case err == nil:
+			return true, nil
+		case transient(err):
+			return false, nil
+		default:
+			return false, err
+		}
+	})
 	return out, err
 }
 

@@ -73,7 +73,7 @@ func TestShutdownWaitsForEvents(t *testing.T) {
 		created.Add(1)
 		return false, nil, nil
 	})
-	recorder, shutdown := newRecorder(client, zerolog.Nop())
+	recorder, shutdown := newRecorder(client, zerolog.Nop(), mustSendBudget(2*time.Second))
 	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeNormal, "Verified", "Release", "All checks passed")
 	shutdown()
 	assert.Equal(t, int32(1), created.Load(), "the Event was written before the shutdown returned")
@@ -91,7 +91,7 @@ func TestEventAnsweredWith429IsSentAgain(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	recorder, shutdown := newRecorder(client, zerolog.Nop())
+	recorder, shutdown := newRecorder(client, zerolog.Nop(), mustSendBudget(2*time.Second))
 	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeNormal, "Verified", "Release", "All 4 checks passed; released in 1s")
 	shutdown()
 	assert.Equal(t, []string{"All 4 checks passed; released in 1s"}, sent.notes("Verified"))
@@ -111,7 +111,7 @@ func TestCheckFailedPerCheck(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	recorder, shutdown := newRecorder(client, zerolog.Nop())
+	recorder, shutdown := newRecorder(client, zerolog.Nop(), mustSendBudget(2*time.Second))
 	node := nodeRef("node-a")
 	for _, note := range []string{
 		"dns a.example: no such host",
@@ -138,7 +138,7 @@ func TestCheckFailedPerCheck(t *testing.T) {
 // every note is cut to fit, on a rune boundary.
 func TestNoteWithinTheLimit(t *testing.T) {
 	client, sent := recordingClient()
-	recorder, shutdown := newRecorder(client, zerolog.Nop())
+	recorder, shutdown := newRecorder(client, zerolog.Nop(), mustSendBudget(2*time.Second))
 	long := strings.Repeat("dns ünïcödé.example: no such host; ", 60)
 	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeWarning, "FailedOpen", "Release", "Released after 30m with failing checks: %s; released in %s", long, "30m0s")
 	shutdown()
@@ -157,7 +157,7 @@ func TestLostEventIsLogged(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(eventsv1.Resource("events"), "", assert.AnError)
 	})
 	var out bytes.Buffer
-	recorder, shutdown := newRecorder(client, zerolog.New(&out))
+	recorder, shutdown := newRecorder(client, zerolog.New(&out), mustSendBudget(2*time.Second))
 	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeWarning, "ReplacingNode", "Replace", "Deleted NodeClaim x because checks failed: dns a: no such host")
 	shutdown()
 	assert.Contains(t, out.String(), `"level":"error"`)
@@ -190,7 +190,7 @@ func TestEventOutlastsRetryAfter(t *testing.T) {
 	defer srv.Close()
 	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
 	require.NoError(t, err)
-	recorder, shutdown := newRecorder(client, zerolog.Nop())
+	recorder, shutdown := newRecorder(client, zerolog.Nop(), mustSendBudget(2*time.Second))
 	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeNormal, "Verified", "Release", "All 4 checks passed; released in 1s")
 	shutdown()
 	assert.Equal(t, int32(1), stored.Load(), "the Event was stored before the shutdown returned")

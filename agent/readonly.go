@@ -24,7 +24,7 @@ import (
 func newWriters(cfg Config, log zerolog.Logger, client kubernetes.Interface, spec nodepatch.Spec) (nodeWriter, events.EventRecorder, func()) {
 	p := nodepatch.New(client, cfg.NodeName, spec)
 	if !cfg.ReadOnly {
-		recorder, shutdown := newRecorder(client, log)
+		recorder, shutdown := newRecorder(client, log, mustSendBudget(cfg.SettleTime))
 		return p, recorder, shutdown
 	}
 	log.Info().Msg("Running read-only (DRY_RUN=true): the node, its condition and its Events are left as they are")
@@ -44,7 +44,7 @@ type readOnlyNode struct {
 
 // readOnlyReads are the methods of nodeWriter that only read, so
 // readOnlyNode passes them through to the Patcher.
-var readOnlyReads = []string{"State", "Watch"}
+var readOnlyReads = []string{"Confirm", "State", "Watch"}
 
 // Karpenter's node labels: a node with the first is Karpenter-managed, and
 // Karpenter sets the second once it has registered the node.

@@ -45,6 +45,10 @@ var (
 	// ErrControlPlane: replace-node refused to delete a control-plane node.
 	// Retrying does not help; nodeready should not run there.
 	ErrControlPlane = errors.New("refusing to replace a control-plane node")
+	// ErrUnknownOutcome: the write got no answer (a timeout, a lost
+	// connection, the context ended) or a server error, either of which can
+	// come after the API server stored it. Confirm finds out.
+	ErrUnknownOutcome = errors.New("no answer to the write, it may have landed")
 	// errNotConfirmed: the write went through but the node it stored is not
 	// verified (an admission plugin put the taint back or dropped the label).
 	errNotConfirmed = errors.New("the node as written is not verified")
@@ -99,7 +103,7 @@ func New(client kubernetes.Interface, node string, spec Spec) *Patcher {
 // read-back; a taint that comes back later is Settle's. A lost optimistic
 // lock (409, or 422 from a failed JSON Patch test) and an answer that is not
 // verified are retried with a fresh read; everything else is returned at
-// once.
+// once, a write that got no answer as ErrUnknownOutcome.
 func (p *Patcher) Release(ctx context.Context, annotations map[string]string) (Outcome, error) {
 	outcome := Unchanged
 	read := p.latest
@@ -120,6 +124,9 @@ func (p *Patcher) Release(ctx context.Context, annotations map[string]string) (O
 		node, err = p.client.CoreV1().Nodes().Patch(ctx, p.node, types.JSONPatchType, patch,
 			metav1.PatchOptions{FieldManager: FieldManager})
 		if err != nil {
+			if unanswered(err) {
+				return fmt.Errorf("patch node %s: %w: %w", p.node, ErrUnknownOutcome, err)
+			}
 			return p.classify("patch", err)
 		}
 		outcome = Patched

@@ -1,0 +1,171 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeready/nodeready/nodepatch"
+)
+
+// release releases the node with the completion annotations, reports the
+// condition and an Event, and settles. It all runs on a context the SIGTERM
+// does not cancel, bounded well inside the termination grace period: the
+// label makes the DaemonSet controller delete the pod at once (often before
+// the read-back), and a release cut short would be a write nobody reports,
+// leaving `kubectl describe node` telling an old story. A write that got no
+// answer is not a failure yet: whether it landed is found out (Confirm), on
+// time kept back from the write for that.
+func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.Condition, eventType, reason string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseBudget(a.cfg.SettleTime))
+	defer cancel()
+	r := releaseAttempt{cond: cond, eventType: eventType, reason: reason, elapsed: time.Since(a.started)}
+	r.annotations = map[string]string{
+		a.cfg.VerifiedLabel + "-at":       time.Now().UTC().Format(time.RFC3339),
+		a.cfg.VerifiedLabel + "-duration": r.elapsed.Round(time.Millisecond).String(),
+	}
+	deadline, _ := ctx.Deadline()
+	write, cancelWrite := context.WithDeadline(ctx, deadline.Add(-confirmBudget))
+	outcome, err := a.node.Release(write, r.annotations)
+	cancelWrite()
+	if errors.Is(err, nodepatch.ErrUnknownOutcome) {
+		outcome, err = a.confirm(ctx, log, err, r.annotations)
+	}
+	if err != nil {
+		if errors.Is(err, nodepatch.ErrUnknownOutcome) {
+			a.unconfirmed = &r
+		}
+		a.releaseFailed(log, err)
+		return err
+	}
+	if outcome == nodepatch.Unchanged && a.unconfirmed != nil {
+		outcome = nodepatch.Patched // an earlier write that got no answer landed
+	}
+	a.unconfirmed = nil
+	a.finish(ctx, log, r, outcome)
+	return nil
+}
+
+// releaseAttempt is what a release writes and how it is reported.
+type releaseAttempt struct {
+	cond              nodepatch.Condition
+	eventType, reason string
+	annotations       map[string]string
+	elapsed           time.Duration // from the agent's start to the release
+}
+
+// confirm finds out whether a release whose write got no answer (err)
+// landed: then it is the release's outcome. Otherwise the error says why
+// not, and still counts as ErrUnknownOutcome: the write may land later.
+func (a *Agent) confirm(ctx context.Context, log zerolog.Logger, err error, annotations map[string]string) (nodepatch.Outcome, error) {
+	landed, cerr := a.node.Confirm(ctx, annotations)
+	switch {
+	case cerr != nil:
+		return "", fmt.Errorf("%w; could not tell whether it landed: %w", err, cerr)
+	case !landed:
+		return "", fmt.Errorf("%w; the node as read is not released", err)
+	}
+	log.Info().AnErr("error", err).Msg("Release got no answer, the node shows it landed")
+	return nodepatch.Patched, nil
+}
+
+// releasedLate looks, once the SIGTERM has come, for a release whose write
+// got no answer and was not seen to land: the label that write sets is what
+// brings the DaemonSet controller's deletion. If it landed, the release is
+// reported as usual, on a release budget of its own, and it returns true.
+func (a *Agent) releasedLate(ctx context.Context, log zerolog.Logger) bool {
+	r := a.unconfirmed
+	if r == nil {
+		return false
+	}
+	a.unconfirmed = nil
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseBudget(a.cfg.SettleTime))
+	defer cancel()
+	landed, err := a.node.Confirm(ctx, r.annotations)
+	if err != nil {
+		log.Warn().Err(err).Msg("Could not tell whether the last release landed")
+		return false
+	}
+	if !landed {
+		return false
+	}
+	log.Info().Msg("Release that got no answer landed")
+	a.finish(ctx, log, *r, nodepatch.Patched)
+	return true
+}
+
+// finish reports a release that landed: the condition, the Event, the
+// settle window, and the node verified.
+func (a *Agent) finish(ctx context.Context, log zerolog.Logger, r releaseAttempt, outcome nodepatch.Outcome) {
+	a.releaseErr = ""
+	a.released = time.Now()
+	a.metrics.patches.WithLabelValues(string(outcome)).Inc()
+	log.Info().Str("outcome", string(outcome)).Str("taint", a.taint()).Str("label", a.cfg.VerifiedLabel).
+		Msg("Released node")
+
+	a.setCondition(ctx, log, r.cond)
+	a.events.Eventf(a.nodeRef, nil, r.eventType, r.reason, "Release", "%s; released in %s", r.cond.Message, r.elapsed.Round(time.Millisecond))
+
+	// The write has landed: the label brings the SIGTERM whatever happens
+	// next, so a settle window cut short is reported, not a failed round.
+	again, err := a.node.Settle(ctx, a.cfg.SettleTime)
+	if again > 0 {
+		log.Warn().Int("times", again).Str("taint", a.taint()).Msg("Startup taint came back after the release, removed it again")
+	}
+	if err != nil {
+		ev := log.Warn()
+		if errors.Is(err, nodepatch.ErrForbidden) || errors.Is(err, nodepatch.ErrNodeNotFound) {
+			ev = log.Error()
+		}
+		ev.Err(err).Dur("settle_time", a.cfg.SettleTime).Msg("Could not watch the node for the whole settle window")
+	}
+	if a.unwatch != nil {
+		a.unwatch() // the settle window is over: nothing reads the node any more
+	}
+	a.verified.Store(true)
+	a.metrics.verified.Set(1)
+	a.metrics.timeToVerified.Set(a.released.Sub(a.started).Seconds())
+	ev := log.Info()
+	switch {
+	case r.reason != "Verified": // released with failing checks (fail-open): nothing recovered
+		ev = log.Warn()
+	case a.failed:
+		ev = log.Warn().Bool("recovered", true)
+	}
+	ev.Str("reason", r.reason).Float64("duration_seconds", a.released.Sub(a.started).Seconds()).
+		Float64("startup_seconds", a.firstRound.Sub(a.started).Seconds()).
+		Float64("checks_seconds", a.checked.Sub(a.firstRound).Seconds()).
+		Float64("release_seconds", a.released.Sub(a.checked).Seconds()).
+		Msg("Verified node")
+}
+
+// releaseFailed records a release that did not go through. Once the checks
+// have passed, what stops the release is the installation or the API, not
+// the node: it is reported as such (an Event when the error is new), never
+// counted as a failed check.
+func (a *Agent) releaseFailed(log zerolog.Logger, err error) {
+	a.metrics.patches.WithLabelValues("error").Inc()
+	switch {
+	case errors.Is(err, nodepatch.ErrNotRegistered):
+		log.Info().Err(err).Msg("Could not release node")
+		return
+	case errors.Is(err, nodepatch.ErrUnknownOutcome):
+		// The API server did not answer: neither the installation nor the node is at fault.
+		log.Warn().Err(err).Msg("Could not release node, will try again")
+		return
+	}
+	ev := log.Warn()
+	if errors.Is(err, nodepatch.ErrForbidden) || errors.Is(err, nodepatch.ErrNodeNotFound) {
+		ev = log.Error()
+	}
+	ev.Err(err).Msg("Could not release node, the checks passed: fix the installation, the node is not at fault")
+	if msg := err.Error(); msg != a.releaseErr {
+		a.releaseErr = msg
+		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReleaseFailed", "Release",
+			"Checks passed but the release failed (a misconfiguration, not a failed check; no failure action follows): %s", msg)
+	}
+}
