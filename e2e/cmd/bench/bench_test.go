@@ -97,6 +97,7 @@ func TestFlags(t *testing.T) {
 	o, err = parseFlags(nil, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, sizeList{1000, 5000}, o.nodes, "the scale runs at 1000 and at 5000 nodes by default")
+	assert.Equal(t, []time.Duration{2 * time.Second}, o.settles, "one scale run per size, with SETTLE_TIME as shipped")
 	o, err = parseFlags([]string{"-quick"}, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, sizeList{100}, o.nodes)

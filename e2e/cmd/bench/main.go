@@ -37,6 +37,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodeready/nodeready/agent"
 	"github.com/nodeready/nodeready/checks/dnstest"
 	"github.com/nodeready/nodeready/e2e/controlplane"
 	"github.com/nodeready/nodeready/e2e/harness"
@@ -181,7 +182,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&o.nodes, "nodes", "scale: node counts, comma-separated: a run per count (and SETTLE_TIME) of that many nodes registered at once, each verified by an in-process agent")
 	fs.IntVar(&o.dsNodes, "ds-nodes", 50, "daemonset: nodes registered at once through the simulated kubelet")
 	fs.IntVar(&o.rounds, "rounds", 20, "concurrency: rounds of checks")
-	settles := fs.String("settle", "5s,0s", "scale: SETTLE_TIME of each scale run, comma-separated; each run gets a fresh control plane")
+	settles := fs.String("settle", shippedSettleTime(), "scale: SETTLE_TIME of each scale run, comma-separated (default: as shipped); each run gets a fresh control plane")
 	fs.StringVar(&o.logDir, "logs", "", "keep the control plane, kubelet and agent logs in this directory, and the API server's CPU profile of each scale run")
 	fs.BoolVar(&o.goBench, "gotest", true, "concurrency: also run checks.BenchmarkRunAll with go test")
 	o.set = map[string]string{}
@@ -408,4 +409,15 @@ func scaleBenchmark(ctx context.Context, o options, m *machine, nodes int, settl
 	s, r := benchScale(ctx, c, base, nodes, settle, "scale", profile)
 	logf("scale: done, %d not released", s.Failures)
 	return s, r
+}
+
+// shippedSettleTime is SETTLE_TIME as nodeready ships it: the agent's default, which
+// manifests/02-configmap.yaml sets too.
+func shippedSettleTime() string {
+	for _, v := range agent.Variables() {
+		if v.Name == "SETTLE_TIME" {
+			return v.Default
+		}
+	}
+	return ""
 }
