@@ -49,7 +49,8 @@ vet: ## go vet both modules, check formatting, lint .github/workflows with actio
 	cd e2e/tools/promtool && go mod verify >/dev/null
 	mkdir -p .cache && cd e2e && go run ./cmd/rulesfile ../manifests/monitoring/prometheusrule.yaml >$(CURDIR)/.cache/prometheusrule-groups.yaml
 	"$$(scripts/build-tools.sh promtool)/promtool" check rules .cache/prometheusrule-groups.yaml
-	@test -z "$$(gofmt -l . | tee /dev/stderr)"
+	@# Not `tee /dev/stderr`: tee truncates a log file that stderr is redirected to.
+	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	scripts/lint-workflows.sh
 
 # The chart's optional parts, all on: make vet lints the chart with them too.
