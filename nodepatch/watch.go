@@ -36,6 +36,9 @@ type view struct {
 	// live: the last list or watch call succeeded and its watch has not
 	// ended; while it is false the node in store may be old.
 	live atomic.Bool
+	// down: a list or watch call failed and none has succeeded since. A
+	// failure is signalled once, so a later taker must not wait for another.
+	down atomic.Bool
 	// restarts counts the lists and the watches that began with the node as
 	// it is (no resourceVersion): after one, the view may skip versions.
 	restarts atomic.Int64
@@ -81,6 +84,7 @@ func (p *Patcher) Watch(ctx context.Context) (stop func()) {
 				v.restarted()
 			} else {
 				v.live.Store(true)
+				v.down.Store(false)
 			}
 			return v.track(w), nil
 		},
@@ -141,6 +145,9 @@ func (p *Patcher) latest(ctx context.Context) (*corev1.Node, error) {
 	if v == nil {
 		return p.get(ctx)
 	}
+	if v.down.Load() && !isDone(v.synced) {
+		return p.get(ctx)
+	}
 	select {
 	case <-v.synced.Done():
 	case <-v.failed:
@@ -173,11 +180,13 @@ func (v *view) hasShown(rv string) bool {
 func (v *view) restarted() {
 	v.restarts.Add(1)
 	v.live.Store(true)
+	v.down.Store(false)
 }
 
 // fail records a failed list or watch call or an ended watch.
 func (v *view) fail() {
 	v.live.Store(false)
+	v.down.Store(true)
 	signal(v.failed)
 }
 
