@@ -24,10 +24,7 @@ import (
 
 // Goals of the scale benchmark: 5000 nodes, the scalability limit of one cluster, released
 // within a minute of one burst.
-const (
-	scaleGoal           = 60 * time.Second
-	requestsPerNodeGoal = 3
-)
+const scaleGoal = 60 * time.Second
 
 // defaultSizes are the scale runs' node counts unless -nodes says otherwise.
 var defaultSizes = sizeList{1000, 5000}
@@ -364,8 +361,10 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 			nodeReqs += v
 		}
 	}
-	s.goal("agent API requests on the success path (fewest of one agent)", fmt.Sprintf("%d: %s (%d of %d agents)", fewestTotal, breakdown(fewest), atFewest, len(reported)),
-		fmt.Sprintf("<= %d", requestsPerNodeGoal), fewestTotal <= requestsPerNodeGoal)
+	s.add("agent API requests on the success path (fewest of one agent)", fmt.Sprintf("%d: %s (%d of %d agents)", fewestTotal, breakdown(fewest), atFewest, len(reported)))
+	beyond := fewestTotal - sumOf(fewest, checkRequests)
+	s.goal("of which beyond the checks' own (GET /readyz, LIST endpointslices)", fmt.Sprint(beyond),
+		fmt.Sprintf("<= %d", releaseRequestGoal), beyond <= releaseRequestGoal)
 	s.add("of which the release itself (GET nodes, PATCH nodes)", fmt.Sprint(fewest["GET nodes"]+fewest["PATCH nodes"]))
 	s.add("agent API requests per node (mean, with retries; client-side count)", fmt.Sprintf("%.2f", perNode))
 	s.add("agent requests per node on nodes, nodes/status", fmt.Sprintf("%.2f", nodeReqs/float64(max(verified, 1))))
