@@ -34,7 +34,6 @@ func startCluster(t *testing.T) *realnode.Cluster {
 	}
 	logDir, err := os.MkdirTemp("", "nodeready-realnode-logs-")
 	require.NoError(t, err)
-	before := realnode.MachineState()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	c, err := realnode.StartCluster(ctx, realnode.ClusterOptions{LogDir: logDir, Logf: t.Logf})
@@ -49,7 +48,7 @@ func startCluster(t *testing.T) *realnode.Cluster {
 		if err := c.Stop(); err != nil {
 			t.Errorf("stop real node: %v", err)
 		}
-		assert.Equal(t, before, realnode.MachineState(), "the machine as it was before the real node")
+		assert.Equal(t, c.Node.MachineBefore(), realnode.MachineState(), "the machine as it was before the real node")
 		if t.Failed() {
 			t.Logf("logs kept in %s", logDir)
 			return

@@ -29,6 +29,7 @@ type Options struct {
 type Node struct {
 	opts    Options
 	lock    *os.File // held from Prepare to Stop: one real node per machine
+	before  string   // MachineState once a killed run's leftovers are gone
 	dir     string
 	nsPid   int
 	holder  *process
@@ -51,12 +52,13 @@ func Prepare(opts Options) (*Node, error) {
 		lock.Close()
 		return nil, fmt.Errorf("clean up a previous real node: %w", err)
 	}
+	before := MachineState()
 	dir, err := os.MkdirTemp("", "nodeready-realnode-")
 	if err != nil {
 		lock.Close()
 		return nil, err
 	}
-	n := &Node{opts: opts, lock: lock, dir: dir}
+	n := &Node{opts: opts, lock: lock, before: before, dir: dir}
 	if err := n.prepare(); err != nil {
 		n.Stop()
 		return nil, err
@@ -208,6 +210,10 @@ func (n *Node) Stop() error {
 	}
 	return errors.Join(errs...)
 }
+
+// MachineBefore is the machine's state when Prepare began, after it cleaned what a killed run
+// left (which a test could not have put back): what Stop must leave.
+func (n *Node) MachineBefore() string { return n.before }
 
 // Dir is the node's work directory: configs, the kubelet's root, containerd's root.
 func (n *Node) Dir() string { return n.dir }
