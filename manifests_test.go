@@ -12,9 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/nodeready/nodeready/agent"
 )
@@ -29,11 +27,7 @@ var (
 // TestDocsMatchTolerations reads the DaemonSet's tolerations and fails on any sentence in
 // manifests/, examples/ or README.md that says otherwise.
 func TestDocsMatchTolerations(t *testing.T) {
-	f, err := os.Open("manifests/03-daemonset.yaml")
-	require.NoError(t, err)
-	defer f.Close()
-	var ds appsv1.DaemonSet
-	require.NoError(t, yaml.NewYAMLOrJSONDecoder(f, 4096).Decode(&ds))
+	ds := shippedDaemonSet(t)
 	tolerateAll := false
 	for _, tol := range ds.Spec.Template.Spec.Tolerations {
 		if tol.Key == "" && tol.Operator == corev1.TolerationOpExists && tol.Effect == "" {
@@ -83,11 +77,7 @@ func sentences(text string) []string {
 // and the Events that report it into the pod's terminationGracePeriodSeconds
 // (agent.TerminationGracePeriod); the manifest and the chart grant exactly that.
 func TestGracePeriodIsTheAgents(t *testing.T) {
-	f, err := os.Open("manifests/03-daemonset.yaml")
-	require.NoError(t, err)
-	defer f.Close()
-	var ds appsv1.DaemonSet
-	require.NoError(t, yaml.NewYAMLOrJSONDecoder(f, 4096).Decode(&ds))
+	ds := shippedDaemonSet(t)
 	grace := ds.Spec.Template.Spec.TerminationGracePeriodSeconds
 	require.NotNil(t, grace, "manifests/03-daemonset.yaml sets terminationGracePeriodSeconds")
 	assert.Equal(t, agent.TerminationGracePeriod, time.Duration(*grace)*time.Second, "manifests/03-daemonset.yaml")

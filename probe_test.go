@@ -19,14 +19,21 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 )
 
-// shippedAgentContainer reads the agent container of manifests/03-daemonset.yaml.
-func shippedAgentContainer(t *testing.T) corev1.Container {
+// shippedDaemonSet reads manifests/03-daemonset.yaml.
+func shippedDaemonSet(t *testing.T) appsv1.DaemonSet {
 	t.Helper()
 	f, err := os.Open("manifests/03-daemonset.yaml")
 	require.NoError(t, err)
 	defer f.Close()
 	var ds appsv1.DaemonSet
 	require.NoError(t, yaml.NewYAMLOrJSONDecoder(f, 4096).Decode(&ds))
+	return ds
+}
+
+// shippedAgentContainer reads the agent container of manifests/03-daemonset.yaml.
+func shippedAgentContainer(t *testing.T) corev1.Container {
+	t.Helper()
+	ds := shippedDaemonSet(t)
 	require.Len(t, ds.Spec.Template.Spec.Containers, 1)
 	return ds.Spec.Template.Spec.Containers[0]
 }

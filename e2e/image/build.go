@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -100,4 +101,38 @@ func tarFiles(files []File) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// Files reads an image's one layer back, as Build wrote it: its files by absolute path.
+func Files(img v1.Image) (map[string]File, error) {
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, err
+	}
+	if len(layers) != 1 {
+		return nil, fmt.Errorf("%d layers, want 1", len(layers))
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	files := map[string]File{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		f := File{Path: "/" + strings.TrimSuffix(h.Name, "/"), Mode: h.Mode, UID: h.Uid, GID: h.Gid, Dir: h.Typeflag == tar.TypeDir}
+		if h.Typeflag == tar.TypeReg {
+			if f.Data, err = io.ReadAll(tr); err != nil {
+				return nil, err
+			}
+		}
+		files[f.Path] = f
+	}
 }

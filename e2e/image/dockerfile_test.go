@@ -1,10 +1,8 @@
 package image
 
 import (
-	"archive/tar"
 	"bufio"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,27 +114,15 @@ func TestBuild(t *testing.T) {
 	assert.Equal(t, "linux", cf.OS)
 	assert.Equal(t, "65532:65532", cf.Config.User)
 	assert.Equal(t, []string{"/nodeready"}, cf.Config.Entrypoint)
-	layers, err := img.Layers()
+	files, err := Files(img)
 	require.NoError(t, err)
-	require.Len(t, layers, 1)
-	rc, err := layers[0].Uncompressed()
-	require.NoError(t, err)
-	defer rc.Close()
-	headers := map[string]*tar.Header{}
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		headers[h.Name] = h
-	}
-	require.Contains(t, headers, "nodeready")
-	assert.Equal(t, int64(0o755), headers["nodeready"].Mode)
-	require.Contains(t, headers, "home/nonroot/")
-	assert.Equal(t, NonrootUID, headers["home/nonroot/"].Uid)
-	assert.Contains(t, headers, "etc/ssl/certs/ca-certificates.crt")
+	require.Contains(t, files, "/nodeready")
+	assert.Equal(t, int64(0o755), files["/nodeready"].Mode)
+	assert.Equal(t, []byte("binary"), files["/nodeready"].Data)
+	require.Contains(t, files, "/home/nonroot")
+	assert.True(t, files["/home/nonroot"].Dir)
+	assert.Equal(t, NonrootUID, files["/home/nonroot"].UID)
+	assert.Equal(t, []byte("certs"), files["/etc/ssl/certs/ca-certificates.crt"].Data)
 
 	again, err := Build(Agent("arm64", []byte("binary"), []byte("certs")))
 	require.NoError(t, err)

@@ -229,7 +229,7 @@ func benchDaemonSet(ctx context.Context, c *harness.Cluster, nodes int) *section
 	s.add("7. agent exited to pod gone (kubelet's final status, deletion)", gone.summary(false))
 	own.rows(s, "agent: ")
 	if n, err := verifiedEvents(ctx, client, names); err == nil {
-		s.goal("nodes with a Verified Event", fmt.Sprintf("%d of %d", n, nodes), "every node", n == nodes)
+		s.verifiedEventsGoal(n, nodes)
 	}
 	s.note("The %d nodes are registered at once by a fleet (`harness.Fleet.AddNode`), each Ready with the startup taint and its own "+
 		"node-local DNS server; the real DaemonSet controller creates the agent pods, the real scheduler binds them and the "+

@@ -121,7 +121,7 @@ func benchLatency(ctx context.Context, c *harness.Cluster, env agentEnv, bin str
 		s.add("requests of the verification with the fewest", breakdown(perRun[fewest]))
 	}
 	if eventsErr == nil {
-		s.goal("nodes with a Verified Event", fmt.Sprintf("%d of %d", events, len(nodes)), "every node", events == len(nodes))
+		s.verifiedEventsGoal(events, len(nodes))
 	}
 	s.note("Each run registers a fresh node and starts `%s` as the overhead runs do, with the installed configuration "+
 		"(`CHECKS=%s`, `SETTLE_TIME=%s`), on a network where every round trip takes %s: the DNS server answers that late, "+

@@ -181,7 +181,7 @@ func benchOverhead(ctx context.Context, c *harness.Cluster, env agentEnv, bin st
 	s.goal("agent: beyond the checks (start-up + release)", own.overhead.summary(false),
 		"p50 < "+ms(overheadGoal), len(own.overhead) > 0 && own.overhead.pct(50) < overheadGoal)
 	if eventsErr == nil {
-		s.goal("nodes with a Verified Event", fmt.Sprintf("%d of %d", events, len(results)), "every node", events == len(results))
+		s.verifiedEventsGoal(events, len(results))
 	}
 	s.note("Each run registers a fresh node (Ready, startup taint), creates its agent pod bound to it and a pod-bound token, "+
 		"then starts `%s` with the environment the kubelet would give it: `nodeready-config` as installed "+

@@ -418,7 +418,7 @@ func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, node
 	res.events = -1
 	if seen, err := verifiedEventNodes(ctx, admin, names); err == nil {
 		n := len(seen)
-		s.goal("nodes with a Verified Event", fmt.Sprintf("%d of %d", n, nodes), "every node", n == nodes)
+		s.verifiedEventsGoal(n, nodes)
 		res.events = n
 		var missing []string
 		for _, name := range names {

@@ -161,3 +161,8 @@ func verifiedEventNodes(ctx context.Context, client kubernetes.Interface, nodes 
 	}
 	return seen, nil
 }
+
+// verifiedEventsGoal reports how many of total nodes have a Verified Event: every one should.
+func (s *section) verifiedEventsGoal(n, total int) {
+	s.goal("nodes with a Verified Event", fmt.Sprintf("%d of %d", n, total), "every node", n == total)
+}

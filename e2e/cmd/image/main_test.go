@@ -1,7 +1,6 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"crypto/x509"
 	"encoding/base64"
@@ -234,28 +233,18 @@ func TestDefaultRoots(t *testing.T) {
 	assert.Equal(t, image.NSSRoots(), layerFiles(t, img)["etc/ssl/certs/ca-certificates.crt"])
 }
 
-// layerFiles reads the image's one layer: regular files by path.
+// layerFiles reads the image's one layer: the contents of its regular files by layer path.
 func layerFiles(t *testing.T, img v1.Image) map[string][]byte {
 	t.Helper()
-	layers, err := img.Layers()
+	files, err := image.Files(img)
 	require.NoError(t, err)
-	require.Len(t, layers, 1)
-	rc, err := layers[0].Uncompressed()
-	require.NoError(t, err)
-	defer rc.Close()
-	files := map[string][]byte{}
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return files
-		}
-		require.NoError(t, err)
-		if h.Typeflag == tar.TypeReg {
-			files[h.Name], err = io.ReadAll(tr)
-			require.NoError(t, err)
+	data := map[string][]byte{}
+	for p, f := range files {
+		if !f.Dir {
+			data[p[1:]] = f.Data
 		}
 	}
+	return data
 }
 
 // basicAuth answers 401 with a Basic challenge unless the request carries user:password.
