@@ -51,7 +51,7 @@ vet: ## go vet both modules, check formatting, lint .github/workflows with actio
 	"$$(scripts/build-tools.sh promtool)/promtool" check rules .cache/prometheusrule-groups.yaml
 	@# Not `tee /dev/stderr`: tee truncates a log file that stderr is redirected to.
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
-	scripts/lint-workflows.sh
+	scripts/lint-shell.sh
 
 # The chart's optional parts, all on: make vet lints the chart with them too.
 CHART_SWITCHES := --set gates.daemonSets.enabled=true --set gates.csi.enabled=true \

@@ -41,6 +41,8 @@ if [[ ! -f "${k8s_dir}/go.mod" ]]; then
 fi
 
 log() { echo "build-control-plane: $*" >&2; }
+# shellcheck source=scripts/lib/build.sh
+source "${repo_root}/scripts/lib/build.sh"
 
 module_version() { go -C "${k8s_dir}" list -m -f '{{.Version}}' "$1"; }
 
@@ -57,35 +59,18 @@ components=(
   "kubectl=k8s.io/kubernetes/cmd/kubectl"
 )
 
-# One build at a time: a second run waits for the first, then finds the binaries up to date.
-mkdir -p "${bin_dir}"
-if command -v flock >/dev/null 2>&1; then
-  exec 9>"${bin_dir}/.build.lock"
-  if ! flock -n 9; then
-    log "waiting for another build into ${bin_dir}..."
-    flock 9
-  fi
-fi
+lock_bin_dir "${bin_dir}"
 
-# The stamp records what the binaries were built from: the versions of every module they
-# link, this script and the toolchain. Any change rebuilds them all.
+# Any change to what the binaries are built from rebuilds them all.
 all_pkgs=()
 for c in "${components[@]}"; do all_pkgs+=("${c#*=}"); done
 stamp_file="${bin_dir}/.build-stamp"
-stamp="$(
-  {
-    go -C "${k8s_dir}" list -deps \
-      -f '{{with .Module}}{{.Path}} {{.Version}}{{with .Replace}} => {{.Path}} {{.Version}}{{end}}{{end}}' \
-      "${all_pkgs[@]}" | sort -u
-    cat "${BASH_SOURCE[0]}"
-  } | sha256sum | cut -d' ' -f1
-) $(go env GOVERSION)"
+stamp="$(build_stamp "${k8s_dir}" "" "${all_pkgs[@]}")"
 
 missing=()
 for c in "${components[@]}"; do
   name="${c%%=*}"
-  if [[ "${force}" == true || ! -x "${bin_dir}/${name}" ]] ||
-    [[ "$(cat "${stamp_file}" 2>/dev/null || true)" != "${stamp}" ]]; then
+  if [[ "${force}" == true || ! -x "${bin_dir}/${name}" ]] || ! stamp_matches "${stamp_file}" "${stamp}"; then
     missing+=("${c}")
   fi
 done

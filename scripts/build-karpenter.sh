@@ -30,36 +30,18 @@ mod_dir="${repo_root}/e2e/karpenter-build"
 pkg="sigs.k8s.io/karpenter/kwok"
 
 log() { echo "build-karpenter: $*" >&2; }
+# shellcheck source=scripts/lib/build.sh
+source "${repo_root}/scripts/lib/build.sh"
 
 version="$(go -C "${mod_dir}" list -m -f '{{.Version}}' sigs.k8s.io/karpenter)"
 out_dir="${repo_root}/.cache/karpenter/${version}"
 bin_dir="${out_dir}/bin"
 crd_dir="${out_dir}/crds"
 
-# One build at a time: a second run waits for the first, then finds the binary up to date.
-mkdir -p "${bin_dir}"
-if command -v flock >/dev/null 2>&1; then
-  exec 9>"${bin_dir}/.build.lock"
-  if ! flock -n 9; then
-    log "waiting for another build into ${bin_dir}..."
-    flock 9
-  fi
-fi
-
-# The stamp records what the binary was built from: every module it links, this script and
-# the toolchain.
+lock_bin_dir "${bin_dir}"
 stamp_file="${bin_dir}/.build-stamp"
-stamp="$(
-  {
-    go -C "${mod_dir}" list -deps \
-      -f '{{with .Module}}{{.Path}} {{.Version}}{{with .Replace}} => {{.Path}} {{.Version}}{{end}}{{end}}' \
-      "${pkg}" | sort -u
-    cat "${BASH_SOURCE[0]}"
-  } | sha256sum | cut -d' ' -f1
-) $(go env GOVERSION)"
-
-if [[ "${force}" == false && -x "${bin_dir}/karpenter" && -d "${crd_dir}" ]] &&
-  [[ "$(cat "${stamp_file}" 2>/dev/null || true)" == "${stamp}" ]]; then
+stamp="$(build_stamp "${mod_dir}" "" "${pkg}")"
+if [[ "${force}" == false && -x "${bin_dir}/karpenter" && -d "${crd_dir}" ]] && stamp_matches "${stamp_file}" "${stamp}"; then
   log "up to date (Karpenter ${version})"
   echo "${out_dir}"
   exit 0

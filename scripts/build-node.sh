@@ -30,6 +30,8 @@ esac
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log() { echo "build-node: $*" >&2; }
+# shellcheck source=scripts/lib/build.sh
+source "${repo_root}/scripts/lib/build.sh"
 
 install_packages() {
   local missing=()
@@ -57,22 +59,12 @@ build() {
     names+=("${c%%=*}")
     pkgs+=("${c#*=}")
   done
-  mkdir -p "${bin_dir}"
-  exec 9>"${bin_dir}/.${stamp_name}.lock"
-  flock 9
+  lock_bin_dir "${bin_dir}" "${stamp_name}"
   local stamp_file="${bin_dir}/.${stamp_name}-stamp" stamp
-  stamp="$(
-    {
-      go -C "${mod_dir}" list -deps \
-        -f '{{with .Module}}{{.Path}} {{.Version}}{{with .Replace}} => {{.Path}} {{.Version}}{{end}}{{end}}' \
-        "${pkgs[@]}" | sort -u
-      cat "${BASH_SOURCE[0]}"
-      echo "${ldflags}"
-    } | sha256sum | cut -d' ' -f1
-  ) $(go env GOVERSION)"
+  stamp="$(build_stamp "${mod_dir}" "${ldflags}" "${pkgs[@]}")"
   local up_to_date=true
   for n in "${names[@]}"; do [[ -x "${bin_dir}/${n}" ]] || up_to_date=false; done
-  [[ "$(cat "${stamp_file}" 2>/dev/null || true)" == "${stamp}" ]] || up_to_date=false
+  stamp_matches "${stamp_file}" "${stamp}" || up_to_date=false
   if [[ "${force}" == false && "${up_to_date}" == true ]]; then
     log "up to date: ${names[*]}"
     exec 9>&-

@@ -28,6 +28,8 @@ fi
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 log() { echo "build-tools: $*" >&2; }
+# shellcheck source=scripts/lib/build.sh
+source "${repo_root}/scripts/lib/build.sh"
 
 build() {
   local name="$1"
@@ -37,14 +39,7 @@ build() {
     exit 2
   fi
   local bin_dir="${repo_root}/.cache/tools/${name}/bin"
-  mkdir -p "${bin_dir}"
-
-  # One build at a time: a second run waits for the first, then finds the tools up to date.
-  exec 9>"${bin_dir}/.build.lock"
-  if ! flock -n 9; then
-    log "waiting for another build into ${bin_dir}..."
-    flock 9
-  fi
+  lock_bin_dir "${bin_dir}"
 
   local pkgs tags=()
   mapfile -t pkgs < <(go -C "${mod_dir}" list -f '{{.ImportPath}}' tool)
@@ -52,25 +47,14 @@ build() {
     tags=(-tags "$(tr -d ' \n' <"${mod_dir}/build-tags")")
   fi
 
-  # The stamp records what the tools were built from: every module they link, this script
-  # and the toolchain.
   local stamp_file="${bin_dir}/.build-stamp" stamp
-  stamp="$(
-    {
-      go -C "${mod_dir}" list "${tags[@]}" -deps \
-        -f '{{with .Module}}{{.Path}} {{.Version}}{{with .Replace}} => {{.Path}} {{.Version}}{{end}}{{end}}' \
-        "${pkgs[@]}" | sort -u
-      cat "${BASH_SOURCE[0]}"
-      echo "${tags[*]}"
-    } | sha256sum | cut -d' ' -f1
-  ) $(go env GOVERSION)"
+  stamp="$(build_stamp "${mod_dir}" "${tags[*]}" "${tags[@]}" "${pkgs[@]}")"
 
   local up_to_date=true p
   for p in "${pkgs[@]}"; do
     [[ -x "${bin_dir}/${p##*/}" ]] || up_to_date=false
   done
-  if [[ "${force}" == false && "${up_to_date}" == true ]] &&
-    [[ "$(cat "${stamp_file}" 2>/dev/null || true)" == "${stamp}" ]]; then
+  if [[ "${force}" == false && "${up_to_date}" == true ]] && stamp_matches "${stamp_file}" "${stamp}"; then
     log "${name}: up to date"
     echo "${bin_dir}"
     exec 9>&-

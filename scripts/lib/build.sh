@@ -1,0 +1,40 @@
+# shellcheck shell=bash
+# Shared by the scripts/build-*.sh scripts, which source it: they build binaries from a Go
+# module into a bin directory, and only when what those binaries are built from changed.
+
+# The script that sourced this file, by absolute path: it is part of every stamp.
+build_script="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
+
+# lock_bin_dir DIR [NAME] creates DIR and takes its build lock (file descriptor 9, held until
+# the script exits or closes it): one build at a time, and a second run waits for the first,
+# then finds the binaries up to date. NAME tells apart locks of builds that share a DIR.
+lock_bin_dir() {
+  local dir="$1" name="${2:-build}"
+  mkdir -p "${dir}"
+  exec 9>"${dir}/.${name}.lock"
+  if ! flock -n 9; then
+    log "waiting for another build into ${dir}..."
+    flock 9
+  fi
+}
+
+# build_stamp MOD_DIR EXTRA [GO_LIST_FLAG...] PACKAGE... prints what the packages are built
+# from: the version of every module they link, the building script and this file, EXTRA (such
+# as the flags of the build) and the toolchain. A binary whose recorded stamp differs is
+# rebuilt.
+build_stamp() {
+  local mod_dir="$1" extra="$2"
+  shift 2
+  echo "$(
+    {
+      go -C "${mod_dir}" list -deps \
+        -f '{{with .Module}}{{.Path}} {{.Version}}{{with .Replace}} => {{.Path}} {{.Version}}{{end}}{{end}}' \
+        "$@" | sort -u
+      cat "${build_script}" "${BASH_SOURCE[0]}"
+      echo "${extra}"
+    } | sha256sum | cut -d' ' -f1
+  ) $(go env GOVERSION)"
+}
+
+# stamp_matches FILE STAMP tells whether FILE records STAMP.
+stamp_matches() { [[ "$(cat "$1" 2>/dev/null || true)" == "$2" ]]; }
