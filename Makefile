@@ -55,8 +55,8 @@ vet: ## go vet both modules, check formatting, lint .github/workflows with actio
 
 # The chart's optional parts, all on: make vet lints the chart with them too.
 CHART_SWITCHES := --set gates.daemonSets.enabled=true --set gates.csi.enabled=true \
-	--set replaceNode.enabled=true --set startupTaintPolicy.enabled=true --set podMonitor.enabled=true \
-	--set alerts.enabled=true
+	--set replaceNode.enabled=true --set startupTaintPolicy.enabled=true --set labelToTaintPolicy.enabled=true \
+	--set podMonitor.enabled=true --set alerts.enabled=true
 
 .PHONY: tools
 tools: ## Build the test-only tools the e2e tests run (Helm) from the Go module proxy into .cache/tools

@@ -85,9 +85,10 @@ func TestSwitches(t *testing.T) {
 		{"gates.csi", []string{"--set", "gates.csi.enabled=true"}, []string{"gates/csi.yaml"}},
 		{"replaceNode", []string{"--set", "replaceNode.enabled=true"}, []string{"replace-node/*.yaml"}},
 		{"startupTaintPolicy", []string{"--set", "startupTaintPolicy.enabled=true"}, []string{"node-creation/startup-taint.yaml"}},
+		{"labelToTaintPolicy", []string{"--set", "labelToTaintPolicy.enabled=true"}, []string{"node-creation/label-to-taint.yaml"}},
 		{"podMonitor", []string{"--set", "podMonitor.enabled=true"}, []string{"monitoring/podmonitor.yaml"}},
 		{"alerts", []string{"--set", "alerts.enabled=true"}, []string{"monitoring/prometheusrule.yaml"}},
-		{"all", allSwitches, []string{"gates/*.yaml", "replace-node/*.yaml", "node-creation/startup-taint.yaml", "monitoring/*.yaml"}},
+		{"all", allSwitches, []string{"gates/*.yaml", "replace-node/*.yaml", "node-creation/*.yaml", "monitoring/*.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assertSameObjects(t, manifestObjects(t, append([]string{"*.yaml"}, tc.files...)...), render(t, tc.flags...))
@@ -99,7 +100,7 @@ func TestSwitches(t *testing.T) {
 var allSwitches = []string{
 	"--set", "gates.daemonSets.enabled=true", "--set", "gates.csi.enabled=true",
 	"--set", "replaceNode.enabled=true", "--set", "startupTaintPolicy.enabled=true",
-	"--set", "podMonitor.enabled=true", "--set", "alerts.enabled=true",
+	"--set", "labelToTaintPolicy.enabled=true", "--set", "podMonitor.enabled=true", "--set", "alerts.enabled=true",
 }
 
 // TestLint: helm lint --strict passes with the defaults and with every switch on.
@@ -169,6 +170,8 @@ func TestBadValuesFail(t *testing.T) {
 		{"config.enableMetrics=yes", []string{"/config/enableMetrics", "got string, want boolean"}},
 		{"config.setleTime=5s", []string{"/config", "'setleTime' not allowed"}},
 		{"podMonitor.enabled=maybe", []string{"/podMonitor/enabled", "got string, want boolean"}},
+		{"labelToTaintPolicy.labelValue=blue green", []string{"/labelToTaintPolicy/labelValue", "'blue green' does not match pattern"}},
+		{"labelToTaintPolicy.label=a/b/c", []string{"/labelToTaintPolicy/label", "'a/b/c' does not match pattern"}},
 		{"image.pullPolicy=Sometimes", []string{"/image/pullPolicy", "value must be one of 'IfNotPresent'"}},
 		// What the schema cannot say, the templates refuse.
 		{"config.checks={dns,http}", []string{"config.httpURLs: required when config.checks has http"}},
@@ -205,7 +208,7 @@ func celString(s string) string { return "'" + s + "'" }
 
 // TestLabelAndTaintFollowValues: the verified label and the startup taint, set once in the
 // values, change the ConfigMap, the DaemonSet's node affinity, the own-node admission policy
-// and the taint-at-creation policy together.
+// and both taint-at-creation policies together.
 func TestLabelAndTaintFollowValues(t *testing.T) {
 	label, labelValue := "example.com/ready", "yes"
 	taint := corev1.Taint{Key: "example.com/unready", Value: "pending", Effect: corev1.TaintEffectNoExecute}
@@ -213,6 +216,8 @@ func TestLabelAndTaintFollowValues(t *testing.T) {
 		"--set", "config.verifiedLabel="+label, "--set", "config.verifiedLabelValue="+labelValue,
 		"--set", "config.taintKey="+taint.Key, "--set", "config.taintValue="+taint.Value,
 		"--set", "config.taintEffect="+string(taint.Effect), "--set", "startupTaintPolicy.enabled=true",
+		"--set", "labelToTaintPolicy.enabled=true", "--set", "labelToTaintPolicy.label=example.com/pool",
+		"--set", "labelToTaintPolicy.labelValue=gpu",
 		"--set", "alerts.enabled=true")
 
 	cm := decode[corev1.ConfigMap](t, objects, "v1 ConfigMap kube-system/nodeready-config")
@@ -237,17 +242,22 @@ func TestLabelAndTaintFollowValues(t *testing.T) {
 		"labelKey": celString(label), "taintKey": celString(taint.Key), "taintEffect": celString(string(taint.Effect)),
 	})
 
-	map_ := decode[admissionv1.MutatingAdmissionPolicy](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicy /nodeready-startup-taint")
-	var mapVariables []admissionv1.Variable
-	for _, v := range map_.Spec.Variables {
-		mapVariables = append(mapVariables, admissionv1.Variable{Name: v.Name, Expression: v.Expression})
+	for _, name := range []string{"nodeready-startup-taint", "nodeready-label-to-taint"} {
+		map_ := decode[admissionv1.MutatingAdmissionPolicy](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicy /"+name)
+		var mapVariables []admissionv1.Variable
+		for _, v := range map_.Spec.Variables {
+			mapVariables = append(mapVariables, admissionv1.Variable{Name: v.Name, Expression: v.Expression})
+		}
+		assertVariables(t, mapVariables, map[string]string{
+			"taintKey": celString(taint.Key), "taintValue": celString(taint.Value), "taintEffect": celString(string(taint.Effect)),
+		})
+		binding := decode[admissionv1.MutatingAdmissionPolicyBinding](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding /"+name)
+		assert.Contains(t, binding.Spec.MatchResources.ObjectSelector.MatchExpressions,
+			metav1LabelSelectorRequirement(label), "%s: a node created already verified is skipped", name)
+		if name == "nodeready-label-to-taint" {
+			assert.Equal(t, map[string]string{"example.com/pool": "gpu"}, binding.Spec.MatchResources.ObjectSelector.MatchLabels)
+		}
 	}
-	assertVariables(t, mapVariables, map[string]string{
-		"taintKey": celString(taint.Key), "taintValue": celString(taint.Value), "taintEffect": celString(string(taint.Effect)),
-	})
-	binding := decode[admissionv1.MutatingAdmissionPolicyBinding](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding /nodeready-startup-taint")
-	assert.Contains(t, binding.Spec.MatchResources.ObjectSelector.MatchExpressions,
-		metav1LabelSelectorRequirement(label), "a node created already verified is skipped")
 
 	// The alerts select the taint and the label, as kube-state-metrics exports them.
 	rule, err := yaml.Marshal(objects["monitoring.coreos.com/v1 PrometheusRule kube-system/nodeready"])
