@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Lints the project's shell: scripts/, .ci/run, and .github/workflows with actionlint (built
-# from e2e/tools/actionlint by build-tools.sh), which checks every `run:` step with shellcheck
-# too. Where shellcheck is missing it is installed from Debian when this runs as root with
+# Lints the project's shell: scripts/, examples/, .ci/run, and .github/workflows with
+# actionlint (built from e2e/tools/actionlint by build-tools.sh), which checks every `run:`
+# step with shellcheck too. Where shellcheck is missing it is installed from Debian when this runs as root with
 # apt-get (as CI does, a few seconds); elsewhere the workflows are linted without it, the
 # scripts are not, and the script says so.
 set -euo pipefail
@@ -16,9 +16,9 @@ if ! command -v shellcheck >/dev/null && [[ "$(id -u)" == 0 ]] && command -v apt
 fi
 shellcheck_flag=()
 if command -v shellcheck >/dev/null; then
-  shellcheck -x scripts/*.sh scripts/lib/*.sh .ci/run
+  shellcheck -x scripts/*.sh scripts/lib/*.sh examples/*.sh .ci/run
 else
-  echo "lint-shell: no shellcheck here, so scripts/, .ci/run and the workflows' run: steps are not checked by it" >&2
+  echo "lint-shell: no shellcheck here, so scripts/, examples/, .ci/run and the workflows' run: steps are not checked by it" >&2
   shellcheck_flag=(-shellcheck=)
 fi
 
