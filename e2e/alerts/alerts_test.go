@@ -23,8 +23,7 @@ const testFile = "testdata/nodeready_test.yaml"
 // re-verification, fail-open). promtool comes from e2e/tools/promtool, built by
 // scripts/build-tools.sh (make vet builds it first; here it is found up to date).
 func TestAlerts(t *testing.T) {
-	repo, err := harness.FindRepoRoot()
-	require.NoError(t, err)
+	repo := harness.RepoRootForTest(t)
 	promtool := buildPromtool(t, repo)
 
 	rules, err := RuleGroups(filepath.Join(repo, "manifests", "monitoring", "prometheusrule.yaml"))

@@ -32,20 +32,13 @@ const release = "nodeready"
 // chartDir is charts/nodeready in the repository under test.
 func chartDir(t *testing.T) string {
 	t.Helper()
-	return filepath.Join(repoRoot(t), "charts", "nodeready")
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := harness.FindRepoRoot()
-	require.NoError(t, err)
-	return root
+	return filepath.Join(harness.RepoRootForTest(t), "charts", "nodeready")
 }
 
 // helmBinary is the helm that scripts/build-tools.sh builds; make tools (and make e2e) build it.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(repoRoot(t), ".cache", "tools", "helm", "bin", "helm")
+	bin := filepath.Join(harness.RepoRootForTest(t), ".cache", "tools", "helm", "bin", "helm")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("helm: %v; run make tools (scripts/build-tools.sh helm) to build it", err)
 	}
@@ -121,7 +114,7 @@ func manifestObjects(t *testing.T, globs ...string) map[string]object {
 	t.Helper()
 	objects := map[string]object{}
 	for _, g := range globs {
-		files, err := filepath.Glob(filepath.Join(repoRoot(t), "manifests", g))
+		files, err := filepath.Glob(filepath.Join(harness.RepoRootForTest(t), "manifests", g))
 		require.NoError(t, err)
 		require.NotEmpty(t, files, "no manifests/%s", g)
 		for _, f := range files {

@@ -155,3 +155,13 @@ func RequireNoNodeEvent(t testing.TB, c *Cluster, node, reason string) {
 		t.Fatalf("%d %s Events about node %s, want none: first %q", len(found), reason, node, found[0].Note)
 	}
 }
+
+// RepoRootForTest is FindRepoRoot for a test, which fails without the repository.
+func RepoRootForTest(t testing.TB) string {
+	t.Helper()
+	root, err := FindRepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}

@@ -32,7 +32,7 @@ var exampleTaint = corev1.Taint{Key: newTaint, Value: "true", Effect: corev1.Tai
 // is tainted by the overlay's creation policy, held, verified and released through it, with
 // the new keys only. The simulated kubelet runs the agent binary for the overlay's image.
 func TestApplyExampleOverlay(t *testing.T) {
-	repo := repoRoot(t)
+	repo := harness.RepoRootForTest(t)
 	agent := os.Getenv(harness.AgentBinaryEnv)
 	if agent == "" {
 		agent = filepath.Join(repo, "bin", "nodeready")

@@ -35,7 +35,7 @@ const (
 // objects of its folder, so the kustomization files list every file and there is one copy
 // of each object.
 func TestBaseIsManifests(t *testing.T) {
-	repo := repoRoot(t)
+	repo := harness.RepoRootForTest(t)
 	for dir, leftOut := range map[string][]string{
 		"manifests":               nil,
 		"manifests/gates":         nil,
@@ -53,7 +53,7 @@ func TestBaseIsManifests(t *testing.T) {
 
 // TestOverlays renders every overlay in kustomize/ and checks what each changes.
 func TestOverlays(t *testing.T) {
-	repo := repoRoot(t)
+	repo := harness.RepoRootForTest(t)
 	base := render(t, filepath.Join(repo, "manifests"))
 	overlays := filepath.Join(repo, "kustomize")
 
@@ -191,13 +191,6 @@ func assertKeys(t *testing.T, objs []*unstructured.Unstructured) {
 	// node-ready/Verified and the opt-out label node-ready/skip-startup-taint are other names).
 	assertNowhere(t, objs, shippedLabel)
 	assertNowhere(t, objs, shippedTaint)
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	repo, err := harness.FindRepoRoot()
-	require.NoError(t, err)
-	return repo
 }
 
 // kubectlPath is the kubectl of the control plane's build (make e2e builds it).

@@ -27,13 +27,6 @@ var (
 	latestRef = regexp.MustCompile(`[A-Za-z0-9._/-]+:latest\b`)
 )
 
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := harness.FindRepoRoot()
-	require.NoError(t, err)
-	return root
-}
-
 // releaseVersion reads VERSION: one canonical semantic version with a leading v.
 func releaseVersion(t *testing.T, root string) string {
 	t.Helper()
@@ -48,7 +41,7 @@ func releaseVersion(t *testing.T, root string) string {
 // image at the version in VERSION, the tag the release workflow pushes, and nothing names
 // an image by :latest, a tag no release publishes.
 func TestOneVersion(t *testing.T) {
-	root := repoRoot(t)
+	root := harness.RepoRootForTest(t)
 	version := releaseVersion(t, root)
 	want := imageRepo + ":" + version
 

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/nodeready/nodeready/e2e/harness"
 )
 
 // workflow is the part of a GitHub Actions workflow these tests read.
@@ -48,7 +50,7 @@ func readWorkflow(t *testing.T, root, name string) workflow {
 // with its SBOM attested, and the chart; a tag other than VERSION's is refused before anything
 // is built. The refusing step's own script is run here with both kinds of tag.
 func TestReleaseWorkflow(t *testing.T) {
-	root := repoRoot(t)
+	root := harness.RepoRootForTest(t)
 	version := releaseVersion(t, root)
 	w := readWorkflow(t, root, "release.yml")
 
@@ -129,7 +131,7 @@ func refuse(t *testing.T, root, script, version string) {
 // so. Run in a scratch repository holding the Makefile and VERSION, with make -n (prints the
 // commands, runs nothing).
 func TestMakeImageOnReleaseTag(t *testing.T) {
-	root := repoRoot(t)
+	root := harness.RepoRootForTest(t)
 	version := releaseVersion(t, root)
 	dir := t.TempDir()
 	for _, f := range []string{"Makefile", "VERSION"} {
