@@ -25,14 +25,13 @@
 # operation updates the VMSS model (a node image or Kubernetes upgrade); az aks
 # create sets them from the start.
 #
-# Without the preview, give the pool a label instead and install
-# manifests/node-creation/label-to-taint.yaml (Kubernetes 1.36+), which
-# taints the pool's nodes created from then on:
+# Without the preview, install manifests/node-creation/startup-taint.yaml
+# (Kubernetes 1.36+), which taints every new Linux node except those of system
+# pools (kubernetes.azure.com/mode=system) and virtual nodes
+# (type=virtual-kubelet); to hold only one pool, give it a label
 #   az aks nodepool update -g "$RESOURCE_GROUP" --cluster-name "$CLUSTER" \
-#     --name userpool --labels node-ready/taint-on-create=true
-# or install manifests/node-creation/startup-taint.yaml, which taints every
-# new Linux node except those of system pools (kubernetes.azure.com/mode=system)
-# and virtual nodes (type=virtual-kubelet).
+#     --name userpool --labels example.com/pool=user
+# and add that label to the objectSelector of the policy's binding.
 set -eu
 
 az extension add --name aks-preview --upgrade

@@ -1,6 +1,7 @@
 // Package admission proves on a real API server that the optional
 // MutatingAdmissionPolicies in manifests/node-creation/ put the taint on new
-// nodes, and only on the nodes they select. Every manifest is applied with
+// nodes, and only on the nodes they select, and that manifests/label-to-taint/
+// keeps a taint in step with a label both ways. Every manifest is applied with
 // kubectl as shipped, and every assertion reads the Node back from the API.
 package admission
 
@@ -10,6 +11,7 @@ import (
 	"maps"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nodeready/nodeready/e2e/controlplane"
+	"github.com/nodeready/nodeready/e2e/harness"
 )
 
 var (
@@ -37,8 +40,6 @@ var (
 	// server the same taint, so it must not be added a second time.
 	otherValueTaint = corev1.Taint{Key: "node-ready/unverified", Value: "registered", Effect: corev1.TaintEffectNoSchedule}
 )
-
-const taintOnCreateLabel = "node-ready/taint-on-create"
 
 // nodeCase is a Node created through the API and the taints it must have.
 type nodeCase struct {
@@ -159,7 +160,7 @@ func TestStartupTaintPolicy(t *testing.T) {
 // TestLabelToTaintPolicy runs on an API server without the
 // TaintNodesByCondition admission plugin, which otherwise gives every new
 // node the not-ready taint before the policies run: here a node can be
-// created without any taint, the case in which the policies must create the
+// created without any taint, the case in which the policy must create the
 // taint list rather than append to it.
 func TestLabelToTaintPolicy(t *testing.T) {
 	cp := controlplane.StartForTestWith(t, controlplane.Options{
@@ -172,62 +173,237 @@ func TestLabelToTaintPolicy(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, plain.Spec.Taints, "without TaintNodesByCondition a new node has no taint list")
 
-	install(t, cp, "label-to-taint.yaml", map[string]string{taintOnCreateLabel: "true"})
+	// Nodes labelled before the policy exists: they get nothing until the catch-up.
+	createNode(t, admin, "before-labelled", linux(dedicated), nil)
+	createNode(t, admin, "before-unlabelled", linux(nil), []corev1.Taint{dedicatedTaint})
 
-	labelled := map[string]string{taintOnCreateLabel: "true"}
-	cases := []nodeCase{
-		{name: "a labelled node without taints gets the taint", node: "labelled",
-			labels: labelled,
-			want:   []corev1.Taint{startupTaint}},
-		{name: "a labelled node keeps its other taints and gains the taint", node: "labelled-tainted",
-			labels: labelled,
-			taints: []corev1.Taint{dedicatedTaint, gpuTaint},
-			want:   []corev1.Taint{dedicatedTaint, gpuTaint, startupTaint}},
-		{name: "a labelled node registered with the taint has it once", node: "labelled-registered",
-			labels: labelled,
-			taints: []corev1.Taint{startupTaint},
-			want:   []corev1.Taint{startupTaint}},
-		{name: "a labelled node created already verified has none", node: "labelled-verified",
-			labels: map[string]string{taintOnCreateLabel: "true", "node-ready/verified": "true"}},
-		{name: "an unlabelled node has none", node: "unlabelled"},
-		{name: "an unlabelled node keeps exactly its own taints", node: "unlabelled-tainted",
-			taints: []corev1.Taint{dedicatedTaint},
-			want:   []corev1.Taint{dedicatedTaint}},
-		{name: "a node with another value of the label has none", node: "label-false",
-			labels: map[string]string{taintOnCreateLabel: "false"}},
-		{name: "a control-plane node without the label has none", node: "control-plane",
-			labels: map[string]string{"node-role.kubernetes.io/control-plane": ""}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) { checkNode(t, admin, tc) })
-	}
+	installLabelToTaint(t, cp, filepath.Join("..", "..", "manifests", "label-to-taint"))
+
+	t.Run("at creation", func(t *testing.T) {
+		cases := []nodeCase{
+			{name: "a labelled node without taints gets the taint", node: "labelled",
+				labels: dedicated,
+				want:   []corev1.Taint{ciTaint}},
+			{name: "a labelled node keeps its other taints and gains the taint", node: "labelled-tainted",
+				labels: dedicated,
+				taints: []corev1.Taint{dedicatedTaint, gpuTaint},
+				want:   []corev1.Taint{dedicatedTaint, gpuTaint, ciTaint}},
+			{name: "a labelled node registered with the taint has it once", node: "labelled-registered",
+				labels: dedicated,
+				taints: []corev1.Taint{ciTaint},
+				want:   []corev1.Taint{ciTaint}},
+			{name: "a labelled node registered with the taint's key and effect keeps that value", node: "labelled-other-value",
+				labels: dedicated,
+				taints: []corev1.Taint{ciOtherValue},
+				want:   []corev1.Taint{ciOtherValue}},
+			{name: "a labelled node with nodeready's startup taint keeps it and gains the taint", node: "labelled-unverified",
+				labels: dedicated,
+				taints: []corev1.Taint{startupTaint},
+				want:   []corev1.Taint{startupTaint, ciTaint}},
+			// Not nodeready's taint: every node with the label, Windows too.
+			{name: "a labelled Windows node gets the taint", node: "labelled-windows",
+				labels: map[string]string{"dedicated": "ci", "kubernetes.io/os": "windows"},
+				want:   []corev1.Taint{ciTaint}},
+			{name: "an unlabelled node has none", node: "unlabelled"},
+			{name: "an unlabelled node keeps exactly its own taints", node: "unlabelled-tainted",
+				taints: []corev1.Taint{dedicatedTaint},
+				want:   []corev1.Taint{dedicatedTaint}},
+			{name: "a node with another value of the label has none", node: "label-other",
+				labels: map[string]string{"dedicated": "gpu"}},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) { checkNode(t, admin, tc) })
+		}
+	})
 
 	t.Run("a kubelet registering with the label gets the taint", func(t *testing.T) {
 		// NodeRestriction lets a kubelet set labels outside the kubernetes.io
-		// and k8s.io namespaces: --node-labels=node-ready/taint-on-create=true.
+		// and k8s.io namespaces: --node-labels=dedicated=ci.
 		kubelet := clientAs(t, cp, "system:node:kubelet-labelled", "system:nodes")
 		createNode(t, kubelet, "kubelet-labelled", linux(map[string]string{
-			"kubernetes.io/hostname": "kubelet-labelled", taintOnCreateLabel: "true"}), nil)
-		assert.Equal(t, []corev1.Taint{startupTaint}, ownTaints(getNode(t, admin, "kubelet-labelled")))
+			"kubernetes.io/hostname": "kubelet-labelled", "dedicated": "ci"}), nil)
+		assert.Equal(t, []corev1.Taint{ciTaint}, ownTaints(getNode(t, admin, "kubelet-labelled")))
 	})
 
-	// Both files together: each is installable on its own, and together they
-	// still give a node the taint once.
+	t.Run("on a running node", func(t *testing.T) {
+		const name = "running"
+		createNode(t, admin, name, linux(nil), []corev1.Taint{dedicatedTaint})
+
+		// Label added: the answer to that very write carries the taint.
+		n := patchLabels(t, admin, name, `{"dedicated":"ci"}`)
+		assert.Equal(t, []corev1.Taint{dedicatedTaint, ciTaint}, ownTaints(n), "label added")
+
+		// An unrelated update changes nothing.
+		n = patchLabels(t, admin, name, `{"example.com/pool":"workers"}`)
+		assert.Equal(t, []corev1.Taint{dedicatedTaint, ciTaint}, ownTaints(n), "unrelated update")
+
+		// Label removed: exactly the rule's taint goes; a taint of the same key with
+		// another effect (another controller's) and every other taint stay.
+		n = setTaints(t, admin, name, []corev1.Taint{dedicatedTaint, ciNoExecute, ciTaint})
+		require.Equal(t, []corev1.Taint{dedicatedTaint, ciNoExecute, ciTaint}, ownTaints(n))
+		n = patchLabels(t, admin, name, `{"dedicated":null}`)
+		assert.Equal(t, []corev1.Taint{dedicatedTaint, ciNoExecute}, ownTaints(n), "label removed")
+
+		// Label back, then its value changed: the taint comes and goes.
+		n = patchLabels(t, admin, name, `{"dedicated":"ci"}`)
+		assert.Equal(t, []corev1.Taint{dedicatedTaint, ciNoExecute, ciTaint}, ownTaints(n), "label back")
+		n = patchLabels(t, admin, name, `{"dedicated":"gpu"}`)
+		assert.Equal(t, []corev1.Taint{dedicatedTaint, ciNoExecute}, ownTaints(n), "value changed")
+
+		// A taint of the rule's key and effect with another value is not the rule's:
+		// it stays when the label goes.
+		n = patchLabels(t, admin, name, `{"dedicated":"ci"}`)
+		assert.Equal(t, []corev1.Taint{dedicatedTaint, ciNoExecute, ciTaint}, ownTaints(n), "value changed to the rule's")
+		n = setTaints(t, admin, name, []corev1.Taint{ciOtherValue})
+		n = patchLabels(t, admin, name, `{"dedicated":null}`)
+		assert.Equal(t, []corev1.Taint{ciOtherValue}, ownTaints(n), "another value of the key stays")
+
+		// A taint removed by hand while the label stays is not put back by an
+		// unrelated write: the policy follows the label's changes.
+		n = setTaints(t, admin, name, nil)
+		n = patchLabels(t, admin, name, `{"dedicated":"ci"}`)
+		require.Equal(t, []corev1.Taint{ciTaint}, ownTaints(n))
+		n = setTaints(t, admin, name, nil)
+		n = patchLabels(t, admin, name, `{"example.com/pool":"batch"}`)
+		assert.Empty(t, ownTaints(n), "a taint removed by hand stays removed")
+	})
+
+	t.Run("a kubelet's own update is never refused", func(t *testing.T) {
+		// NodeRestriction refuses a kubelet's update that changes taints; the policy
+		// leaves such updates alone, so the kubelet's label write goes through.
+		kubelet := clientAs(t, cp, "system:node:kubelet-update", "system:nodes")
+		createNode(t, kubelet, "kubelet-update", linux(map[string]string{"kubernetes.io/hostname": "kubelet-update"}), nil)
+		n := patchLabels(t, kubelet, "kubelet-update", `{"dedicated":"ci"}`)
+		assert.Equal(t, "ci", n.Labels["dedicated"])
+		assert.Empty(t, ownTaints(n))
+	})
+
+	t.Run("the catch-up command in manifests/label-to-taint/README.md taints nodes labelled before the install", func(t *testing.T) {
+		require.Empty(t, ownTaints(getNode(t, admin, "before-labelled")), "a node labelled before the install")
+		kubectl(t, cp, "annotate", "nodes", "--all", "--overwrite", "node-ready/label-to-taint-sync="+time.Now().UTC().Format(time.RFC3339Nano))
+		assert.Equal(t, []corev1.Taint{ciTaint}, ownTaints(getNode(t, admin, "before-labelled")), "labelled before the install")
+		assert.Equal(t, []corev1.Taint{dedicatedTaint}, ownTaints(getNode(t, admin, "before-unlabelled")), "unlabelled")
+		// The catch-up asks for the label's taints: a taint removed by hand comes back.
+		assert.Equal(t, []corev1.Taint{ciTaint}, ownTaints(getNode(t, admin, "running")), "labelled, its taint removed by hand")
+	})
+}
+
+// TestLabelToTaintRules: the rules of the kustomize/label-to-taint overlay, a list of two
+// pairs, each kept in step with its label, and a rule that names nodeready's startup taint
+// is never applied.
+func TestLabelToTaintRules(t *testing.T) {
+	cp := controlplane.StartForTest(t)
+	admin := cp.Client()
+	requireMutatingAdmissionPolicyV1(t, admin)
+	installLabelToTaint(t, cp, "-k", filepath.Join("..", "..", "kustomize", "label-to-taint"))
+
+	gpuPool := corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
+	createNode(t, admin, "both", linux(map[string]string{"dedicated": "ci", "example.com/pool": "gpu"}), nil)
+	assert.ElementsMatch(t, []corev1.Taint{ciTaint, gpuPool}, ownTaints(getNode(t, admin, "both")), "both labels")
+	n := patchLabels(t, admin, "both", `{"example.com/pool":null}`)
+	assert.Equal(t, []corev1.Taint{ciTaint}, ownTaints(n), "one label removed")
+	n = patchLabels(t, admin, "both", `{"example.com/pool":"gpu","dedicated":null}`)
+	assert.Equal(t, []corev1.Taint{gpuPool}, ownTaints(n), "one label back, the other removed, in one write")
+
+	// A rule for the startup taint would fight the agent's release: the policy skips it.
+	kubectl(t, cp, "patch", "mutatingadmissionpolicy", "nodeready-label-to-taint", "--type=json", "-p",
+		`[{"op":"test","path":"/spec/variables/0/name","value":"rules"},`+
+			`{"op":"replace","path":"/spec/variables/0/expression","value":"[`+
+			`{'label': 'node-ready/taint-on-create', 'value': 'true', 'taintKey': 'node-ready/unverified', 'taintValue': 'true', 'taintEffect': 'NoSchedule'},`+
+			`{'label': 'dedicated', 'value': 'gpu', 'taintKey': 'dedicated', 'taintValue': 'gpu', 'taintEffect': 'NoSchedule'}]"}]`)
+	gpuDedicated := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	waitPolicy(t, cp, map[string]string{"dedicated": "gpu"}, gpuDedicated)
+	createNode(t, admin, "startup-rule", linux(map[string]string{"node-ready/taint-on-create": "true", "dedicated": "gpu"}), nil)
+	assert.Equal(t, []corev1.Taint{gpuDedicated}, ownTaints(getNode(t, admin, "startup-rule")), "the startup taint's rule is skipped")
+}
+
+// TestLabelToTaintWithTheAgent: label-to-taint.yaml and startup-taint.yaml on one cluster
+// with nodeready's agent. A node created with the label gets both taints; the agent's
+// release removes only the startup taint, and the policy puts nothing back, then or later.
+func TestLabelToTaintWithTheAgent(t *testing.T) {
+	c := harness.StartForTest(t, harness.Options{})
+	cp := c.ControlPlane()
+	admin := c.Client()
+	requireMutatingAdmissionPolicyV1(t, admin)
+	installLabelToTaint(t, cp, filepath.Join("..", "..", "manifests", "label-to-taint"))
 	install(t, cp, "startup-taint.yaml", nil)
-	both := []nodeCase{
-		{name: "with both policies an unlabelled node without taints gets the startup taint", node: "both-unlabelled",
-			want: []corev1.Taint{startupTaint}},
-		{name: "with both policies a labelled node gets the taint once", node: "both-labelled",
-			labels: labelled,
-			want:   []corev1.Taint{startupTaint}},
-		{name: "with both policies a labelled node with other taints gets the taint once", node: "both-labelled-tainted",
-			labels: labelled,
-			taints: []corev1.Taint{dedicatedTaint},
-			want:   []corev1.Taint{dedicatedTaint, startupTaint}},
+
+	// Registered without taints of its own: both come from the policies.
+	f := harness.NewFleetForTest(t, c, "l2t")
+	const name = "l2t-ci"
+	require.NoError(t, f.AddNode(t.Context(), name, harness.NodeOptions{Labels: dedicated, Untainted: true}))
+	created := getNode(t, admin, name)
+	require.Contains(t, created.Spec.Taints, ciTaint, "label-to-taint.yaml at creation")
+	require.Equal(t, 1, countStartupTaints(created.Spec.Taints), "startup-taint.yaml at creation")
+
+	var n *corev1.Node
+	err := wait.PollUntilContextTimeout(t.Context(), pollInterval, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		n, err = admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return err == nil && n.Labels[harness.VerifiedLabel] == "true", err
+	})
+	require.NoError(t, err, "node %s not released: %s", name, f.Describe(t.Context()))
+	assert.Contains(t, n.Spec.Taints, ciTaint, "the policy's taint stays through the release")
+	assert.Equal(t, 0, countStartupTaints(n.Spec.Taints), "the release is not undone")
+	n = patchLabels(t, admin, name, `{"example.com/pool":"workers"}`)
+	assert.Contains(t, n.Spec.Taints, ciTaint)
+	assert.Equal(t, 0, countStartupTaints(n.Spec.Taints), "a later write leaves the node released")
+}
+
+var (
+	dedicated = map[string]string{"dedicated": "ci"}
+	// The shipped rule's taint, and taints of its key that are not the rule's.
+	ciTaint      = corev1.Taint{Key: "dedicated", Value: "ci", Effect: corev1.TaintEffectNoSchedule}
+	ciNoExecute  = corev1.Taint{Key: "dedicated", Value: "ci", Effect: corev1.TaintEffectNoExecute}
+	ciOtherValue = corev1.Taint{Key: "dedicated", Value: "manual", Effect: corev1.TaintEffectNoSchedule}
+)
+
+// installLabelToTaint applies the label-to-taint policy with kubectl apply and args (a
+// folder, or -k and an overlay) and waits until its dedicated=ci rule is in force.
+func installLabelToTaint(t *testing.T, cp *controlplane.ControlPlane, args ...string) {
+	t.Helper()
+	if args[0] != "-k" {
+		args = append([]string{"-f"}, args...)
 	}
-	for _, tc := range both {
-		t.Run(tc.name, func(t *testing.T) { checkNode(t, admin, tc) })
+	kubectl(t, cp, append([]string{"apply"}, args...)...)
+	waitPolicy(t, cp, dedicated, ciTaint)
+}
+
+// waitPolicy waits until a dry-run create of a Linux node with labels comes back with
+// taint: policies are loaded asynchronously after they are written.
+func waitPolicy(t *testing.T, cp *controlplane.ControlPlane, labels map[string]string, taint corev1.Taint) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		canary := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "canary", Labels: linux(labels)}}
+		n, err := cp.Client().CoreV1().Nodes().Create(ctx, canary, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(n.Spec.Taints, func(got corev1.Taint) bool { return got == taint }), nil
+	})
+	require.NoError(t, err, "the policy did not come into force for %v", labels)
+}
+
+// patchLabels merges labels (a JSON object; null removes a label) into the node's and
+// returns the node as the API server answered that write.
+func patchLabels(t *testing.T, c kubernetes.Interface, name, labels string) *corev1.Node {
+	t.Helper()
+	n, err := c.CoreV1().Nodes().Patch(t.Context(), name, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":`+labels+`}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	return n
+}
+
+// setTaints writes the node's taints as another controller would, leaving its labels.
+func setTaints(t *testing.T, c kubernetes.Interface, name string, taints []corev1.Taint) *corev1.Node {
+	t.Helper()
+	if taints == nil {
+		taints = []corev1.Taint{}
 	}
+	n, err := c.CoreV1().Nodes().Patch(t.Context(), name, types.MergePatchType,
+		[]byte(`{"spec":{"taints":`+taintsJSON(t, taints)+`}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	return n
 }
 
 // checkNode creates the case's node through the API and reads it back. The node is a Linux

@@ -23,7 +23,7 @@ const (
 	pollTimeout  = time.Minute
 )
 
-// TestServedNodes holds that the DaemonSet and the creation policies agree on the nodes
+// TestServedNodes holds that the DaemonSet and the creation policy agree on the nodes
 // nodeready serves, Linux nodes that run pods from images: a node the DaemonSet controller
 // gives no agent pod must not get the startup taint either, as nothing would remove it.
 func TestServedNodes(t *testing.T) {
@@ -31,11 +31,8 @@ func TestServedNodes(t *testing.T) {
 	admin := cp.Client()
 	requireMutatingAdmissionPolicyV1(t, admin)
 	kubectl(t, cp, "apply", "-f", filepath.Join("..", "..", "manifests"))
-	// label-to-taint.yaml first: its canary, labelled, is tainted by no other policy.
-	install(t, cp, "label-to-taint.yaml", map[string]string{taintOnCreateLabel: "true", "kubernetes.io/os": "linux"})
 	install(t, cp, "startup-taint.yaml", map[string]string{"kubernetes.io/os": "linux"})
 
-	// Every node carries the label-to-taint label, so both policies look at it.
 	type node struct {
 		name   string
 		labels map[string]string
@@ -60,9 +57,7 @@ func TestServedNodes(t *testing.T) {
 	// The unserved nodes first: the DaemonSet sync that creates the last served node's pod
 	// has seen them all.
 	for _, n := range append(slices.Clone(unserved), served...) {
-		labels := map[string]string{taintOnCreateLabel: "true"}
-		maps.Copy(labels, n.labels)
-		createNode(t, admin, n.name, labels, n.taints)
+		createNode(t, admin, n.name, maps.Clone(n.labels), n.taints)
 	}
 
 	for _, n := range unserved {

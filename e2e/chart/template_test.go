@@ -85,10 +85,10 @@ func TestSwitches(t *testing.T) {
 		{"gates.csi", []string{"--set", "gates.csi.enabled=true"}, []string{"gates/csi.yaml"}},
 		{"replaceNode", []string{"--set", "replaceNode.enabled=true"}, []string{"replace-node/*.yaml"}},
 		{"startupTaintPolicy", []string{"--set", "startupTaintPolicy.enabled=true"}, []string{"node-creation/startup-taint.yaml"}},
-		{"labelToTaintPolicy", []string{"--set", "labelToTaintPolicy.enabled=true"}, []string{"node-creation/label-to-taint.yaml"}},
+		{"labelToTaintPolicy", []string{"--set", "labelToTaintPolicy.enabled=true"}, []string{"label-to-taint/label-to-taint.yaml"}},
 		{"podMonitor", []string{"--set", "podMonitor.enabled=true"}, []string{"monitoring/podmonitor.yaml"}},
 		{"alerts", []string{"--set", "alerts.enabled=true"}, []string{"monitoring/prometheusrule.yaml"}},
-		{"all", allSwitches, []string{"gates/*.yaml", "replace-node/*.yaml", "node-creation/*.yaml", "monitoring/*.yaml"}},
+		{"all", allSwitches, []string{"gates/*.yaml", "replace-node/*.yaml", "node-creation/*.yaml", "label-to-taint/*.yaml", "monitoring/*.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assertSameObjects(t, manifestObjects(t, append([]string{"*.yaml"}, tc.files...)...), render(t, tc.flags...))
@@ -170,8 +170,11 @@ func TestBadValuesFail(t *testing.T) {
 		{"config.enableMetrics=yes", []string{"/config/enableMetrics", "got string, want boolean"}},
 		{"config.setleTime=5s", []string{"/config", "'setleTime' not allowed"}},
 		{"podMonitor.enabled=maybe", []string{"/podMonitor/enabled", "got string, want boolean"}},
-		{"labelToTaintPolicy.labelValue=blue green", []string{"/labelToTaintPolicy/labelValue", "'blue green' does not match pattern"}},
-		{"labelToTaintPolicy.label=a/b/c", []string{"/labelToTaintPolicy/label", "'a/b/c' does not match pattern"}},
+		{"labelToTaintPolicy.rules[0].value=blue green", []string{"/labelToTaintPolicy/rules/0/value", "'blue green' does not match pattern"}},
+		{"labelToTaintPolicy.rules[0].label=a/b/c", []string{"/labelToTaintPolicy/rules/0/label", "'a/b/c' does not match pattern"}},
+		{"labelToTaintPolicy.rules[0].taint.effect=Sometimes", []string{"/labelToTaintPolicy/rules/0/taint/effect", "'NoSchedule', 'PreferNoSchedule', 'NoExecute'"}},
+		{"labelToTaintPolicy.rules[0].taint.key=x'y", []string{"/labelToTaintPolicy/rules/0/taint/key", "does not match pattern"}},
+		{"labelToTaintPolicy.label=dedicated", []string{"/labelToTaintPolicy", "'label' not allowed"}},
 		{"image.pullPolicy=Sometimes", []string{"/image/pullPolicy", "value must be one of 'IfNotPresent'"}},
 		// What the schema cannot say, the templates refuse.
 		{"config.checks={dns,http}", []string{"config.httpURLs: required when config.checks has http"}},
@@ -179,9 +182,16 @@ func TestBadValuesFail(t *testing.T) {
 		{"config.checks={command}", []string{"config.checkCommand: required when config.checks has command"}},
 		{"config.daemonSets={kube-system/cilium},config.daemonSetsSelector=tier=node", []string{"config.daemonSetsSelector: limits discovery only"}},
 		{"config.deleteFailedNode=true,config.failureAction=fail-open", []string{"config.deleteFailedNode: true contradicts config.failureAction fail-open"}},
+		{"labelToTaintPolicy.enabled=true,labelToTaintPolicy.rules=[]", []string{"labelToTaintPolicy.rules: list at least one"}},
+		{`labelToTaintPolicy.rules=[{"label":"pool","value":"ci","taint":{"key":"node-ready/unverified","effect":"NoSchedule"}}]`,
+			[]string{"labelToTaintPolicy.rules[0].taint.key: node-ready/unverified is config.taintKey"}},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
-			out, err := template(t, "--set", tc.set)
+			flag := "--set"
+			if strings.Contains(tc.set, "[]") || strings.Contains(tc.set, "[{") {
+				flag = "--set-json" // a list value
+			}
+			out, err := template(t, flag, tc.set)
 			require.Error(t, err, "rendered:\n%s", out)
 			assert.Empty(t, out)
 			for _, w := range tc.want {
@@ -216,8 +226,7 @@ func TestLabelAndTaintFollowValues(t *testing.T) {
 		"--set", "config.verifiedLabel="+label, "--set", "config.verifiedLabelValue="+labelValue,
 		"--set", "config.taintKey="+taint.Key, "--set", "config.taintValue="+taint.Value,
 		"--set", "config.taintEffect="+string(taint.Effect), "--set", "startupTaintPolicy.enabled=true",
-		"--set", "labelToTaintPolicy.enabled=true", "--set", "labelToTaintPolicy.label=example.com/pool",
-		"--set", "labelToTaintPolicy.labelValue=gpu",
+		"--set", "labelToTaintPolicy.enabled=true",
 		"--set", "alerts.enabled=true")
 
 	cm := decode[corev1.ConfigMap](t, objects, "v1 ConfigMap kube-system/nodeready-config")
@@ -242,22 +251,17 @@ func TestLabelAndTaintFollowValues(t *testing.T) {
 		"labelKey": celString(label), "taintKey": celString(taint.Key), "taintEffect": celString(string(taint.Effect)),
 	})
 
-	for _, name := range []string{"nodeready-startup-taint", "nodeready-label-to-taint"} {
-		map_ := decode[admissionv1.MutatingAdmissionPolicy](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicy /"+name)
-		var mapVariables []admissionv1.Variable
-		for _, v := range map_.Spec.Variables {
-			mapVariables = append(mapVariables, admissionv1.Variable{Name: v.Name, Expression: v.Expression})
-		}
-		assertVariables(t, mapVariables, map[string]string{
-			"taintKey": celString(taint.Key), "taintValue": celString(taint.Value), "taintEffect": celString(string(taint.Effect)),
-		})
-		binding := decode[admissionv1.MutatingAdmissionPolicyBinding](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding /"+name)
-		assert.Contains(t, binding.Spec.MatchResources.ObjectSelector.MatchExpressions,
-			metav1LabelSelectorRequirement(label), "%s: a node created already verified is skipped", name)
-		if name == "nodeready-label-to-taint" {
-			assert.Equal(t, map[string]string{"example.com/pool": "gpu"}, binding.Spec.MatchResources.ObjectSelector.MatchLabels)
-		}
-	}
+	map_ := decode[admissionv1.MutatingAdmissionPolicy](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicy /nodeready-startup-taint")
+	assertVariables(t, map_.Spec.Variables, map[string]string{
+		"taintKey": celString(taint.Key), "taintValue": celString(taint.Value), "taintEffect": celString(string(taint.Effect)),
+	})
+	binding := decode[admissionv1.MutatingAdmissionPolicyBinding](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding /nodeready-startup-taint")
+	assert.Contains(t, binding.Spec.MatchResources.ObjectSelector.MatchExpressions,
+		metav1LabelSelectorRequirement(label), "a node created already verified is skipped")
+
+	// The label-to-taint rules leave the startup taint alone, whatever its key.
+	l2t := decode[admissionv1.MutatingAdmissionPolicy](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicy /nodeready-label-to-taint")
+	assertVariables(t, l2t.Spec.Variables, map[string]string{"startupTaintKey": celString(taint.Key)})
 
 	// The alerts select the taint and the label, as kube-state-metrics exports them.
 	rule, err := yaml.Marshal(objects["monitoring.coreos.com/v1 PrometheusRule kube-system/nodeready"])
@@ -268,6 +272,24 @@ func TestLabelAndTaintFollowValues(t *testing.T) {
 	for _, old := range []string{harness.StartupTaint.Key, harness.VerifiedLabel + "-", "node_ready_verified"} {
 		assert.NotContains(t, string(rule), old)
 	}
+}
+
+// TestLabelToTaintRules: labelToTaintPolicy.rules, a list, becomes the policy's rules
+// variable, one CEL map per pair, in the layout of manifests/label-to-taint/ (which
+// TestSwitches holds the default rule to); a taint without a value gets an empty one.
+func TestLabelToTaintRules(t *testing.T) {
+	objects := render(t, "--set", "labelToTaintPolicy.enabled=true",
+		"--set", "labelToTaintPolicy.rules[0].label=dedicated", "--set", "labelToTaintPolicy.rules[0].value=ci",
+		"--set", "labelToTaintPolicy.rules[0].taint.key=dedicated", "--set", "labelToTaintPolicy.rules[0].taint.value=ci",
+		"--set", "labelToTaintPolicy.rules[0].taint.effect=NoSchedule",
+		"--set", "labelToTaintPolicy.rules[1].label=example.com/pool", "--set", "labelToTaintPolicy.rules[1].value=gpu",
+		"--set", "labelToTaintPolicy.rules[1].taint.key=nvidia.com/gpu",
+		"--set", "labelToTaintPolicy.rules[1].taint.effect=NoExecute")
+	mp := decode[admissionv1.MutatingAdmissionPolicy](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicy /nodeready-label-to-taint")
+	assertVariables(t, mp.Spec.Variables, map[string]string{"rules": "[\n" +
+		"  {'label': 'dedicated', 'value': 'ci', 'taintKey': 'dedicated', 'taintValue': 'ci', 'taintEffect': 'NoSchedule'},\n" +
+		"  {'label': 'example.com/pool', 'value': 'gpu', 'taintKey': 'nvidia.com/gpu', 'taintValue': '', 'taintEffect': 'NoExecute'}\n" +
+		"]"})
 }
 
 // TestAlertLabels: the labels a Prometheus's ruleSelector picks are added to the rule's.

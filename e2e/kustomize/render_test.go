@@ -41,7 +41,8 @@ func TestBaseIsManifests(t *testing.T) {
 		"manifests/gates":         nil,
 		"manifests/replace-node":  nil,
 		"manifests/monitoring":    nil,
-		"manifests/node-creation": {"label-to-taint.yaml"}, // the opt-in alternative, on its own
+		"manifests/node-creation":  nil,
+		"manifests/label-to-taint": nil,
 	} {
 		t.Run(dir, func(t *testing.T) {
 			want := ids(decodeDir(t, filepath.Join(repo, dir), leftOut))
@@ -92,10 +93,23 @@ func TestOverlays(t *testing.T) {
 		assert.Equal(t, []string{newImage}, images(t, objs))
 		assertNamespace(t, objs, base)
 		assertKeys(t, objs)
-		// The taint at node creation is the new one.
+		// The taint at node creation is the new one, and label-to-taint leaves it alone.
 		mp := find(t, objs, "MutatingAdmissionPolicy", "nodeready-startup-taint")
 		assert.Equal(t, "'"+newTaint+"'", variable(t, mp, "taintKey"))
 		assert.Equal(t, "'NoSchedule'", variable(t, mp, "taintEffect"))
+		l2t := find(t, objs, "MutatingAdmissionPolicy", "nodeready-label-to-taint")
+		assert.Equal(t, "'"+newTaint+"'", variable(t, l2t, "startupTaintKey"))
+	})
+	t.Run("label-to-taint: the policy with a list of rules", func(t *testing.T) {
+		objs := render(t, filepath.Join(overlays, "label-to-taint"))
+		want := append(ids(base), ids(decodeDir(t, filepath.Join(repo, "manifests", "label-to-taint"), nil))...)
+		assert.ElementsMatch(t, want, ids(objs))
+		mp := find(t, objs, "MutatingAdmissionPolicy", "nodeready-label-to-taint")
+		assert.Equal(t, "[\n"+
+			"  {'label': 'dedicated', 'value': 'ci', 'taintKey': 'dedicated', 'taintValue': 'ci', 'taintEffect': 'NoSchedule'},\n"+
+			"  {'label': 'example.com/pool', 'value': 'gpu', 'taintKey': 'nvidia.com/gpu', 'taintValue': 'present', 'taintEffect': 'NoSchedule'}\n"+
+			"]", variable(t, mp, "rules"))
+		assert.Equal(t, "'"+shippedTaint+"'", variable(t, mp, "startupTaintKey"))
 	})
 
 	// Every overlay is tested above, so a new one needs a case here.
@@ -103,7 +117,7 @@ func TestOverlays(t *testing.T) {
 	require.NoError(t, err)
 	for _, e := range entries {
 		if e.IsDir() && e.Name() != "components" {
-			assert.Contains(t, []string{"image", "namespace", "keys", "prepull", "optional", "example"}, e.Name(), "overlay without a test")
+			assert.Contains(t, []string{"image", "namespace", "keys", "prepull", "optional", "example", "label-to-taint"}, e.Name(), "overlay without a test")
 		}
 	}
 }

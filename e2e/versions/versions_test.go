@@ -29,7 +29,8 @@ import (
 type release struct {
 	version string
 	binDir  string
-	// creationPolicy: manifests/node-creation/ installs (MutatingAdmissionPolicy v1 is served).
+	// creationPolicy: manifests/node-creation/ and manifests/label-to-taint/ install
+	// (MutatingAdmissionPolicy v1 is served).
 	creationPolicy bool
 }
 
@@ -219,11 +220,23 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 }
 
 // testCreationPolicy: where MutatingAdmissionPolicy v1 is served, manifests/node-creation/
-// startup-taint.yaml installs and a new Linux node is created with the startup taint; where
-// it is not, kubectl refuses the file for its kind, and nothing else changes.
+// startup-taint.yaml installs and a new Linux node is created with the startup taint, and
+// manifests/label-to-taint/ is accepted; where it is not, kubectl refuses both for their
+// kind, and nothing else changes.
 func testCreationPolicy(t *testing.T, c *harness.Cluster, r release) {
+	// manifests/label-to-taint/ needs the same kind: a server-side dry run holds it to
+	// what the API server accepts, policy expressions included, and stores nothing.
+	labelToTaint := filepath.Join(c.RepoRoot(), "manifests", "label-to-taint")
+	out, err := c.Kubectl(t.Context(), "apply", "--dry-run=server", "-f", labelToTaint)
+	if !r.creationPolicy {
+		require.Error(t, err, "kubectl apply of %s: %s", labelToTaint, out)
+		assert.Contains(t, out, `no matches for kind "MutatingAdmissionPolicy" in version "admissionregistration.k8s.io/v1"`)
+	} else {
+		require.NoError(t, err, "kubectl apply of %s: %s", labelToTaint, out)
+	}
+
 	file := filepath.Join(c.RepoRoot(), "manifests", "node-creation", "startup-taint.yaml")
-	out, err := c.Kubectl(t.Context(), "apply", "-f", file)
+	out, err = c.Kubectl(t.Context(), "apply", "-f", file)
 	if !r.creationPolicy {
 		require.Error(t, err, "kubectl apply of %s: %s", file, out)
 		assert.Contains(t, out, `no matches for kind "MutatingAdmissionPolicy" in version "admissionregistration.k8s.io/v1"`)

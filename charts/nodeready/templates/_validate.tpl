@@ -19,4 +19,14 @@ at start (exit 2); the chart refuses them at install, naming the value.
 {{- if and $c.deleteFailedNode (eq $c.failureAction "fail-open") -}}
 {{- fail "config.deleteFailedNode: true contradicts config.failureAction fail-open: set one of them" -}}
 {{- end -}}
+{{- with .Values.labelToTaintPolicy -}}
+{{- if and .enabled (empty .rules) -}}
+{{- fail "labelToTaintPolicy.rules: list at least one label -> taint rule when labelToTaintPolicy.enabled is true" -}}
+{{- end -}}
+{{- range $i, $r := .rules -}}
+{{- if eq $r.taint.key $c.taintKey -}}
+{{- fail (printf "labelToTaintPolicy.rules[%d].taint.key: %s is config.taintKey, the startup taint, which only the agent removes: use startupTaintPolicy for it" $i $r.taint.key) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
