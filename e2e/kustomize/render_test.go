@@ -37,10 +37,10 @@ const (
 func TestBaseIsManifests(t *testing.T) {
 	repo := harness.RepoRootForTest(t)
 	for dir, leftOut := range map[string][]string{
-		"manifests":               nil,
-		"manifests/gates":         nil,
-		"manifests/replace-node":  nil,
-		"manifests/monitoring":    nil,
+		"manifests":                nil,
+		"manifests/gates":          nil,
+		"manifests/replace-node":   nil,
+		"manifests/monitoring":     nil,
 		"manifests/node-creation":  nil,
 		"manifests/label-to-taint": nil,
 	} {
