@@ -54,7 +54,7 @@ vet: ## go vet both modules, check formatting, lint .github/workflows with actio
 	scripts/lint-shell.sh
 
 # The chart's optional parts, all on: make vet lints the chart with them too.
-CHART_SWITCHES := --set gates.daemonSets.enabled=true --set gates.csi.enabled=true \
+CHART_SWITCHES := --set gates.daemonSets.enabled=true --set gates.csi.enabled=true --set gates.dra.enabled=true \
 	--set replaceNode.enabled=true --set startupTaintPolicy.enabled=true --set labelToTaintPolicy.enabled=true \
 	--set podMonitor.enabled=true --set alerts.enabled=true
 

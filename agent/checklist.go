@@ -63,7 +63,7 @@ func buildChecks(c Config, client kubernetes.Interface) ([]checks.Check, error) 
 				continue
 			}
 			list = append(list, checks.NewEndpoints(client, ns, svc, c.EndpointsConnect, nil))
-		case CheckDaemonSets, CheckConditions, CheckResources, CheckCSI, CheckCommand:
+		case CheckDaemonSets, CheckConditions, CheckResources, CheckCSI, CheckDRA, CheckCommand:
 			gates, err := gateChecks(name, c, client)
 			if err != nil {
 				return nil, err

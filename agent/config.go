@@ -45,7 +45,7 @@ type Config struct {
 	CheckTimeout     time.Duration `envconfig:"CHECK_TIMEOUT" default:"10s" desc:"Time limit of one check in one round"`
 	SettleTime       time.Duration `envconfig:"SETTLE_TIME" default:"2s" desc:"After the release, watch the own node this long and release it again if the startup taint comes back; 0 turns it off; keep it well below the pod's terminationGracePeriodSeconds"`
 
-	Checks List `envconfig:"CHECKS" default:"dns,tcp,apiserver,endpoints" desc:"Checks to run, comma-separated: dns, tcp, http, apiserver, endpoints, and the gates daemonsets, conditions, resources, csi, command"`
+	Checks List `envconfig:"CHECKS" default:"dns,tcp,apiserver,endpoints" desc:"Checks to run, comma-separated: dns, tcp, http, apiserver, endpoints, and the gates daemonsets, conditions, resources, csi, dra, command"`
 
 	DNSTestDomains List   `envconfig:"DNS_TEST_DOMAINS" default:"kubernetes.default.svc.cluster.local" desc:"dns: names that must resolve"`
 	DNSNameserver  string `envconfig:"DNS_NAMESERVER" desc:"dns: host:port of the nameserver to ask; empty for the pod's resolv.conf"`
@@ -74,6 +74,8 @@ type Config struct {
 
 	CSIDrivers            List `envconfig:"CSI_DRIVERS" desc:"csi: CSI drivers that must be registered in the node's CSINode, such as ebs.csi.aws.com; required when CHECKS has csi"`
 	CSIRequireAllocatable bool `envconfig:"CSI_REQUIRE_ALLOCATABLE" default:"true" desc:"csi: also require the driver's allocatable volume count; false for drivers that report no volume limit"`
+
+	DRADevices List `envconfig:"DRA_DEVICES" desc:"dra: DRA drivers and the least number of devices each must publish for the node in complete ResourceSlice pools, such as gpu.nvidia.com>=8 or gpu.nvidia.com[productName=NVIDIA A100-SXM4-80GB]>=8; required when CHECKS has dra"`
 
 	CommandPath string `envconfig:"CHECK_COMMAND" desc:"command: absolute path of a program that passes by exiting 0, run without a shell; required when CHECKS has command"`
 	CommandArgs List   `envconfig:"CHECK_COMMAND_ARGS" desc:"command: its arguments, comma-separated (an argument cannot contain a comma)"`
@@ -108,6 +110,7 @@ const (
 	CheckConditions = "conditions"
 	CheckResources  = "resources"
 	CheckCSI        = "csi"
+	CheckDRA        = "dra"
 	CheckCommand    = "command"
 )
 
@@ -117,7 +120,7 @@ const maxSettleTime = 15 * time.Second
 
 // KnownChecks lists every check name CHECKS accepts.
 var KnownChecks = []string{CheckDNS, CheckTCP, CheckHTTP, CheckAPIServer, CheckEndpoints,
-	CheckDaemonSets, CheckConditions, CheckResources, CheckCSI, CheckCommand}
+	CheckDaemonSets, CheckConditions, CheckResources, CheckCSI, CheckDRA, CheckCommand}
 
 var (
 	taintEffects = []string{string(corev1.TaintEffectNoSchedule), string(corev1.TaintEffectPreferNoSchedule), string(corev1.TaintEffectNoExecute)}

@@ -13,7 +13,7 @@ import (
 )
 
 // The gates are the checks of the node's own readiness beyond the network:
-// daemonsets, conditions, resources, csi and command. MIN_HOLD_TIME is part
+// daemonsets, conditions, resources, csi, dra and command. MIN_HOLD_TIME is part
 // of the agent's loop, not a gate: waiting never counts as failing.
 
 // gateChecks builds the checks of the gate name, one per target where the
@@ -78,6 +78,19 @@ func gateChecks(name string, c Config, client kubernetes.Interface) ([]checks.Ch
 				continue
 			}
 			list = append(list, checks.NewCSIDriver(client, c.NodeName, d, c.CSIRequireAllocatable))
+		}
+	case CheckDRA:
+		api := checks.NewDRAAPI(client) // one discovery of the served version for every driver
+		for _, s := range c.DRADevices {
+			min, err := checks.ParseDeviceMinimum(s)
+			if err != nil {
+				return nil, fmt.Errorf("DRA_DEVICES: %w", err)
+			}
+			if why := apiSkip(); why != "" {
+				list = append(list, skip(name, min.String(), why))
+				continue
+			}
+			list = append(list, checks.NewDRADevices(client, api, c.NodeName, min))
 		}
 	case CheckCommand:
 		list = append(list, checks.NewCommand(c.CommandPath, c.CommandArgs))
@@ -159,6 +172,23 @@ func (c *Config) validateGates() error {
 				if err := checks.ValidateCSIDriverName(d); err != nil {
 					return &ConfigError{"CSI_DRIVERS", d, "not a CSI driver name: " + err.Error()}
 				}
+			}
+			return nil
+		},
+		func() error {
+			if c.Selected(CheckDRA) && len(c.DRADevices) == 0 {
+				return &ConfigError{"DRA_DEVICES", "", "required when CHECKS has dra: driver>=count pairs such as gpu.nvidia.com>=8"}
+			}
+			seen := map[string]bool{}
+			for _, s := range c.DRADevices {
+				min, err := checks.ParseDeviceMinimum(s)
+				if err != nil {
+					return &ConfigError{"DRA_DEVICES", c.DRADevices.String(), err.Error()}
+				}
+				if seen[min.Key()] {
+					return &ConfigError{"DRA_DEVICES", c.DRADevices.String(), fmt.Sprintf("%s is named twice", min.String())}
+				}
+				seen[min.Key()] = true
 			}
 			return nil
 		},

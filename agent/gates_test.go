@@ -23,7 +23,8 @@ func names(list []checks.Check) []string {
 func TestGateConfigAccepted(t *testing.T) {
 	clearEnv(t, map[string]string{
 		"NODE_NAME":               "node-a",
-		"CHECKS":                  "daemonsets,conditions,resources,csi,command",
+		"CHECKS":                  "daemonsets,conditions,resources,csi,dra,command",
+		"DRA_DEVICES":             "gpu.nvidia.com>=8, gpu.nvidia.com[productName=NVIDIA A100-SXM4-80GB]>=4",
 		"DAEMONSETS_SELECTOR":     "tier in (cni,csi),!example.com/optional",
 		"DAEMONSETS_EXCLUDE":      "kube-system/nodeready, monitoring/node-exporter",
 		"NODE_CONDITIONS":         "Ready=True, NetworkUnavailable=False,example.com/GPUHealthy=True",
@@ -47,7 +48,7 @@ func TestGateDefaults(t *testing.T) {
 	assert.True(t, cfg.CSIRequireAllocatable)
 	assert.Zero(t, cfg.MinHoldTime)
 	assert.Empty(t, cfg.DaemonSets)
-	for _, gate := range []string{CheckDaemonSets, CheckConditions, CheckResources, CheckCSI, CheckCommand} {
+	for _, gate := range []string{CheckDaemonSets, CheckConditions, CheckResources, CheckCSI, CheckDRA, CheckCommand} {
 		assert.Contains(t, KnownChecks, gate)
 		assert.NotContains(t, cfg.Checks, gate, "gates are opt-in")
 	}
@@ -63,17 +64,20 @@ func TestBuildGateChecks(t *testing.T) {
 		{
 			name: "one check per target",
 			env: map[string]string{
-				"CHECKS":             "conditions,resources,csi",
+				"CHECKS":             "conditions,resources,csi,dra",
 				"NODE_CONDITIONS":    "Ready=True,NetworkUnavailable=False",
 				"REQUIRED_RESOURCES": "nvidia.com/gpu>=1",
 				"CSI_DRIVERS":        "ebs.csi.aws.com,efs.csi.aws.com",
+				"DRA_DEVICES":        "gpu.nvidia.com>=8,rdma.example.com>=1",
 			},
 			want: []string{
 				"conditions Ready=True", "conditions NetworkUnavailable=False",
 				"resources nvidia.com/gpu>=1",
 				"csi ebs.csi.aws.com", "csi efs.csi.aws.com",
+				"dra gpu.nvidia.com>=8", "dra rdma.example.com>=1",
 			},
-			types: []any{&checks.NodeCondition{}, &checks.NodeCondition{}, &checks.Resource{}, &checks.CSIDriver{}, &checks.CSIDriver{}},
+			types: []any{&checks.NodeCondition{}, &checks.NodeCondition{}, &checks.Resource{}, &checks.CSIDriver{}, &checks.CSIDriver{},
+				&checks.DRADevices{}, &checks.DRADevices{}},
 		},
 		{
 			name:  "daemonsets discover, one check",
@@ -126,9 +130,10 @@ func TestBuildGateChecks(t *testing.T) {
 // gate is a skip that says why, per target; command runs.
 func TestBuildGateChecksWithoutCluster(t *testing.T) {
 	clearEnv(t, map[string]string{
-		"CHECKS":             "daemonsets,conditions,resources,csi,command",
+		"CHECKS":             "daemonsets,conditions,resources,csi,dra,command",
 		"REQUIRED_RESOURCES": "nvidia.com/gpu>=1",
 		"CSI_DRIVERS":        "ebs.csi.aws.com",
+		"DRA_DEVICES":        "gpu.nvidia.com>=8",
 		"CHECK_COMMAND":      "/bin/true",
 	})
 	cfg, err := LoadConfig(true)
@@ -137,8 +142,8 @@ func TestBuildGateChecksWithoutCluster(t *testing.T) {
 	t.Run("no kubeconfig", func(t *testing.T) {
 		list, err := buildChecks(cfg, nil)
 		require.NoError(t, err)
-		assert.Equal(t, []string{"daemonsets all", "conditions Ready=True", "resources nvidia.com/gpu>=1", "csi ebs.csi.aws.com", "command /bin/true"}, names(list))
-		for _, c := range list[:4] {
+		assert.Equal(t, []string{"daemonsets all", "conditions Ready=True", "resources nvidia.com/gpu>=1", "csi ebs.csi.aws.com", "dra gpu.nvidia.com>=8", "command /bin/true"}, names(list))
+		for _, c := range list[:5] {
 			res := checks.Execute(t.Context(), c, time.Second)
 			assert.True(t, res.Skipped(), c.Name())
 			assert.Contains(t, res.Err.Error(), "no kubeconfig")
@@ -147,7 +152,7 @@ func TestBuildGateChecksWithoutCluster(t *testing.T) {
 	t.Run("no node name", func(t *testing.T) {
 		list, err := buildChecks(cfg, fake.NewClientset())
 		require.NoError(t, err)
-		for _, c := range list[:4] {
+		for _, c := range list[:5] {
 			res := checks.Execute(t.Context(), c, time.Second)
 			assert.True(t, res.Skipped(), c.Name())
 			assert.Contains(t, res.Err.Error(), "NODE_NAME is not set")

@@ -179,6 +179,7 @@ var settings = map[string]setting{
 	"REQUIRED_RESOURCES":      {"requiredResources", list},
 	"CSI_DRIVERS":             {"csiDrivers", list},
 	"CSI_REQUIRE_ALLOCATABLE": {"csiRequireAllocatable", boolean},
+	"DRA_DEVICES":             {"draDevices", list},
 	"CHECK_COMMAND":           {"checkCommand", text},
 	"CHECK_COMMAND_ARGS":      {"checkCommandArgs", list},
 	"MIN_HOLD_TIME":           {"minHoldTime", text},

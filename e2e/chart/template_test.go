@@ -83,6 +83,7 @@ func TestSwitches(t *testing.T) {
 	}{
 		{"gates.daemonSets", []string{"--set", "gates.daemonSets.enabled=true"}, []string{"gates/daemonsets.yaml"}},
 		{"gates.csi", []string{"--set", "gates.csi.enabled=true"}, []string{"gates/csi.yaml"}},
+		{"gates.dra", []string{"--set", "gates.dra.enabled=true"}, []string{"gates/dra.yaml"}},
 		{"replaceNode", []string{"--set", "replaceNode.enabled=true"}, []string{"replace-node/*.yaml"}},
 		{"startupTaintPolicy", []string{"--set", "startupTaintPolicy.enabled=true"}, []string{"node-creation/startup-taint.yaml"}},
 		{"labelToTaintPolicy", []string{"--set", "labelToTaintPolicy.enabled=true"}, []string{"label-to-taint/label-to-taint.yaml"}},
@@ -98,7 +99,7 @@ func TestSwitches(t *testing.T) {
 
 // allSwitches turns on every optional part.
 var allSwitches = []string{
-	"--set", "gates.daemonSets.enabled=true", "--set", "gates.csi.enabled=true",
+	"--set", "gates.daemonSets.enabled=true", "--set", "gates.csi.enabled=true", "--set", "gates.dra.enabled=true",
 	"--set", "replaceNode.enabled=true", "--set", "startupTaintPolicy.enabled=true",
 	"--set", "labelToTaintPolicy.enabled=true", "--set", "podMonitor.enabled=true", "--set", "alerts.enabled=true",
 }
@@ -179,6 +180,8 @@ func TestBadValuesFail(t *testing.T) {
 		// What the schema cannot say, the templates refuse.
 		{"config.checks={dns,http}", []string{"config.httpURLs: required when config.checks has http"}},
 		{"config.checks={csi}", []string{"config.csiDrivers: required when config.checks has csi"}},
+		{"config.checks={dra}", []string{"config.draDevices: required when config.checks has dra"}},
+		{"config.draDevices={gpu.nvidia.com>=0}", []string{"/config/draDevices/0", "does not match pattern"}},
 		{"config.checks={command}", []string{"config.checkCommand: required when config.checks has command"}},
 		{"config.daemonSets={kube-system/cilium},config.daemonSetsSelector=tier=node", []string{"config.daemonSetsSelector: limits discovery only"}},
 		{"config.deleteFailedNode=true,config.failureAction=fail-open", []string{"config.deleteFailedNode: true contradicts config.failureAction fail-open"}},

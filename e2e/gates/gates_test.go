@@ -32,6 +32,7 @@ func TestGates(t *testing.T) {
 	t.Run("daemonsets: held until the required node agent is Ready", func(t *testing.T) { testDaemonSets(t, c) })
 	t.Run("conditions: held until the node reports the condition", func(t *testing.T) { testConditions(t, c) })
 	t.Run("resources: held until the device is allocatable", func(t *testing.T) { testResources(t, c) })
+	t.Run("dra: held until the driver has published complete pools", func(t *testing.T) { testDRA(t, c) })
 	t.Run("pre-pull: warm-up images pulled before the agent starts", func(t *testing.T) { testPrepull(t, c) })
 }
 

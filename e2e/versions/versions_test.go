@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	resourcev1beta1 "k8s.io/api/resource/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/controlplane"
 	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/nodepatch"
 )
 
 // release is one Kubernetes release of the matrix and what nodeready offers on it.
@@ -32,6 +35,8 @@ type release struct {
 	// creationPolicy: manifests/node-creation/ and manifests/label-to-taint/ install
 	// (MutatingAdmissionPolicy v1 is served).
 	creationPolicy bool
+	// dra: resource.k8s.io/v1 is served with no flags (Kubernetes 1.34+).
+	dra bool
 }
 
 func matrix(t *testing.T) []release {
@@ -41,8 +46,8 @@ func matrix(t *testing.T) []release {
 	floor, err := controlplane.BinDirFor(controlplane.FloorKubernetesVersion)
 	require.NoError(t, err)
 	return []release{
-		{version: controlplane.KubernetesVersion, binDir: current, creationPolicy: true},
-		{version: controlplane.FloorKubernetesVersion, binDir: floor, creationPolicy: false},
+		{version: controlplane.KubernetesVersion, binDir: current, creationPolicy: true, dra: true},
+		{version: controlplane.FloorKubernetesVersion, binDir: floor, creationPolicy: false, dra: false},
 	}
 }
 
@@ -78,6 +83,7 @@ func TestVersionMatrix(t *testing.T) {
 			scenario("a bad setting stops the agent, the node stays tainted", func(t *testing.T) { testBadSetting(t, c) })
 			scenario("replace-node deletes a node that fails its checks", func(t *testing.T) { testReplaceNode(t, c) })
 			scenario("the creation-time taint policy", func(t *testing.T) { testCreationPolicy(t, c, r) })
+			scenario("the dra gate", func(t *testing.T) { testDRAGate(t, c, r) })
 		})
 	}
 }
@@ -293,4 +299,61 @@ func summary(outcomes []outcome) string {
 	}
 	w.Flush()
 	return b.String()
+}
+
+// draDriver is a stand-in DRA driver whose ResourceSlices the tests write.
+const draDriver = "gpu.nodeready.example"
+
+// testDRAGate: where resource.k8s.io/v1 is served, a node with the dra gate is released once
+// its driver's slice is published; where no version is, the node is held and its condition
+// says why in one message.
+func testDRAGate(t *testing.T, c *harness.Cluster, r release) {
+	out, err := c.Kubectl(t.Context(), "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "gates", "dra.yaml"))
+	require.NoError(t, err, out)
+	f := harness.NewFleetForTest(t, c, "dra")
+	node := f.Name() + "-0"
+	require.NoError(t, f.AddNode(t.Context(), node, harness.NodeOptions{Env: map[string]string{
+		"CHECKS": "dns,tcp,apiserver,endpoints,dra", "DRA_DEVICES": draDriver + ">=1", "MAX_RETRIES": "1"}}))
+	if !r.dra {
+		cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
+		assert.Contains(t, cond.Message, "the API server serves no resource.k8s.io version nodeready reads (v1, v1beta1)")
+		n := harness.RequireNode(t, c, node)
+		assert.True(t, harness.IsTainted(n), "held")
+		return
+	}
+	_, err = c.Client().ResourceV1().ResourceSlices().Create(t.Context(), &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node},
+		Spec: resourcev1.ResourceSliceSpec{Driver: draDriver, NodeName: ptr.To(node),
+			Pool:    resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourcev1.Device{{Name: "gpu-0"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.WaitReleased(t.Context(), node))
+}
+
+// TestDRAGateOnV1beta1: Kubernetes 1.32 with Dynamic Resource Allocation turned on serves
+// resource.k8s.io/v1beta1 only; the dra gate reads it there.
+func TestDRAGateOnV1beta1(t *testing.T) {
+	floor, err := controlplane.BinDirFor(controlplane.FloorKubernetesVersion)
+	require.NoError(t, err)
+	c := harness.StartForTest(t, harness.Options{ControlPlane: controlplane.Options{BinDir: floor, APIServerArgs: []string{
+		"--feature-gates=DynamicResourceAllocation=true", "--runtime-config=resource.k8s.io/v1beta1=true"}}})
+	out, err := c.Kubectl(t.Context(), "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "gates", "dra.yaml"))
+	require.NoError(t, err, out)
+	f := harness.NewFleetForTest(t, c, "drabeta")
+	node := f.Name() + "-0"
+	require.NoError(t, f.AddNode(t.Context(), node, harness.NodeOptions{Env: map[string]string{
+		"CHECKS": "dns,tcp,apiserver,endpoints,dra", "DRA_DEVICES": draDriver + "[productName=Example GPU]>=1", "MAX_RETRIES": "1"}}))
+	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
+	assert.Contains(t, cond.Message, "no ResourceSlice for node "+node)
+
+	_, err = c.Client().ResourceV1beta1().ResourceSlices().Create(t.Context(), &resourcev1beta1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node},
+		Spec: resourcev1beta1.ResourceSliceSpec{Driver: draDriver, NodeName: node,
+			Pool: resourcev1beta1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourcev1beta1.Device{{Name: "gpu-0", Basic: &resourcev1beta1.BasicDevice{
+				Attributes: map[resourcev1beta1.QualifiedName]resourcev1beta1.DeviceAttribute{"productName": {StringValue: ptr.To("Example GPU")}}}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.WaitReleased(t.Context(), node))
 }

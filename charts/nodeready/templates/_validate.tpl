@@ -5,7 +5,7 @@ at start (exit 2); the chart refuses them at install, naming the value.
 */}}
 {{- define "nodeready.validate" -}}
 {{- $c := .Values.config -}}
-{{- range $check, $needs := dict "dns" "dnsTestDomains" "http" "httpURLs" "conditions" "nodeConditions" "resources" "requiredResources" "csi" "csiDrivers" "command" "checkCommand" -}}
+{{- range $check, $needs := dict "dns" "dnsTestDomains" "http" "httpURLs" "conditions" "nodeConditions" "resources" "requiredResources" "csi" "csiDrivers" "dra" "draDevices" "command" "checkCommand" -}}
 {{- if and (has $check $c.checks) (empty (index $c $needs)) -}}
 {{- fail (printf "config.%s: required when config.checks has %s" $needs $check) -}}
 {{- end -}}

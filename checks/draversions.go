@@ -1,0 +1,85 @@
+package checks
+
+import (
+	"context"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// One reader per version of resource.k8s.io, each into draSlice: v1 (GA and on in
+// Kubernetes 1.34+) and v1beta1 (1.32 and 1.33, where DRA is off unless turned on, and
+// where turning it on serves v1beta1). v1beta2 (1.33+) has v1's shape; a cluster that
+// serves it serves v1 or v1beta1 too.
+
+func listV1(ctx context.Context, c kubernetes.Interface, opts metav1.ListOptions) ([]draSlice, error) {
+	list, err := c.ResourceV1().ResourceSlices().List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]draSlice, 0, len(list.Items))
+	for _, s := range list.Items {
+		ds := draSlice{driver: s.Spec.Driver, pool: s.Spec.Pool.Name,
+			generation: s.Spec.Pool.Generation, count: s.Spec.Pool.ResourceSliceCount,
+			nodeName: ptr.Deref(s.Spec.NodeName, ""), allNodes: ptr.Deref(s.Spec.AllNodes, false),
+			nodeSelector: s.Spec.NodeSelector, perDeviceSelection: ptr.Deref(s.Spec.PerDeviceNodeSelection, false)}
+		for _, d := range s.Spec.Devices {
+			dev := draDevice{attributes: map[string]string{}, nodeName: ptr.Deref(d.NodeName, ""),
+				allNodes: ptr.Deref(d.AllNodes, false), nodeSelector: d.NodeSelector}
+			for name, a := range d.Attributes {
+				if v, ok := attributeString(a.StringValue, a.IntValue, a.BoolValue, a.VersionValue); ok {
+					dev.attributes[qualifiedAttribute(s.Spec.Driver, string(name))] = v
+				}
+			}
+			ds.devices = append(ds.devices, dev)
+		}
+		out = append(out, ds)
+	}
+	return out, nil
+}
+
+func listV1beta1(ctx context.Context, c kubernetes.Interface, opts metav1.ListOptions) ([]draSlice, error) {
+	list, err := c.ResourceV1beta1().ResourceSlices().List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]draSlice, 0, len(list.Items))
+	for _, s := range list.Items {
+		ds := draSlice{driver: s.Spec.Driver, pool: s.Spec.Pool.Name,
+			generation: s.Spec.Pool.Generation, count: s.Spec.Pool.ResourceSliceCount,
+			nodeName: s.Spec.NodeName, allNodes: s.Spec.AllNodes,
+			nodeSelector: s.Spec.NodeSelector, perDeviceSelection: ptr.Deref(s.Spec.PerDeviceNodeSelection, false)}
+		for _, d := range s.Spec.Devices {
+			dev := draDevice{attributes: map[string]string{}}
+			if b := d.Basic; b != nil {
+				dev.nodeName, dev.allNodes, dev.nodeSelector = ptr.Deref(b.NodeName, ""), ptr.Deref(b.AllNodes, false), b.NodeSelector
+				for name, a := range b.Attributes {
+					if v, ok := attributeString(a.StringValue, a.IntValue, a.BoolValue, a.VersionValue); ok {
+						dev.attributes[qualifiedAttribute(s.Spec.Driver, string(name))] = v
+					}
+				}
+			}
+			ds.devices = append(ds.devices, dev)
+		}
+		out = append(out, ds)
+	}
+	return out, nil
+}
+
+// attributeString is a device attribute's value as DRA_DEVICES compares it: the string,
+// the number in decimal, true or false, or the version.
+func attributeString(s *string, i *int64, b *bool, v *string) (string, bool) {
+	switch {
+	case s != nil:
+		return *s, true
+	case i != nil:
+		return strconv.FormatInt(*i, 10), true
+	case b != nil:
+		return strconv.FormatBool(*b), true
+	case v != nil:
+		return *v, true
+	}
+	return "", false
+}
