@@ -178,6 +178,20 @@ func (n *Node) Start(ctx context.Context, cp *controlplane.ControlPlane, registr
 	})
 }
 
+// StartPlugin runs a node plugin beside the kubelet, as its DaemonSet would: argv with
+// -kubeconfig (the kubelet's, the node's identity), -kubelet-root and -node added, in the
+// node's namespaces and the daemons' cgroup, logging to <LogDir>/<name>.log. It stops with
+// the node.
+func (n *Node) StartPlugin(name string, argv ...string) error {
+	argv = append(argv, "-kubeconfig="+filepath.Join(n.dir, "kubelet", "kubeconfig"), "-kubelet-root="+n.KubeletRoot(), "-node="+n.opts.Name)
+	p, err := start(name, n.opts.LogDir, n.nsPid, nil, argv...)
+	if err != nil {
+		return err
+	}
+	n.daemons = append(n.daemons, p)
+	return nil
+}
+
 // Exited reports a daemon that exited, or nil.
 func (n *Node) Exited() error {
 	for _, d := range n.daemons {

@@ -2,7 +2,9 @@ package realnode_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodeready/nodeready/e2e/harness"
 	"github.com/nodeready/nodeready/e2e/realnode"
 )
 
@@ -96,11 +99,7 @@ func TestRealNode(t *testing.T) {
 		})
 		since := time.Now()
 		known := pods.pods()
-		// As a new node: the startup taint, no label.
-		_, err = c.Kubectl(t.Context(), "taint", "node", c.NodeName, realnode.StartupTaint)
-		require.NoError(t, err)
-		_, err = c.Kubectl(t.Context(), "label", "node", c.NodeName, verifiedLabel+"-")
-		require.NoError(t, err)
+		asNewNode(t, c)
 		pod := pods.newPod(t, known)
 
 		poll(t, 3*time.Minute, "condition ChecksFailed", func() bool {
@@ -165,6 +164,84 @@ func TestRealNode(t *testing.T) {
 		require.NoError(t, err)
 		released(t, c, pods, pod)
 		assert.Equal(t, "Verified", condition(getNode(t, c)).Reason)
+	})
+
+	// A GPU node as DRA drivers bring one up: the dra gate holds the node until a real kubelet
+	// plugin (e2e/cmd/draplugin, on k8s.io/dynamic-resource-allocation's kubeletplugin helper),
+	// registered with this kubelet, has published its devices. The plugin publishes only once
+	// the kubelet has answered its registration, so its slices are proof of both.
+	t.Run("the dra gate holds the node until a kubelet plugin publishes its devices", func(t *testing.T) {
+		const driver = "gpu.nodeready.example"
+		plugin := buildDRAPlugin(t)
+		_, err := c.Kubectl(t.Context(), "apply", "-f", filepath.Join(harness.RepoRootForTest(t), "manifests", "gates", "dra.yaml"))
+		require.NoError(t, err)
+		setConfig(t, c, map[string]string{"CHECKS": "dns,tcp,apiserver,endpoints,dra", "DRA_DEVICES": driver + ">=2", "MAX_RETRIES": "2"})
+		known := pods.pods()
+		asNewNode(t, c)
+		pod := pods.newPod(t, known)
+
+		poll(t, 3*time.Minute, "condition ChecksFailed", func() bool {
+			cond := condition(getNode(t, c))
+			return cond != nil && cond.Reason == "ChecksFailed"
+		})
+		assert.Contains(t, condition(getNode(t, c)).Message, "dra driver "+driver+": no ResourceSlice for node "+c.NodeName)
+		assert.True(t, tainted(getNode(t, c)), "held")
+
+		require.NoError(t, c.Node.StartPlugin("draplugin", plugin, "-driver="+driver, "-devices=2", "-delay=1s"))
+		released(t, c, pods, pod)
+		assert.Equal(t, "Verified", condition(getNode(t, c)).Reason)
+
+		list, err := client.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + c.NodeName})
+		require.NoError(t, err)
+		require.Len(t, list.Items, 1, "the plugin's slice")
+		s := list.Items[0]
+		assert.Equal(t, driver, s.Spec.Driver)
+		assert.Len(t, s.Spec.Devices, 2)
+		require.Len(t, s.OwnerReferences, 1)
+		assert.Equal(t, "Node", s.OwnerReferences[0].Kind, "the helper publishes slices owned by the node")
+	})
+}
+
+// asNewNode makes the node look new to nodeready: the startup taint, no verified label.
+func asNewNode(t *testing.T, c *realnode.Cluster) {
+	t.Helper()
+	_, err := c.Kubectl(t.Context(), "taint", "node", c.NodeName, realnode.StartupTaint)
+	require.NoError(t, err)
+	_, err = c.Kubectl(t.Context(), "label", "node", c.NodeName, verifiedLabel+"-")
+	require.NoError(t, err)
+}
+
+// buildDRAPlugin builds e2e/cmd/draplugin into the test's temporary directory.
+func buildDRAPlugin(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "draplugin")
+	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "../cmd/draplugin").CombinedOutput()
+	require.NoError(t, err, "go build ./cmd/draplugin: %s", out)
+	return bin
+}
+
+// setConfig sets settings in nodeready-config and puts their values back when the test ends.
+func setConfig(t *testing.T, c *realnode.Cluster, settings map[string]string) {
+	t.Helper()
+	cm, err := c.CP.Client().CoreV1().ConfigMaps("kube-system").Get(t.Context(), "nodeready-config", metav1.GetOptions{})
+	require.NoError(t, err)
+	before := map[string]string{}
+	for k := range settings {
+		before[k] = cm.Data[k]
+	}
+	patch := func(ctx context.Context, data map[string]string) error {
+		b, err := json.Marshal(map[string]any{"data": data})
+		if err != nil {
+			return err
+		}
+		_, err = c.CP.Client().CoreV1().ConfigMaps("kube-system").Patch(ctx, "nodeready-config", types.MergePatchType, b, metav1.PatchOptions{})
+		return err
+	}
+	require.NoError(t, patch(t.Context(), settings))
+	t.Cleanup(func() {
+		if err := patch(context.Background(), before); err != nil {
+			t.Errorf("put nodeready-config back: %v", err)
+		}
 	})
 }
 

@@ -308,12 +308,7 @@ const draDriver = "gpu.nodeready.example"
 // its driver's slice is published; where no version is, the node is held and its condition
 // says why in one message.
 func testDRAGate(t *testing.T, c *harness.Cluster, r release) {
-	out, err := c.Kubectl(t.Context(), "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "gates", "dra.yaml"))
-	require.NoError(t, err, out)
-	f := harness.NewFleetForTest(t, c, "dra")
-	node := f.Name() + "-0"
-	require.NoError(t, f.AddNode(t.Context(), node, harness.NodeOptions{Env: map[string]string{
-		"CHECKS": "dns,tcp,apiserver,endpoints,dra", "DRA_DEVICES": draDriver + ">=1", "MAX_RETRIES": "1"}}))
+	f, node := draNode(t, c, "dra", draDriver+">=1")
 	if !r.dra {
 		cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
 		assert.Contains(t, cond.Message, "the API server serves no resource.k8s.io version nodeready reads (v1, v1beta1)")
@@ -321,7 +316,7 @@ func testDRAGate(t *testing.T, c *harness.Cluster, r release) {
 		assert.True(t, harness.IsTainted(n), "held")
 		return
 	}
-	_, err = c.Client().ResourceV1().ResourceSlices().Create(t.Context(), &resourcev1.ResourceSlice{
+	_, err := c.Client().ResourceV1().ResourceSlices().Create(t.Context(), &resourcev1.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: node},
 		Spec: resourcev1.ResourceSliceSpec{Driver: draDriver, NodeName: ptr.To(node),
 			Pool:    resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
@@ -331,6 +326,19 @@ func testDRAGate(t *testing.T, c *harness.Cluster, r release) {
 	require.NoError(t, f.WaitReleased(t.Context(), node))
 }
 
+// draNode installs the dra gate's RBAC and adds a node of a new fleet whose agent runs the
+// gate with DRA_DEVICES=devices.
+func draNode(t *testing.T, c *harness.Cluster, fleet, devices string) (*harness.Fleet, string) {
+	t.Helper()
+	out, err := c.Kubectl(t.Context(), "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "gates", "dra.yaml"))
+	require.NoError(t, err, out)
+	f := harness.NewFleetForTest(t, c, fleet)
+	node := f.Name() + "-0"
+	require.NoError(t, f.AddNode(t.Context(), node, harness.NodeOptions{Env: map[string]string{
+		"CHECKS": "dns,tcp,apiserver,endpoints,dra", "DRA_DEVICES": devices, "MAX_RETRIES": "1"}}))
+	return f, node
+}
+
 // TestDRAGateOnV1beta1: Kubernetes 1.32 with Dynamic Resource Allocation turned on serves
 // resource.k8s.io/v1beta1 only; the dra gate reads it there.
 func TestDRAGateOnV1beta1(t *testing.T) {
@@ -338,12 +346,7 @@ func TestDRAGateOnV1beta1(t *testing.T) {
 	require.NoError(t, err)
 	c := harness.StartForTest(t, harness.Options{ControlPlane: controlplane.Options{BinDir: floor, APIServerArgs: []string{
 		"--feature-gates=DynamicResourceAllocation=true", "--runtime-config=resource.k8s.io/v1beta1=true"}}})
-	out, err := c.Kubectl(t.Context(), "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "gates", "dra.yaml"))
-	require.NoError(t, err, out)
-	f := harness.NewFleetForTest(t, c, "drabeta")
-	node := f.Name() + "-0"
-	require.NoError(t, f.AddNode(t.Context(), node, harness.NodeOptions{Env: map[string]string{
-		"CHECKS": "dns,tcp,apiserver,endpoints,dra", "DRA_DEVICES": draDriver + "[productName=Example GPU]>=1", "MAX_RETRIES": "1"}}))
+	f, node := draNode(t, c, "drabeta", draDriver+"[productName=Example GPU]>=1")
 	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
 	assert.Contains(t, cond.Message, "no ResourceSlice for node "+node)
 
