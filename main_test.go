@@ -119,6 +119,9 @@ func TestBadConfigurationStopsBeforeAnyClient(t *testing.T) {
 		{"metrics flag not a bool", map[string]string{"ENABLE_METRICS": "yes please"}, "ENABLE_METRICS"},
 		{"metrics port zero", map[string]string{"METRICS_PORT": "0"}, "METRICS_PORT"},
 		{"metrics port not a number", map[string]string{"METRICS_PORT": "http"}, "METRICS_PORT"},
+		{"verified label too long for its annotations", map[string]string{"VERIFIED_LABEL": "example.com/" + strings.Repeat("v", 55)}, "VERIFIED_LABEL"},
+		{"metrics port with a leading zero", map[string]string{"METRICS_PORT": "010"}, "METRICS_PORT"},
+		{"metrics port in hex", map[string]string{"METRICS_PORT": "0x1F90"}, "METRICS_PORT"},
 		{"log level unknown", map[string]string{"LOG_LEVEL": "verbose"}, "LOG_LEVEL"},
 		{"log format unknown", map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
 	}

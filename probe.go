@@ -49,8 +49,8 @@ func probe(args []string, stderr io.Writer) int {
 	return exitFailed
 }
 
-// metricsPort reads METRICS_PORT with the agent's default, also for an empty value, and
-// range.
+// metricsPort reads METRICS_PORT with the agent's default, also for an empty value, with
+// the agent's own parser, so the probe dials the port the agent listens on.
 func metricsPort() (int, error) {
 	v := os.Getenv("METRICS_PORT")
 	if v == "" {
@@ -60,9 +60,9 @@ func metricsPort() (int, error) {
 			}
 		}
 	}
-	port, err := strconv.Atoi(v)
-	if err != nil || port < 1 || port > 65535 {
-		return 0, &agent.ConfigError{Var: "METRICS_PORT", Value: v, Accepted: "must be a port from 1 to 65535"}
+	port, err := agent.ParsePort(v)
+	if err != nil {
+		return 0, &agent.ConfigError{Var: "METRICS_PORT", Value: v, Accepted: err.Error()}
 	}
 	return port, nil
 }

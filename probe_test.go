@@ -124,6 +124,9 @@ func TestProbeCommand(t *testing.T) {
 		{"readyz fails with the answer", []string{"probe", "readyz"}, map[string]string{"METRICS_PORT": port}, exitFailed, "503 Service Unavailable: node not verified yet"},
 		{"nothing listening", []string{"probe", "healthz"}, map[string]string{"METRICS_PORT": closedPort}, exitFailed, "connection refused"},
 		{"other settings are not read", []string{"probe", "healthz"}, map[string]string{"METRICS_PORT": port, "CHECKS": "ping"}, exitOK, ""},
+		// The agent refuses these too (main_test), so the two never read one value two ways.
+		{"a leading zero is refused", []string{"probe", "healthz"}, map[string]string{"METRICS_PORT": "0" + port}, exitConfig, "in decimal without leading zeros"},
+		{"hex is refused", []string{"probe", "healthz"}, map[string]string{"METRICS_PORT": "0x1F90"}, exitConfig, "in decimal without leading zeros"},
 		{"unknown endpoint", []string{"probe", "metrics"}, nil, exitConfig, "probe healthz|readyz"},
 		{"no endpoint", []string{"probe"}, nil, exitConfig, "probe healthz|readyz"},
 		{"bad port", []string{"probe", "healthz"}, map[string]string{"METRICS_PORT": "http"}, exitConfig, "METRICS_PORT="},

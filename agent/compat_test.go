@@ -66,7 +66,7 @@ func TestKubeNodeReadyConfigMapWorksUnchanged(t *testing.T) {
 			assert.Equal(t, "true", c.VerifiedLabelValue)
 			assert.Equal(t, KeepTainted, c.FailureAction)
 			assert.True(t, c.EnableMetrics)
-			assert.Equal(t, 8080, c.MetricsPort)
+			assert.Equal(t, Port(8080), c.MetricsPort)
 			assert.Equal(t, "info", c.LogLevel)
 			assert.Equal(t, "json", c.LogFormat)
 		}},
@@ -80,14 +80,14 @@ func TestKubeNodeReadyConfigMapWorksUnchanged(t *testing.T) {
 			assert.Equal(t, "pending", c.TaintValue)
 			assert.Equal(t, "custom/verified", c.VerifiedLabel)
 			assert.Equal(t, ReplaceNode, c.FailureAction, "DELETE_FAILED_NODE=true")
-			assert.Equal(t, 9090, c.MetricsPort)
+			assert.Equal(t, Port(9090), c.MetricsPort)
 			assert.Equal(t, "debug", c.LogLevel)
 			assert.Equal(t, "console", c.LogFormat)
 		}},
 		{file: "kube-node-ready-edited.yaml", want: func(t *testing.T, c Config) {
 			assert.Equal(t, 300*time.Second, c.InitialTimeout, "empty means the default")
 			assert.Equal(t, 5, c.MaxRetries, "empty means the default")
-			assert.Equal(t, 8080, c.MetricsPort, "empty means the default")
+			assert.Equal(t, Port(8080), c.MetricsPort, "empty means the default")
 			assert.Equal(t, KeepTainted, c.FailureAction, "an empty DELETE_FAILED_NODE is false")
 			assert.Equal(t, "info", c.LogLevel)
 			assert.Equal(t, "console", c.LogFormat, "text is console")

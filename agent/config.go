@@ -5,8 +5,10 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -92,7 +94,7 @@ type Config struct {
 	ReadOnly bool `envconfig:"DRY_RUN" default:"false" desc:"kube-node-ready's read-only switch: true runs the rounds of checks and logs each write the agent would make, but writes nothing (no label, taint, condition, Event or deletion)"`
 
 	EnableMetrics bool   `envconfig:"ENABLE_METRICS" default:"true" empty:"false" desc:"Serve /metrics (the /healthz and /readyz probes are served either way)"`
-	MetricsPort   int    `envconfig:"METRICS_PORT" default:"8080" desc:"Port of /metrics, /healthz and /readyz"`
+	MetricsPort   Port   `envconfig:"METRICS_PORT" default:"8080" desc:"Port of /metrics, /healthz and /readyz"`
 	LogLevel      string `envconfig:"LOG_LEVEL" default:"info" empty:"info" desc:"trace, debug, info, warn or error"`
 	LogFormat     string `envconfig:"LOG_FORMAT" default:"json" empty:"json" desc:"json, or console for people"`
 }
@@ -177,6 +179,8 @@ func acceptedType(typeName string) string {
 		return "not a whole number"
 	case "bool":
 		return "use true or false"
+	case "agent.Port":
+		return portAccepted
 	default:
 		return "cannot be read as " + typeName
 	}
@@ -234,7 +238,21 @@ func (c *Config) validators(dryRun bool) []func() error {
 		func() error { return qualifiedName("TAINT_KEY", c.TaintKey) },
 		func() error { return labelValue("TAINT_VALUE", c.TaintValue) },
 		func() error { return oneOf("TAINT_EFFECT", c.TaintEffect, taintEffects) },
-		func() error { return qualifiedName("VERIFIED_LABEL", c.VerifiedLabel) },
+		func() error {
+			if err := qualifiedName("VERIFIED_LABEL", c.VerifiedLabel); err != nil {
+				return err
+			}
+			// The release records its time and duration in annotations named after the
+			// label: a name part of 55 characters or more makes those keys invalid, and
+			// the API server would refuse every release.
+			for _, suffix := range []string{"-at", "-duration"} {
+				if errs := validation.IsQualifiedName(c.VerifiedLabel + suffix); len(errs) > 0 {
+					return &ConfigError{"VERIFIED_LABEL", c.VerifiedLabel, fmt.Sprintf("the annotation %s%s that records the release is not a valid key: %s (keep the name after the / at most 54 characters)",
+						c.VerifiedLabel, suffix, strings.Join(errs, "; "))}
+				}
+			}
+			return nil
+		},
 		func() error { return labelValue("VERIFIED_LABEL_VALUE", c.VerifiedLabelValue) },
 		func() error { return positive("INITIAL_TIMEOUT", c.InitialTimeout) },
 		func() error {
@@ -268,6 +286,11 @@ func (c *Config) validators(dryRun bool) []func() error {
 				return &ConfigError{"DNS_TEST_DOMAINS", "", "required when CHECKS has dns: a comma-separated list of names"}
 			}
 			for _, d := range c.DNSTestDomains {
+				// An IP address "resolves" to itself, as it did in kube-node-ready
+				// (README: Coming from kube-node-ready); IPv6 too.
+				if _, err := netip.ParseAddr(d); err == nil {
+					continue
+				}
 				// DNS is case-insensitive and a trailing dot only marks the
 				// name as absolute, so both are accepted.
 				if err := dns1123("DNS_TEST_DOMAINS", strings.TrimSuffix(strings.ToLower(d), "."), false); err != nil {
@@ -353,7 +376,7 @@ func (c *Config) validators(dryRun bool) []func() error {
 		},
 		func() error {
 			if c.MetricsPort < 1 || c.MetricsPort > 65535 {
-				return &ConfigError{"METRICS_PORT", strconv.Itoa(c.MetricsPort), "must be a port from 1 to 65535"}
+				return &ConfigError{"METRICS_PORT", strconv.Itoa(int(c.MetricsPort)), portAccepted}
 			}
 			return nil
 		},
@@ -453,4 +476,29 @@ func hostPort(name, value string) error {
 		}
 	}
 	return &ConfigError{name, value, "use host:port, such as 10.96.0.1:443 or [fd00::1]:443"}
+}
+
+// Port is a TCP port as METRICS_PORT gives it. envconfig would read an int with Go's base
+// prefixes (010 as 8, 0x1F90 as 8080) where `nodeready probe` and people read decimal, so
+// the agent listening on one port and its liveness probe dialling another; both read it
+// with ParsePort instead.
+type Port int
+
+// Decode implements envconfig.Decoder.
+func (p *Port) Decode(v string) error {
+	n, err := ParsePort(v)
+	*p = Port(n)
+	return err
+}
+
+const portAccepted = "must be a port from 1 to 65535, in decimal without leading zeros"
+
+// ParsePort reads a port in decimal, 1 to 65535, written as strconv.Itoa writes it: "010",
+// "+80" and "0x1F90" are refused rather than read one way here and another elsewhere.
+func ParsePort(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != v {
+		return 0, errors.New(portAccepted)
+	}
+	return n, nil
 }

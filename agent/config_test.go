@@ -84,7 +84,7 @@ func TestAcceptedSpellings(t *testing.T) {
 	clearEnv(t, map[string]string{
 		"NODE_NAME":         "node-a",
 		"CHECKS":            "dns, http ,tcp",
-		"DNS_TEST_DOMAINS":  "Kubernetes.Default.SVC.cluster.local.,example.com.",
+		"DNS_TEST_DOMAINS":  "Kubernetes.Default.SVC.cluster.local.,example.com.,10.96.0.10,fd00::10",
 		"TCP_TARGETS":       "[fd00::1]:443,db.example:5432",
 		"HTTP_URLS":         "https://example.com/healthz,http://10.0.0.1:8080/",
 		"ENDPOINTS_SERVICE": "kubernetes",
@@ -139,7 +139,7 @@ func TestEmptyValueMeansDefault(t *testing.T) {
 		{name: "MAX_RETRIES", want: func(t *testing.T, c Config) { assert.Equal(t, 5, c.MaxRetries) }},
 		{name: "INITIAL_TIMEOUT", want: func(t *testing.T, c Config) { assert.Equal(t, 300*time.Second, c.InitialTimeout) }},
 		{name: "CHECK_TIMEOUT", want: func(t *testing.T, c Config) { assert.Equal(t, 10*time.Second, c.CheckTimeout) }},
-		{name: "METRICS_PORT", want: func(t *testing.T, c Config) { assert.Equal(t, 8080, c.MetricsPort) }},
+		{name: "METRICS_PORT", want: func(t *testing.T, c Config) { assert.Equal(t, Port(8080), c.MetricsPort) }},
 		{name: "DNS_TEST_DOMAINS", want: func(t *testing.T, c Config) {
 			assert.Equal(t, List{"kubernetes.default.svc.cluster.local"}, c.DNSTestDomains)
 		}},

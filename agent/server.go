@@ -34,7 +34,7 @@ func (a *Agent) serve(ctx context.Context) (addr string, err error) {
 	if a.cfg.EnableMetrics {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.registry, promhttp.HandlerOpts{Registry: a.metrics.registry}))
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(a.cfg.MetricsPort)))
+	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(int(a.cfg.MetricsPort))))
 	if err != nil {
 		return "", fmt.Errorf("listen for metrics and probes (METRICS_PORT): %w", err)
 	}

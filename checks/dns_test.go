@@ -40,6 +40,9 @@ func TestDNS(t *testing.T) {
 		{name: "A record", host: "svc.nodeready.test", resolver: udp},
 		{name: "trailing dot is fully qualified", host: "svc.nodeready.test.", resolver: udp},
 		{name: "upper case matches", host: "SVC.NodeReady.TEST", resolver: udp},
+		// An address is its own answer, as it was in kube-node-ready: no query is sent.
+		{name: "IPv4 address", host: "10.96.0.10", resolver: udp},
+		{name: "IPv6 address", host: "fd00::10", resolver: udp},
 		{name: "truncated UDP answer retried over TCP", host: "svc.nodeready.test.", resolver: tcp},
 		{name: "NXDOMAIN", host: "missing.nodeready.test", resolver: udp, wantErr: []string{`resolve "missing.nodeready.test": lookup missing.nodeready.test`, "no such host"}},
 		{name: "NXDOMAIN over TCP", host: "missing.nodeready.test.", resolver: tcp, wantErr: []string{`resolve "missing.nodeready.test.": lookup missing.nodeready.test.`, "no such host"}},

@@ -185,6 +185,7 @@ func TestBadValuesFail(t *testing.T) {
 		{"config.checks={command}", []string{"config.checkCommand: required when config.checks has command"}},
 		{"config.daemonSets={kube-system/cilium},config.daemonSetsSelector=tier=node", []string{"config.daemonSetsSelector: limits discovery only"}},
 		{"config.deleteFailedNode=true,config.failureAction=fail-open", []string{"config.deleteFailedNode: true contradicts config.failureAction fail-open"}},
+		{"config.verifiedLabel=example.com/" + strings.Repeat("v", 55), []string{"config.verifiedLabel: example.com/vvv", "at most 54 characters"}},
 		{"labelToTaintPolicy.enabled=true,labelToTaintPolicy.rules=[]", []string{"labelToTaintPolicy.rules: list at least one"}},
 		{`labelToTaintPolicy.rules=[{"label":"pool","value":"ci","taint":{"key":"node-ready/unverified","effect":"NoSchedule"}}]`,
 			[]string{"labelToTaintPolicy.rules[0].taint.key: node-ready/unverified is config.taintKey"}},

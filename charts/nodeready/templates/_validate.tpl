@@ -19,6 +19,9 @@ at start (exit 2); the chart refuses them at install, naming the value.
 {{- if and $c.deleteFailedNode (eq $c.failureAction "fail-open") -}}
 {{- fail "config.deleteFailedNode: true contradicts config.failureAction fail-open: set one of them" -}}
 {{- end -}}
+{{- if gt (len (last (splitList "/" $c.verifiedLabel))) 54 -}}
+{{- fail (printf "config.verifiedLabel: %s: the annotations %s-at and %s-duration that record the release would not be valid keys: keep the name after the / at most 54 characters" $c.verifiedLabel $c.verifiedLabel $c.verifiedLabel) -}}
+{{- end -}}
 {{- with .Values.labelToTaintPolicy -}}
 {{- if and .enabled (empty .rules) -}}
 {{- fail "labelToTaintPolicy.rules: list at least one label -> taint rule when labelToTaintPolicy.enabled is true" -}}
