@@ -311,8 +311,6 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 	if len(notChecked) > 0 {
 		msg = fmt.Sprintf("%d of %d checks passed, %s", len(results)-len(notChecked), len(results), strings.Join(notChecked, "; "))
 		log.Warn().Strs("not_checked", notChecked).Msg("Cluster DNS is not running anywhere, releasing without the dns check")
-		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "DNSNotChecked", "Verify",
-			"Released without the dns check: %s", strings.Join(notChecked, "; "))
 	}
 	if a.failed {
 		msg += " after a failed verification"
@@ -323,6 +321,11 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 			return false, nil, nil // waiting, for Karpenter or the API server: no problem of the node or the installation
 		}
 		return false, nil, []string{"release: " + err.Error()}
+	}
+	// Said once, when the release happened: not by rounds that then waited or failed.
+	if len(notChecked) > 0 {
+		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "DNSNotChecked", "Verify",
+			"Released without the dns check: %s", strings.Join(notChecked, "; "))
 	}
 	return true, nil, nil
 }

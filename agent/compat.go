@@ -40,7 +40,7 @@ var KubeNodeReadyVariables = []KubeNodeReadyVariable{
 	{"CHECK_TIMEOUT", Same, "Per check. Unset or empty means `10s` (kube-node-ready's flag defaulted to `3s`; its chart always set it)."},
 	{"MAX_RETRIES", Same, "Rounds before the failure is recorded. Empty means `5`."},
 	{"RETRY_BACKOFF", Same, "`exponential`: 1s, 2s, 4s, ... up to 30s; `linear`: 5s every round. Both with 10% jitter."},
-	{"DNS_TEST_DOMAINS", Same, "Comma-separated; an IP address passes as it did. Unset or empty means `kubernetes.default.svc.cluster.local` only (kube-node-ready added `google.com`; its chart set both)."},
+	{"DNS_TEST_DOMAINS", Same, "Comma-separated; an IP address, IPv4 or IPv6, passes as it did. Unset or empty means `kubernetes.default.svc.cluster.local` only (kube-node-ready added `google.com`; its chart set both)."},
 	{"CLUSTER_DNS_IP", Refused, "kube-node-ready read it but never used it: its dns check asked the pod's resolv.conf, as nodeready does. Empty is accepted; an address stops the agent: remove it, or write `DNS_NAMESERVER=ADDRESS:53` to ask that server."},
 	{"KUBERNETES_SERVICE_HOST", Same, "The address of the tcp check and of the in-cluster client."},
 	{"KUBERNETES_SERVICE_PORT", Same, "Its port."},

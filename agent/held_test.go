@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -168,6 +169,24 @@ func TestNoClusterDNSReleasesAndSaysSo(t *testing.T) {
 	require.Len(t, dns, 1)
 	assert.Contains(t, dns[0], "no cluster DNS is running")
 	assert.Contains(t, logs.String(), "Cluster DNS is not running anywhere, releasing without the dns check")
+}
+
+// TestDNSNotCheckedOnceAtTheRelease: rounds that pass without the dns check but then wait
+// (for Karpenter's registration) or fail to release say nothing of a release; the
+// DNSNotChecked Event comes once, with the release.
+func TestDNSNotCheckedOnceAtTheRelease(t *testing.T) {
+	node := &fakeNode{err: nodepatch.ErrNotRegistered}
+	a := testAgent(t, node, &notCheckable{fakeCheck{name: "dns"}}, &fakeCheck{name: "tcp"})
+	_, _ = runAgent(t, a)
+
+	waitFor(t, "rounds that wait for the registration", func() bool { return node.count() >= 3 })
+	assert.Empty(t, eventsWith(a.events.(*events.FakeRecorder), "Warning DNSNotChecked"), "nothing was released yet")
+	node.set(errors.New("the server is currently unable to handle the request"))
+	waitFor(t, "rounds whose release fails", func() bool { return node.count() >= 5 })
+	assert.Empty(t, eventsWith(a.events.(*events.FakeRecorder), "Warning DNSNotChecked"), "nothing was released yet")
+	node.set(nil)
+	waitFor(t, "released", a.verified.Load)
+	assert.Len(t, eventsWith(a.events.(*events.FakeRecorder), "Warning DNSNotChecked"), 1)
 }
 
 // TestReplaceRefusals: a control-plane node is never replaced, and that is
