@@ -34,6 +34,7 @@ func TestInstallOnARunningCluster(t *testing.T) {
 	t.Run("every node tainted and no cluster DNS: the first nodes are released and DNS starts", func(t *testing.T) { testBootstrapDNS(t, c) })
 	t.Run("nodes that predate the install are labelled, never tainted or replaced", func(t *testing.T) { testExistingNodes(t, c) })
 	t.Run("a refused release is a misconfiguration, never a reason to replace", func(t *testing.T) { testRefusedRelease(t, c) })
+	t.Run("a packed node: the agent waits, no workload is preempted for it", func(t *testing.T) { testPackedNode(t, c) })
 }
 
 // failing are the settings under which a failing held node would be replaced at once, and
