@@ -99,11 +99,23 @@ func (a *Agent) act(ctx context.Context, log zerolog.Logger, problems []string) 
 // misconfiguration, tried again each round but reported only when its error
 // changes.
 func (a *Agent) replaceFailed(ctx context.Context, log zerolog.Logger, err error, problems []string) {
-	if errors.Is(err, nodepatch.ErrControlPlane) {
+	switch {
+	case errors.Is(err, nodepatch.ErrControlPlane):
 		a.replaced = true // nothing to try again
 		log.Error().Err(err).Msg("Not replacing node: control-plane nodes are never replaced, it stays tainted")
 		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReplaceFailed", "Replace",
 			"Not replacing a control-plane node; it stays tainted while checks fail: %s", summary(problems))
+		a.setCondition(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonChecksFailed, Message: summary(problems)})
+		return
+	case errors.Is(err, nodepatch.ErrNotHeld), errors.Is(err, nodepatch.ErrVerifiedBefore):
+		// As the node is now, not as it was at the first failing round: never again.
+		a.replaced = true
+		if errors.Is(err, nodepatch.ErrNotHeld) {
+			a.held = false
+		}
+		log.Warn().Err(err).Msg("Not replacing node")
+		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReplaceFailed", "Replace",
+			"Not replacing node: %v; checks still fail: %s", err, summary(problems))
 		a.setCondition(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonChecksFailed, Message: summary(problems)})
 		return
 	}

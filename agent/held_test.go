@@ -189,8 +189,8 @@ func TestDNSNotCheckedOnceAtTheRelease(t *testing.T) {
 	assert.Len(t, eventsWith(a.events.(*events.FakeRecorder), "Warning DNSNotChecked"), 1)
 }
 
-// TestReplaceRefusals: a control-plane node is never replaced, and that is
-// said once; a refused deletion is tried again each round but reported once
+// TestReplaceRefusals: a control-plane node, a node whose startup taint is gone
+// and a node nodeready verified before are never replaced, and that is said once; a refused deletion is tried again each round but reported once
 // per error.
 func TestReplaceRefusals(t *testing.T) {
 	tests := []struct {
@@ -200,6 +200,12 @@ func TestReplaceRefusals(t *testing.T) {
 		condition []string
 	}{
 		{"control-plane node", fmt.Errorf("node node-a: %w", nodepatch.ErrControlPlane),
+			func(n int) bool { return n == 1 },
+			[]string{nodepatch.ReasonChecksFailed, nodepatch.ReasonReplacing, nodepatch.ReasonChecksFailed}},
+		{"startup taint removed by hand", fmt.Errorf("node node-a has no taint: %w", nodepatch.ErrNotHeld),
+			func(n int) bool { return n == 1 },
+			[]string{nodepatch.ReasonChecksFailed, nodepatch.ReasonReplacing, nodepatch.ReasonChecksFailed}},
+		{"verified before", fmt.Errorf("node node-a was released by nodeready: %w", nodepatch.ErrVerifiedBefore),
 			func(n int) bool { return n == 1 },
 			[]string{nodepatch.ReasonChecksFailed, nodepatch.ReasonReplacing, nodepatch.ReasonChecksFailed}},
 		{"deletion forbidden", fmt.Errorf("delete node node-a: %w", nodepatch.ErrForbidden),

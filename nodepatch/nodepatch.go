@@ -45,6 +45,14 @@ var (
 	// ErrControlPlane: replace-node refused to delete a control-plane node.
 	// Retrying does not help; nodeready should not run there.
 	ErrControlPlane = errors.New("refusing to replace a control-plane node")
+	// ErrNotHeld: replace-node found the node without the startup taint when it
+	// read it right before the deletion: someone released it, so workloads that do
+	// not tolerate the taint may run there, and it is not nodeready's to delete.
+	ErrNotHeld = errors.New("refusing to replace a node that no longer carries the startup taint")
+	// ErrVerifiedBefore: replace-node found nodeready's completion record on the
+	// node: nodeready released it before, so it may have served workloads for a long
+	// time (a re-verification put the taint back). Such a node is never replaced.
+	ErrVerifiedBefore = errors.New("refusing to replace a node that nodeready verified before")
 	// ErrUnknownOutcome: the write got no answer (a timeout, a lost
 	// connection, the context ended) or a server error, either of which can
 	// come after the API server stored it. Confirm finds out.

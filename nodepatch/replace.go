@@ -25,7 +25,9 @@ var controlPlaneLabels = []string{"node-role.kubernetes.io/control-plane", "node
 // Node's ownerReference names it and no NodeClaim is read. Each deletion is
 // preconditioned on the UID the Node records (its own, or its owner's), so
 // an object of the same name that came in the meantime is not deleted. It
-// refuses a control-plane node with ErrControlPlane, before any write.
+// refuses, before any write and on the node as read right then, a control-plane node
+// (ErrControlPlane), a node without the startup taint (ErrNotHeld: the taint is what kept
+// workloads away) and a node nodeready verified before (ErrVerifiedBefore).
 func (p *Patcher) Replace(ctx context.Context, dyn dynamic.Interface) (string, error) {
 	node, err := p.get(ctx)
 	if err != nil {
@@ -35,6 +37,12 @@ func (p *Patcher) Replace(ctx context.Context, dyn dynamic.Interface) (string, e
 		if _, ok := node.Labels[l]; ok {
 			return "", fmt.Errorf("node %s is labelled %s: %w", p.node, l, ErrControlPlane)
 		}
+	}
+	if !p.hasTaint(node) {
+		return "", fmt.Errorf("node %s has no taint %s=%s:%s: %w", p.node, p.spec.Taint.Key, p.spec.Taint.Value, p.spec.Taint.Effect, ErrNotHeld)
+	}
+	if at, ok := node.Annotations[p.spec.Record()]; ok {
+		return "", fmt.Errorf("node %s was released by nodeready at %s (annotation %s): %w", p.node, at, p.spec.Record(), ErrVerifiedBefore)
 	}
 	if owner := nodeClaimOwner(node); owner != nil && dyn != nil {
 		uid := owner.UID

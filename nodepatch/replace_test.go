@@ -126,3 +126,31 @@ func TestReplaceNeverDeletesControlPlaneNodes(t *testing.T) {
 		})
 	}
 }
+
+// TestReplaceOnlyWhileHeld: the node as read right before the deletion decides. A node whose
+// startup taint someone removed may run workloads; a node nodeready released before may
+// have served for long. Neither is deleted, nor its NodeClaim.
+func TestReplaceOnlyWhileHeld(t *testing.T) {
+	untainted := newNode(nil)
+	reverified := newNode(nil, startup)
+	reverified.Annotations = map[string]string{"node-ready/verified-at": "2026-01-02T03:04:05Z"}
+	for name, tc := range map[string]struct {
+		node *corev1.Node
+		want error
+	}{
+		"the startup taint removed by hand": {untainted, ErrNotHeld},
+		"released by nodeready before":      {reverified, ErrVerifiedBefore},
+	} {
+		t.Run(name, func(t *testing.T) {
+			claim := nodeClaim("default-x", nodeName)
+			p, client := newPatcher(t, ownedBy(tc.node, claim))
+			dyn := newDynamic(claim)
+			what, err := p.Replace(t.Context(), dyn)
+			require.ErrorIs(t, err, tc.want)
+			assert.Empty(t, what)
+			assert.Equal(t, []string{"get"}, verbs(client), "no write to the Node")
+			assert.Empty(t, dynVerbs(dyn), "no write to its NodeClaim")
+			assert.NotNil(t, getNode(t, client))
+		})
+	}
+}

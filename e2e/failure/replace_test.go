@@ -148,6 +148,35 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		assert.Equal(t, healthyClaim.GetResourceVersion(), got.GetResourceVersion())
 	})
 
+	// An operator releases a failing node by hand (removes the startup taint) before the
+	// failure action: workloads may land there now, so the agent, which reads the node right
+	// before it deletes anything, replaces nothing, and says why.
+	t.Run("a node whose startup taint was removed by hand is not replaced", func(t *testing.T) {
+		f := harness.NewFleetForTest(t, c, "untainted")
+		node := f.Name() + "-0"
+		claim := createNodeClaim(t, claims, "default-untainted", node)
+		require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{BrokenDNS: true, Labels: karpenterLabels, Env: replaceEnv("4")}))
+		registerNode(t, c, node, claim)
+		agent, err := f.WaitAgentRunning(ctx, node)
+		require.NoError(t, err)
+		require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 1), "the agent has seen the node held")
+		_, err = c.Kubectl(ctx, "taint", "node", node, harness.StartupTaint.Key+":"+string(harness.StartupTaint.Effect)+"-")
+		require.NoError(t, err)
+
+		ev := harness.RequireNodeEvent(t, c, node, "ReplaceFailed")
+		assert.Contains(t, ev.Note, "Not replacing node: node "+node+" has no taint")
+		assert.Contains(t, ev.Note, "no longer carries the startup taint")
+		require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 7), "rounds after the failure")
+		got, err := claims.Get(ctx, claim.GetName(), metav1.GetOptions{})
+		require.NoError(t, err, "NodeClaim %s of node %s", claim.GetName(), node)
+		assert.Nil(t, got.GetDeletionTimestamp())
+		n := harness.RequireNode(t, c, node)
+		assert.Nil(t, n.DeletionTimestamp)
+		harness.RequireNoNodeEvent(t, c, node, "ReplacingNode")
+		cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
+		assert.Contains(t, cond.Message, "dns "+harness.DNSName)
+	})
+
 	t.Run("a SIGTERM before the failure replaces nothing", func(t *testing.T) {
 		f := harness.NewFleetForTest(t, c, "sigterm")
 		node := f.Name() + "-0"
