@@ -64,11 +64,16 @@ type Agent struct {
 	// began (start-up ends), when the last round's checks ended, and when
 	// the release was confirmed (before the settle window).
 	firstRound, checked, released time.Time
-	// failed: the failure was recorded; replaced: the failure action ran.
-	failed, replaced bool
+	// failed: the failure was recorded; replaced: the failure action ran;
+	// deleting: it deleted the node's NodeClaim or Node, which the condition says
+	// from then on.
+	failed, replaced, deleting bool
 	// pending is a condition whose write failed; it is written again until
 	// it lands or the process ends (flushCondition).
 	pending *pendingCondition
+	// shown is the last condition written, so a round like the one before
+	// writes nothing.
+	shown nodepatch.Condition
 	// unconfirmed is the last release when its write got no answer and was
 	// not seen to land: it may still have, and is looked for at the SIGTERM.
 	unconfirmed *releaseAttempt
@@ -242,6 +247,11 @@ func (a *Agent) verify(ctx context.Context) bool {
 		}
 		if len(problems) > 0 && !a.failed && (round >= a.cfg.MaxRetries || time.Since(a.started) >= a.cfg.InitialTimeout) {
 			a.recordFailure(ctx, log, round, failing, misconfigured)
+		} else if len(problems) > 0 && a.failed && !a.deleting && !a.replacing(failing, misconfigured) {
+			// The condition follows the latest round: checks that healed, others that
+			// fail now, a release refused once the checks pass. Written only when it
+			// changed. A replacement in progress says Replacing itself (act).
+			a.setCondition(ctx, log, problemCondition(failing, misconfigured))
 		}
 		if len(failing) > 0 && len(misconfigured) == 0 && a.failed && a.act(ctx, log, failing) {
 			return true
@@ -351,6 +361,9 @@ func (a *Agent) runChecks(ctx context.Context) (results []checks.Result, aborted
 // condition is what `kubectl describe node` and kube-state-metrics show, so a
 // short API outage must not leave it telling an old story.
 func (a *Agent) setCondition(ctx context.Context, log zerolog.Logger, c nodepatch.Condition) {
+	if a.pending == nil && a.shown == c {
+		return
+	}
 	a.pending = &pendingCondition{Condition: c}
 	a.flushCondition(ctx, log)
 }
@@ -374,6 +387,7 @@ func (a *Agent) flushCondition(ctx context.Context, log zerolog.Logger) bool {
 		return false
 	}
 	a.pending = nil
+	a.shown = c.Condition
 	ev := log.Debug()
 	if c.failures > 0 {
 		ev = log.Info().Int("attempts", c.failures+1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,11 +31,17 @@ func (a *Agent) recordFailure(ctx context.Context, log zerolog.Logger, round int
 	a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "VerificationFailed", "Verify",
 		"%d of the checks still failing after %d rounds and %s; node stays as it is; failure action: %s",
 		len(problems), round, time.Since(a.started).Round(time.Second), action)
+	a.setCondition(ctx, log, problemCondition(failing, misconfigured))
+}
+
+// problemCondition is the condition of a round with problems: ChecksFailed while a check
+// fails, Misconfigured when only the installation stands in the way.
+func problemCondition(failing, misconfigured []string) nodepatch.Condition {
 	reason := nodepatch.ReasonChecksFailed
 	if len(failing) == 0 {
 		reason = nodepatch.ReasonMisconfigured
 	}
-	a.setCondition(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: reason, Message: summary(problems)})
+	return nodepatch.Condition{Status: corev1.ConditionFalse, Reason: reason, Message: summary(slices.Concat(failing, misconfigured))}
 }
 
 // failureAction names the failure action that applies, or why none does:
@@ -56,6 +63,11 @@ func (a *Agent) failureAction(misconfigured []string) string {
 	default:
 		return a.cfg.FailureAction
 	}
+}
+
+// replacing reports whether act will try to replace the node this round.
+func (a *Agent) replacing(failing, misconfigured []string) bool {
+	return a.cfg.FailureAction == ReplaceNode && a.held && !a.replaced && len(failing) > 0 && len(misconfigured) == 0
 }
 
 // act carries out FAILURE_ACTION after a recorded failure of the checks. It
@@ -87,7 +99,7 @@ func (a *Agent) act(ctx context.Context, log zerolog.Logger, problems []string) 
 			a.replaceFailed(ctx, log, err, problems)
 			return false
 		}
-		a.replaced = true
+		a.replaced, a.deleting = true, true
 		log.Warn().Str("deleted", what).Msg("Replacing node")
 		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReplacingNode", "Replace", "Deleted %s because checks failed: %s", what, summary(problems))
 	}

@@ -230,3 +230,49 @@ func TestReplaceRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestConditionFollowsLatestRound: after the failure is recorded, the condition tells the
+// latest round, not the first: a check that healed is no longer named, one that fails now
+// is, and once the checks pass but the release is refused it says Misconfigured with the
+// refusal. A round like the one before writes nothing.
+func TestConditionFollowsLatestRound(t *testing.T) {
+	node := &fakeNode{}
+	dns, tcp := &fakeCheck{name: "dns"}, &fakeCheck{name: "tcp"}
+	dns.fail.Store(true)
+	a := testAgent(t, node, dns, tcp)
+	a.cfg.MaxRetries = 1
+	_, _ = runAgent(t, a)
+
+	last := func() nodepatch.Condition {
+		node.mu.Lock()
+		defer node.mu.Unlock()
+		if len(node.conditions) == 0 {
+			return nodepatch.Condition{}
+		}
+		return node.conditions[len(node.conditions)-1]
+	}
+	waitFor(t, "the failure of dns", func() bool { return strings.Contains(last().Message, "dns target-dns") })
+	assert.Equal(t, nodepatch.ReasonChecksFailed, last().Reason)
+	runs := dns.runs.Load()
+	waitFor(t, "more rounds", func() bool { return dns.runs.Load() >= runs+2 })
+	assert.Len(t, node.reasons(), 1, "rounds like the last write nothing")
+
+	// dns heals, tcp breaks.
+	tcp.fail.Store(true)
+	dns.fail.Store(false)
+	waitFor(t, "the condition names tcp only", func() bool {
+		c := last()
+		return strings.Contains(c.Message, "tcp target-tcp") && !strings.Contains(c.Message, "dns")
+	})
+	assert.Equal(t, nodepatch.ReasonChecksFailed, last().Reason)
+
+	// Every check passes; the release is refused.
+	node.set(fmt.Errorf("patch node node-a: %w", nodepatch.ErrForbidden))
+	tcp.fail.Store(false)
+	waitFor(t, "the condition says the release is refused", func() bool { return last().Reason == nodepatch.ReasonMisconfigured })
+	assert.Contains(t, last().Message, "release: ")
+	assert.NotContains(t, last().Message, "tcp")
+	node.set(nil)
+	waitFor(t, "released", a.verified.Load)
+	assert.Equal(t, nodepatch.ReasonVerified, last().Reason)
+}
