@@ -247,11 +247,11 @@ func (a *Agent) verify(ctx context.Context) bool {
 		}
 		if len(problems) > 0 && !a.failed && (round >= a.cfg.MaxRetries || time.Since(a.started) >= a.cfg.InitialTimeout) {
 			a.recordFailure(ctx, log, round, failing, misconfigured)
-		} else if len(problems) > 0 && a.failed && !a.deleting && !a.replacing(failing, misconfigured) {
+		} else if len(problems) > 0 && a.failed && !a.deleting {
 			// The condition follows the latest round: checks that healed, others that
 			// fail now, a release refused once the checks pass. Written only when it
-			// changed. A replacement in progress says Replacing itself (act).
-			a.setCondition(ctx, log, problemCondition(failing, misconfigured))
+			// changed. Once the node's NodeClaim or Node is deleted it says Replacing.
+			a.setCondition(ctx, log, a.problemCondition(failing, misconfigured))
 		}
 		if len(failing) > 0 && len(misconfigured) == 0 && a.failed && a.act(ctx, log, failing) {
 			return true

@@ -31,17 +31,22 @@ func (a *Agent) recordFailure(ctx context.Context, log zerolog.Logger, round int
 	a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "VerificationFailed", "Verify",
 		"%d of the checks still failing after %d rounds and %s; node stays as it is; failure action: %s",
 		len(problems), round, time.Since(a.started).Round(time.Second), action)
-	a.setCondition(ctx, log, problemCondition(failing, misconfigured))
+	a.setCondition(ctx, log, a.problemCondition(failing, misconfigured))
 }
 
 // problemCondition is the condition of a round with problems: ChecksFailed while a check
-// fails, Misconfigured when only the installation stands in the way.
-func problemCondition(failing, misconfigured []string) nodepatch.Condition {
+// fails, Misconfigured when only the installation stands in the way; with the reason the
+// node was not replaced, when replace-node could not.
+func (a *Agent) problemCondition(failing, misconfigured []string) nodepatch.Condition {
 	reason := nodepatch.ReasonChecksFailed
 	if len(failing) == 0 {
 		reason = nodepatch.ReasonMisconfigured
 	}
-	return nodepatch.Condition{Status: corev1.ConditionFalse, Reason: reason, Message: summary(slices.Concat(failing, misconfigured))}
+	msg := summary(slices.Concat(failing, misconfigured))
+	if a.replaceErr != "" && len(failing) > 0 {
+		msg += "; not replaced: " + a.replaceErr
+	}
+	return nodepatch.Condition{Status: corev1.ConditionFalse, Reason: reason, Message: msg}
 }
 
 // failureAction names the failure action that applies, or why none does:
@@ -63,11 +68,6 @@ func (a *Agent) failureAction(misconfigured []string) string {
 	default:
 		return a.cfg.FailureAction
 	}
-}
-
-// replacing reports whether act will try to replace the node this round.
-func (a *Agent) replacing(failing, misconfigured []string) bool {
-	return a.cfg.FailureAction == ReplaceNode && a.held && !a.replaced && len(failing) > 0 && len(misconfigured) == 0
 }
 
 // act carries out FAILURE_ACTION after a recorded failure of the checks. It
@@ -93,53 +93,53 @@ func (a *Agent) act(ctx context.Context, log zerolog.Logger, problems []string) 
 		if a.replaced {
 			return false
 		}
-		a.setCondition(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonReplacing, Message: summary(problems)})
 		what, err := a.node.Replace(ctx, a.dynamic)
 		if err != nil {
 			a.replaceFailed(ctx, log, err, problems)
 			return false
 		}
 		a.replaced, a.deleting = true, true
+		a.setCondition(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonReplacing, Message: summary(problems)})
 		log.Warn().Str("deleted", what).Msg("Replacing node")
-		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReplacingNode", "Replace", "Deleted %s because checks failed: %s", what, summary(problems))
+		note := fmt.Sprintf("Deleted %s because checks failed: %s", what, summary(problems))
+		if strings.HasPrefix(what, "Node ") {
+			note += "; " + withoutNodeClaim
+		}
+		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReplacingNode", "Replace", "%s", note)
 	}
 	return false
 }
 
-// replaceFailed reports a replacement that did not happen: a control-plane
-// node is never replaced (for good), and a refused deletion is a
-// misconfiguration, tried again each round but reported only when its error
-// changes.
+// withoutNodeClaim says what deleting a Node object does where no Karpenter NodeClaim owns
+// it: the kubelet registers its node only when it starts, so the machine runs on outside the
+// cluster until something on the infrastructure's side replaces it.
+const withoutNodeClaim = "no Karpenter NodeClaim owns it, so nothing replaces the machine here: its kubelet registers the node again only when it restarts; replace the machine from its node pool"
+
+// replaceFailed reports a replacement that did not happen, in the condition and
+// once per distinct error in a ReplaceFailed Event. A control-plane node, a node
+// whose startup taint is gone and a node nodeready verified before are never
+// replaced (for good); any other error (a refused deletion, the NodeClaim resource
+// not served) is tried again each round.
 func (a *Agent) replaceFailed(ctx context.Context, log zerolog.Logger, err error, problems []string) {
-	switch {
-	case errors.Is(err, nodepatch.ErrControlPlane):
-		a.replaced = true // nothing to try again
-		log.Error().Err(err).Msg("Not replacing node: control-plane nodes are never replaced, it stays tainted")
-		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReplaceFailed", "Replace",
-			"Not replacing a control-plane node; it stays tainted while checks fail: %s", summary(problems))
-		a.setCondition(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonChecksFailed, Message: summary(problems)})
-		return
-	case errors.Is(err, nodepatch.ErrNotHeld), errors.Is(err, nodepatch.ErrVerifiedBefore):
-		// As the node is now, not as it was at the first failing round: never again.
-		a.replaced = true
-		if errors.Is(err, nodepatch.ErrNotHeld) {
-			a.held = false
-		}
-		log.Warn().Err(err).Msg("Not replacing node")
-		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReplaceFailed", "Replace",
-			"Not replacing node: %v; checks still fail: %s", err, summary(problems))
-		a.setCondition(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonChecksFailed, Message: summary(problems)})
-		return
-	}
+	final := errors.Is(err, nodepatch.ErrControlPlane) || errors.Is(err, nodepatch.ErrNotHeld) || errors.Is(err, nodepatch.ErrVerifiedBefore)
 	ev := log.Warn()
-	if errors.Is(err, nodepatch.ErrForbidden) {
+	if errors.Is(err, nodepatch.ErrForbidden) || errors.Is(err, nodepatch.ErrControlPlane) {
 		ev = log.Error()
 	}
-	ev.Err(err).Msg("Could not replace node, will try again")
+	if final {
+		a.replaced = true // nothing to try again
+		ev.Err(err).Msg("Not replacing node, it stays tainted while checks fail")
+	} else {
+		ev.Err(err).Msg("Could not replace node, will try again")
+	}
+	if errors.Is(err, nodepatch.ErrNotHeld) {
+		a.held = false
+	}
 	if msg := err.Error(); msg != a.replaceErr {
 		a.replaceErr = msg
-		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReplaceFailed", "Replace", "%s", msg)
+		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReplaceFailed", "Replace", "Not replacing node: %s; checks still fail: %s", msg, summary(problems))
 	}
+	a.setCondition(ctx, log, a.problemCondition(problems, nil))
 }
 
 // retaint puts the startup taint back on a node whose label was removed

@@ -201,16 +201,16 @@ func TestReplaceRefusals(t *testing.T) {
 	}{
 		{"control-plane node", fmt.Errorf("node node-a: %w", nodepatch.ErrControlPlane),
 			func(n int) bool { return n == 1 },
-			[]string{nodepatch.ReasonChecksFailed, nodepatch.ReasonReplacing, nodepatch.ReasonChecksFailed}},
+			[]string{nodepatch.ReasonChecksFailed}},
 		{"startup taint removed by hand", fmt.Errorf("node node-a has no taint: %w", nodepatch.ErrNotHeld),
 			func(n int) bool { return n == 1 },
-			[]string{nodepatch.ReasonChecksFailed, nodepatch.ReasonReplacing, nodepatch.ReasonChecksFailed}},
+			[]string{nodepatch.ReasonChecksFailed}},
 		{"verified before", fmt.Errorf("node node-a was released by nodeready: %w", nodepatch.ErrVerifiedBefore),
 			func(n int) bool { return n == 1 },
-			[]string{nodepatch.ReasonChecksFailed, nodepatch.ReasonReplacing, nodepatch.ReasonChecksFailed}},
+			[]string{nodepatch.ReasonChecksFailed}},
 		{"deletion forbidden", fmt.Errorf("delete node node-a: %w", nodepatch.ErrForbidden),
 			func(n int) bool { return n >= 3 },
-			[]string{nodepatch.ReasonChecksFailed, nodepatch.ReasonReplacing}},
+			[]string{nodepatch.ReasonChecksFailed}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -225,7 +225,11 @@ func TestReplaceRefusals(t *testing.T) {
 			waitFor(t, "rounds go on", func() bool { return broken.runs.Load() >= 6 })
 			assert.True(t, tt.attempts(node.replaced()), "%d attempts", node.replaced())
 			// The fake records every write; the real one skips a condition already shown.
-			assert.Equal(t, tt.condition, slices.Compact(node.reasons()))
+			assert.Equal(t, tt.condition, slices.Compact(node.reasons()), "never Replacing: nothing was deleted")
+			node.mu.Lock()
+			last := node.conditions[len(node.conditions)-1]
+			node.mu.Unlock()
+			assert.Contains(t, last.Message, "not replaced: "+tt.err.Error())
 			assert.Len(t, eventsWith(a.events.(*events.FakeRecorder), "Warning ReplaceFailed"), 1)
 		})
 	}

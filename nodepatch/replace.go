@@ -2,6 +2,7 @@ package nodepatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,8 +49,9 @@ func (p *Patcher) Replace(ctx context.Context, dyn dynamic.Interface) (string, e
 		uid := owner.UID
 		err := dyn.Resource(NodeClaims).Delete(ctx, owner.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		// NotFound, or Conflict on the UID: the node's NodeClaim is gone
-		// already, and with it the node.
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		// already, and with it the node. A NotFound for the resource type itself
+		// (no NodeClaim CRD: Karpenter uninstalled) deleted nothing.
+		if err != nil && (!apierrors.IsNotFound(err) || resourceNotServed(err)) && !apierrors.IsConflict(err) {
 			return "", p.classify("delete NodeClaim of", err)
 		}
 		return "NodeClaim " + owner.Name, nil
@@ -59,6 +61,17 @@ func (p *Patcher) Replace(ctx context.Context, dyn dynamic.Interface) (string, e
 		return "", p.classify("delete", err)
 	}
 	return "Node " + p.node, nil
+}
+
+// resourceNotServed tells a 404 for the resource type (the API server serves no such
+// resource: its Status names no object) from a 404 for the object.
+func resourceNotServed(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d == nil || d.Name == ""
 }
 
 // nodeClaimOwner returns the Node's ownerReference to a Karpenter NodeClaim,

@@ -154,3 +154,29 @@ func TestReplaceOnlyWhileHeld(t *testing.T) {
 		})
 	}
 }
+
+// TestReplaceWithoutTheNodeClaimResource: the Node names a NodeClaim, but the API server
+// serves no NodeClaim resource (Karpenter uninstalled): the 404 is for the type, not the
+// object, so nothing was deleted and the replacement failed; the Node is not deleted either.
+func TestReplaceWithoutTheNodeClaimResource(t *testing.T) {
+	claim := nodeClaim("default-x", nodeName)
+	p, client := newPatcher(t, ownedBy(newNode(nil, startup), claim))
+	dyn := newDynamic()
+	dyn.PrependReactor("delete", "nodeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+		// As kube-apiserver answers for a resource it does not serve.
+		return true, nil, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 404,
+			Reason: metav1.StatusReasonNotFound, Message: "the server could not find the requested resource", Details: &metav1.StatusDetails{}}}
+	})
+	what, err := p.Replace(t.Context(), dyn)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the server could not find the requested resource")
+	assert.Empty(t, what)
+	assert.Equal(t, []string{"get"}, verbs(client), "the Node is not deleted instead")
+
+	// A NodeClaim that is gone (404 naming it) is gone: nothing left to do.
+	gone := newDynamic()
+	p, _ = newPatcher(t, ownedBy(newNode(nil, startup), claim))
+	what, err = p.Replace(t.Context(), gone)
+	require.NoError(t, err)
+	assert.Equal(t, "NodeClaim default-x", what)
+}
