@@ -148,6 +148,35 @@ func TestApplyExampleOverlay(t *testing.T) {
 	assert.Contains(t, out, "nodeready: write to node "+node+" refused: the agent on node another-node may change only its own node")
 }
 
+// TestApplyPrefixedOverlay: an overlay that renames everything (namePrefix prod-) and moves
+// nodeready to another namespace, applied with `kubectl apply -k` on the real control plane.
+// The ServiceAccount is now nodeready/prod-nodeready, and its ClusterRoleBinding grants it
+// patch on every node; the own-node policy must still refuse it a write to another node.
+func TestApplyPrefixedOverlay(t *testing.T) {
+	repo := harness.RepoRootForTest(t)
+	cp := controlplane.StartForTest(t)
+	out := kubectl(t, cp, "apply", "-k", prefixedOverlay(t, repo))
+	t.Logf("kubectl apply -k of the prefixed overlay:\n%s", out)
+	_, err := cp.Client().CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "prefixed-0"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	// As the renamed agent's pod-bound token on another node would: RBAC lets it through,
+	// the policy (loaded in the background) refuses it.
+	sa := "system:serviceaccount:" + newNamespace + ":prod-nodeready"
+	var last string
+	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
+		out, err := kubectlErr(t, cp, "--as", sa, "--as-group", "system:serviceaccounts", "--as-group", "system:authenticated",
+			"--as-user-extra", "authentication.kubernetes.io/node-name=another-node", "label", "node", "prefixed-0", "--dry-run=server", "example.com/x=y")
+		last = out
+		return err != nil && strings.Contains(out, "nodeready: write to node prefixed-0 refused: the agent on node another-node may change only its own node"), nil
+	})
+	require.NoError(t, err, "the own-node policy never refused the renamed ServiceAccount; last answer %s", last)
+	// Not RBAC: the same identity may write its own node's condition-free fields it owns.
+	out, err = kubectlErr(t, cp, "--as", sa, "--as-group", "system:serviceaccounts", "--as-group", "system:authenticated",
+		"--as-user-extra", "authentication.kubernetes.io/node-name=prefixed-0", "label", "node", "prefixed-0", "--dry-run=server", "node-ready/verified=true")
+	require.NoError(t, err, "the agent's own label on its own node: %s", out)
+}
+
 func kubectl(t *testing.T, cp *controlplane.ControlPlane, args ...string) string {
 	t.Helper()
 	out, err := kubectlErr(t, cp, args...)

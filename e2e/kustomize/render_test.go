@@ -112,6 +112,19 @@ func TestOverlays(t *testing.T) {
 		assert.Equal(t, "'"+shippedTaint+"'", variable(t, mp, "startupTaintKey"))
 	})
 
+	t.Run("a namePrefix and another namespace: the policies still guard the agent's ServiceAccount", func(t *testing.T) {
+		objs := render(t, prefixedOverlay(t, repo))
+		sa := find(t, objs, "ServiceAccount", "prod-nodeready")
+		assert.Equal(t, newNamespace, sa.GetNamespace())
+		for _, name := range []string{"prod-nodeready-own-node", "prod-nodeready-own-nodeclaim"} {
+			b := find(t, objs, "ValidatingAdmissionPolicyBinding", name)
+			sel, _, _ := unstructured.NestedStringMap(b.Object, "spec", "paramRef", "selector", "matchLabels")
+			assert.Subset(t, sa.GetLabels(), sel, "%s selects the ServiceAccount by its labels", name)
+			ns, _, _ := unstructured.NestedString(b.Object, "spec", "paramRef", "namespace")
+			assert.Equal(t, sa.GetNamespace(), ns, "%s looks in the ServiceAccount's namespace", name)
+		}
+	})
+
 	// Every overlay is tested above, so a new one needs a case here.
 	entries, err := os.ReadDir(overlays)
 	require.NoError(t, err)
@@ -147,11 +160,10 @@ func assertNamespace(t *testing.T, objs, base []*unstructured.Unstructured) {
 				assert.Equal(t, newNamespace, s.(map[string]any)["namespace"], "subject of %s %s", o.GetKind(), o.GetName())
 			}
 		}
-		if o.GetKind() == "ValidatingAdmissionPolicy" {
-			conds, _, _ := unstructured.NestedSlice(o.Object, "spec", "matchConditions")
-			require.Len(t, conds, 1)
-			assert.Equal(t, "request.userInfo.username == 'system:serviceaccount:"+newNamespace+":nodeready'",
-				conds[0].(map[string]any)["expression"], "policy %s", o.GetName())
+		if o.GetKind() == "ValidatingAdmissionPolicyBinding" {
+			// The own-node policies' parameter is the agent's ServiceAccount, found where it moved.
+			ns, _, _ := unstructured.NestedString(o.Object, "spec", "paramRef", "namespace")
+			assert.Equal(t, newNamespace, ns, "paramRef of %s", o.GetName())
 		}
 	}
 	// Same objects, names and kinds as the base, wherever they live.
@@ -327,4 +339,29 @@ func assertNowhere(t *testing.T, objs []*unstructured.Unstructured, s string) {
 		require.NoError(t, err)
 		assert.False(t, strings.Contains(string(data), s), "%s %s still names %s", o.GetKind(), o.GetName(), s)
 	}
+}
+
+// prefixedOverlay writes an overlay of the repository's manifests/ with namePrefix prod-, the
+// replace-node component and the namespace component (namespace nodeready), as a user's own
+// overlay might, and returns its directory.
+func prefixedOverlay(t *testing.T, repo string) string {
+	t.Helper()
+	dir := t.TempDir()
+	rel := func(p string) string {
+		r, err := filepath.Rel(dir, filepath.Join(repo, p))
+		require.NoError(t, err)
+		return r
+	}
+	files := map[string]string{
+		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamePrefix: prod-\n" +
+			"resources:\n  - " + rel("manifests") + "\n  - settings.yaml\n  - namespace.yaml\n" +
+			"components:\n  - " + rel("manifests/replace-node") + "\n  - " + rel("kustomize/components/namespace") + "\n",
+		"settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nodeready-kustomize\n  annotations:\n" +
+			"    config.kubernetes.io/local-config: \"true\"\ndata:\n  namespace: " + newNamespace + "\n",
+		"namespace.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + newNamespace + "\n  labels:\n    app.kubernetes.io/name: nodeready\n",
+	}
+	for name, data := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644))
+	}
+	return dir
 }
