@@ -347,11 +347,18 @@ func TestNamespaceFollowsRelease(t *testing.T) {
 		assert.Contains(t, objects, key)
 	}
 
-	user := "request.userInfo.username == 'system:serviceaccount:" + ns + ":nodeready'"
-	for _, name := range []string{"nodeready-own-node", "nodeready-own-nodeclaim"} {
+	// The policies' parameter is the agent's ServiceAccount, found in the release's namespace
+	// by the label the ServiceAccount carries.
+	sa := decode[corev1.ServiceAccount](t, objects, "v1 ServiceAccount "+ns+"/nodeready")
+	for _, name := range []string{"nodeready-own-node", "nodeready-own-nodeclaim", "nodeready-own-events"} {
 		vap := decode[admissionv1.ValidatingAdmissionPolicy](t, objects, "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy /"+name)
-		require.Len(t, vap.Spec.MatchConditions, 1, name)
-		assert.Equal(t, user, vap.Spec.MatchConditions[0].Expression, name)
+		require.NotNil(t, vap.Spec.ParamKind, name)
+		assert.Equal(t, "ServiceAccount", vap.Spec.ParamKind.Kind, name)
+		b := decode[admissionv1.ValidatingAdmissionPolicyBinding](t, objects, "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding /"+name)
+		require.NotNil(t, b.Spec.ParamRef, name)
+		assert.Equal(t, ns, b.Spec.ParamRef.Namespace, name)
+		require.NotNil(t, b.Spec.ParamRef.Selector, name)
+		assert.Subset(t, sa.Labels, b.Spec.ParamRef.Selector.MatchLabels, name)
 	}
 }
 
