@@ -153,6 +153,14 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 		{"mark a volume in use on node A", nodeA, `{"status":{"volumesInUse":["kubernetes.io/csi/evil^vol-1"]}}`, true},
 		{"add a runtime handler to node A", nodeA, `{"status":{"runtimeHandlers":[{"name":"evil","features":{"recursiveReadOnlyMounts":true}}]}}`, true},
 		{"change node A's addresses", nodeA, `{"status":{"addresses":[{"type":"InternalIP","address":"192.0.2.66"}]}}`, true},
+		// Bounded: the agent's own condition and annotations, on its own node.
+		{"add a second condition of the agent's type to node A", nodeA,
+			`{"status":{"conditions":[{"type":"node-ready/Verified","status":"True","reason":"Verified"},` +
+				`{"type":"node-ready/Verified","status":"False","reason":"Twice"}]}}`, true},
+		{"write a huge message in node A's condition", nodeA,
+			`{"status":{"conditions":[{"type":"node-ready/Verified","status":"True","reason":"Verified","message":"` + strings.Repeat("x", 5000) + `"}]}}`, true},
+		{"write a huge completion annotation on node A", nodeA,
+			`{"metadata":{"annotations":{"node-ready/verified-at":"` + strings.Repeat("x", 4096) + `"}}}`, false},
 		{"write the condition of node B", nodeB, `{"status":{"conditions":[{"type":"node-ready/Verified","status":"True","reason":"Verified"}]}}`, true},
 	}
 	const repeats = 3
