@@ -327,7 +327,7 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 	}
 	if err := a.release(ctx, log, nodepatch.Condition{Status: corev1.ConditionTrue, Reason: nodepatch.ReasonVerified, Message: msg},
 		corev1.EventTypeNormal, "Verified"); err != nil {
-		if errors.Is(err, nodepatch.ErrNotRegistered) || errors.Is(err, nodepatch.ErrUnknownOutcome) {
+		if errors.Is(err, nodepatch.ErrNotRegistered) || errors.Is(err, nodepatch.ErrUnknownOutcome) || momentary(err) {
 			return false, nil, nil // waiting, for Karpenter or the API server: no problem of the node or the installation
 		}
 		return false, nil, []string{"release: " + err.Error()}

@@ -280,3 +280,53 @@ func TestConditionFollowsLatestRound(t *testing.T) {
 	waitFor(t, "released", a.verified.Load)
 	assert.Equal(t, nodepatch.ReasonVerified, last().Reason)
 }
+
+// TestReleaseFailingOnAWebhook: a webhook on Node UPDATE that is down makes the API server
+// answer every release 500 "failed calling webhook"; the node read afterwards shows the write
+// did not land. That is a definite failure with the server's message, on the node and in an
+// Event, not an unknown outcome waited for in silence; once the webhook is back, the node is
+// released.
+func TestReleaseFailingOnAWebhook(t *testing.T) {
+	webhook := apierrors.NewInternalError(errors.New(`failed calling webhook "nodes.example.com": failed to call webhook: connection refused`))
+	node := &fakeNode{err: fmt.Errorf("patch node node-a: %w: %w", nodepatch.ErrUnknownOutcome, webhook)}
+	a := testAgent(t, node, &fakeCheck{name: "dns"})
+	a.cfg.MaxRetries = 2
+	_, _ = runAgent(t, a)
+
+	waitFor(t, "the failure recorded", func() bool { return slices.Contains(node.reasons(), nodepatch.ReasonMisconfigured) })
+	node.mu.Lock()
+	cond := node.conditions[len(node.conditions)-1]
+	node.mu.Unlock()
+	assert.Contains(t, cond.Message, "failed calling webhook")
+	failed := eventsWith(a.events.(*events.FakeRecorder), "Warning ReleaseFailed")
+	require.Len(t, failed, 1, "once per distinct error")
+	assert.Contains(t, failed[0], "failed calling webhook")
+
+	node.set(nil)
+	waitFor(t, "released", a.verified.Load)
+	assert.Equal(t, nodepatch.ReasonVerified, node.reasons()[len(node.reasons())-1])
+}
+
+// TestMomentaryAPIErrorsAreNotMisconfigurations: a 429 after client-go's retries or a 503
+// while the API server is away says nothing about the installation: rounds go on, no
+// Misconfigured condition, no ReleaseFailed Event; the node is released when it answers.
+func TestMomentaryAPIErrorsAreNotMisconfigurations(t *testing.T) {
+	for name, err := range map[string]error{
+		"429": apierrors.NewTooManyRequests("the server has received too many requests", 1),
+		"503": apierrors.NewServiceUnavailable("the server is currently unable to handle the request"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			node := &fakeNode{err: fmt.Errorf("get node node-a: %w", err)}
+			a := testAgent(t, node, &fakeCheck{name: "dns"})
+			a.cfg.MaxRetries = 1
+			_, _ = runAgent(t, a)
+
+			waitFor(t, "rounds past MAX_RETRIES", func() bool { return node.count() >= 3 })
+			assert.Empty(t, node.reasons(), "no condition: nothing failed")
+			assert.Empty(t, eventsWith(a.events.(*events.FakeRecorder), "Warning ReleaseFailed"))
+			assert.Zero(t, testutil.ToFloat64(a.metrics.failures))
+			node.set(nil)
+			waitFor(t, "released", a.verified.Load)
+		})
+	}
+}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/nodeready/nodeready/nodepatch"
 )
@@ -36,8 +38,8 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.
 		outcome, err = a.confirm(ctx, log, err, r.annotations)
 	}
 	if err != nil {
-		if errors.Is(err, nodepatch.ErrUnknownOutcome) {
-			a.unconfirmed = &r
+		if errors.Is(err, nodepatch.ErrUnknownOutcome) || errors.Is(err, errDidNotLand) {
+			a.unconfirmed = &r // looked for once more at the SIGTERM
 		}
 		a.releaseFailed(log, err)
 		return err
@@ -66,6 +68,12 @@ func (a *Agent) confirm(ctx context.Context, log zerolog.Logger, err error, anno
 	switch {
 	case cerr != nil:
 		return "", fmt.Errorf("%w; could not tell whether it landed: %w", err, cerr)
+	case !landed && answered500(err):
+		// The API server answered with an error and the node shows the write did not
+		// land: a definite failure with the server's message (a webhook that is down
+		// answers 500 "failed calling webhook" every time), no longer an unknown
+		// outcome to wait for.
+		return "", fmt.Errorf("%s; the node as read afterwards is not released: %w", err.Error(), errDidNotLand)
 	case !landed:
 		return "", fmt.Errorf("%w; the node as read is not released", err)
 	}
@@ -153,8 +161,9 @@ func (a *Agent) releaseFailed(log zerolog.Logger, err error) {
 	case errors.Is(err, nodepatch.ErrNotRegistered):
 		log.Info().Err(err).Msg("Could not release node")
 		return
-	case errors.Is(err, nodepatch.ErrUnknownOutcome):
-		// The API server did not answer: neither the installation nor the node is at fault.
+	case errors.Is(err, nodepatch.ErrUnknownOutcome), momentary(err):
+		// The API server did not answer, or is busy or away for a moment: neither the
+		// installation nor the node is at fault.
 		log.Warn().Err(err).Msg("Could not release node, will try again")
 		return
 	}
@@ -168,4 +177,36 @@ func (a *Agent) releaseFailed(log zerolog.Logger, err error) {
 		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReleaseFailed", "Release",
 			"Checks passed but the release failed (a misconfiguration, not a failed check; no failure action follows): %s", msg)
 	}
+}
+
+// errDidNotLand: a release write failed and the node, read afterwards, shows it did not land.
+var errDidNotLand = errors.New("the write did not land")
+
+// momentary reports an API error that says nothing about the installation: the API server
+// was too busy (429, after client-go's own retries), unavailable or timed out (503, 504),
+// or could not be reached. Only a refusal is a misconfiguration: 401, 403, an admission
+// denial, or a 400 or 422 that is not a lost lock (nodepatch retries those itself).
+func momentary(err error) bool {
+	for _, refusal := range []error{errDidNotLand, nodepatch.ErrForbidden, nodepatch.ErrNodeNotFound, nodepatch.ErrNotConfirmed} {
+		if errors.Is(err, refusal) {
+			return false
+		}
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true // no answer at all
+	}
+	switch status.Status().Code {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// answered500 reports whether the API server answered the write with 500 Internal Server
+// Error (an admission webhook that failed, among others), rather than not at all or with a
+// 503 or 504 of a server that is away for a moment.
+func answered500(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status) && status.Status().Code == http.StatusInternalServerError
 }

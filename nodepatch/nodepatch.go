@@ -57,9 +57,9 @@ var (
 	// connection, the context ended) or a server error, either of which can
 	// come after the API server stored it. Confirm finds out.
 	ErrUnknownOutcome = errors.New("no answer to the write, it may have landed")
-	// errNotConfirmed: the write went through but the node it stored is not
+	// ErrNotConfirmed: the write went through but the node it stored is not
 	// verified (an admission plugin put the taint back or dropped the label).
-	errNotConfirmed = errors.New("the node as written is not verified")
+	ErrNotConfirmed = errors.New("the node as written is not verified")
 )
 
 // Spec is what a verified node looks like.
@@ -140,7 +140,7 @@ func (p *Patcher) Release(ctx context.Context, annotations map[string]string) (O
 		outcome = Patched
 		p.last = node
 		if !p.Verified(node) {
-			return errNotConfirmed
+			return ErrNotConfirmed
 		}
 		p.confirmedRV = node.ResourceVersion
 		return nil
@@ -211,5 +211,5 @@ func (p *Patcher) retry(ctx context.Context, fn func() error) error {
 }
 
 func retriable(err error) bool {
-	return apierrors.IsConflict(err) || apierrors.IsInvalid(err) || errors.Is(err, errNotConfirmed)
+	return apierrors.IsConflict(err) || apierrors.IsInvalid(err) || errors.Is(err, ErrNotConfirmed)
 }

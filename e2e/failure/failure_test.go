@@ -25,6 +25,7 @@ func TestFailure(t *testing.T) {
 	t.Run("kubectl describe node shows the condition and the Events", func(t *testing.T) { testDescribe(t, c) })
 	t.Run("fail-open releases a failing node after FAIL_OPEN_AFTER", func(t *testing.T) { testFailOpen(t, c) })
 	t.Run("replace-node", func(t *testing.T) { testReplaceNode(t, c) })
+	t.Run("a release refused by a webhook that is down is reported on the node", func(t *testing.T) { testWebhookDown(t, c) })
 	t.Run("one CheckFailed Event per failing check", func(t *testing.T) { testCheckFailedPerCheck(t, c) })
 	t.Run("long notes are stored", func(t *testing.T) { testLongNotes(t, c) })
 	t.Run("REVERIFY_TAINT puts the startup taint back before checking again", func(t *testing.T) { testReverifyTaint(t, c) })
