@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodeready/nodeready/e2e/controlplane"
+	"github.com/nodeready/nodeready/e2e/harness"
 )
 
 // The DaemonSet controller creates pods within a second or two of a node's creation.
@@ -81,7 +82,7 @@ func TestServedNodes(t *testing.T) {
 		}
 		byNode = map[string]int{}
 		for _, p := range pods.Items {
-			byNode[podNode(&p)]++
+			byNode[harness.PodNode(&p)]++
 		}
 		for _, n := range served {
 			if byNode[n.name] == 0 {
@@ -97,22 +98,4 @@ func TestServedNodes(t *testing.T) {
 	for _, n := range served {
 		assert.Equal(t, 1, byNode[n.name], "agent pods on node %s", n.name)
 	}
-}
-
-// podNode is the node a DaemonSet pod is for: its nodeName once bound, else the node its
-// required affinity names (the DaemonSet controller sets matchFields metadata.name).
-func podNode(p *corev1.Pod) string {
-	if p.Spec.NodeName != "" {
-		return p.Spec.NodeName
-	}
-	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-			for _, f := range term.MatchFields {
-				if f.Key == "metadata.name" && len(f.Values) == 1 {
-					return f.Values[0]
-				}
-			}
-		}
-	}
-	return ""
 }

@@ -2,6 +2,7 @@ package existing
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -56,11 +57,16 @@ func testPackedNode(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, err)
 	var agent corev1.Pod
 	require.NoError(t, harness.Poll(t, func(ctx context.Context) (bool, error) {
-		pods, err := f.AgentPods(ctx, node)
-		if err != nil || len(pods) != 1 {
+		// Not bound yet: the DaemonSet controller names the node in the pod's affinity.
+		pods, err := client.CoreV1().Pods(harness.Namespace).List(ctx, metav1.ListOptions{LabelSelector: harness.AgentSelector})
+		if err != nil {
 			return false, nil
 		}
-		agent = pods[0]
+		i := slices.IndexFunc(pods.Items, func(p corev1.Pod) bool { return harness.PodNode(&p) == node })
+		if i < 0 {
+			return false, nil
+		}
+		agent = pods.Items[i]
 		for _, cond := range agent.Status.Conditions {
 			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
 				return true, nil

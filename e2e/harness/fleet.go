@@ -593,3 +593,22 @@ func taintsOf(n *corev1.Node) []string {
 	}
 	return s
 }
+
+// PodNode is the node a DaemonSet pod is for: its nodeName once bound, else the node its
+// required affinity names (the DaemonSet controller sets matchFields metadata.name), so also
+// while the pod waits to be scheduled.
+func PodNode(p *corev1.Pod) string {
+	if p.Spec.NodeName != "" {
+		return p.Spec.NodeName
+	}
+	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, f := range term.MatchFields {
+				if f.Key == "metadata.name" && len(f.Values) == 1 {
+					return f.Values[0]
+				}
+			}
+		}
+	}
+	return ""
+}
