@@ -252,6 +252,11 @@ func (a *Agent) verify(ctx context.Context) bool {
 			// fail now, a release refused once the checks pass. Written only when it
 			// changed. Once the node's NodeClaim or Node is deleted it says Replacing.
 			a.setCondition(ctx, log, a.problemCondition(failing, misconfigured))
+			// So do the Events: a check failing again is counted into the series of its
+			// Event, one failing anew, or with another error, gets an Event of its own.
+			for _, p := range failing {
+				a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "CheckFailed", "Verify", "%s", p)
+			}
 		}
 		if len(failing) > 0 && len(misconfigured) == 0 && a.failed && a.act(ctx, log, failing) {
 			return true

@@ -117,15 +117,19 @@ type sendKey struct{ reason, subject string }
 // sendState counts the Events of one key handed to client-go and those
 // written (or given up).
 type sendState struct {
-	emitted, settled int
+	// counted: emissions client-go only adds to a series' count in memory.
+	emitted, settled, counted int
 	last             time.Time // of the last emission
 	err              error     // of the last failed write
 }
 
 func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	note = nodepatch.Truncate(fmt.Sprintf(note, args...), noteLimit)
-	subject := subjectOf(note)
 	r.mu.Lock()
+	subject := note
+	if _, ok := r.recs[subject]; !ok && len(r.recs) >= maxSubjects {
+		subject = subjectOf(note)
+	}
 	rec, ok := r.recs[subject]
 	if !ok {
 		b := events.NewBroadcaster(&trackingSink{EventSink: r.sink, r: r, subject: subject})
@@ -140,6 +144,11 @@ func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 	s := r.state(sendKey{reason, subject})
 	s.emitted++
 	s.last = time.Now()
+	if s.emitted > 2 {
+		// client-go writes the first Event and the series its second makes; from the
+		// third on it only counts in memory, until its next series heartbeat.
+		s.counted++
+	}
 	r.mu.Unlock()
 	rec.Eventf(regarding, related, eventtype, reason, action, "%s", note)
 }
@@ -194,7 +203,7 @@ func (r *recorder) flush() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		for key, s := range r.pending {
-			if s.settled >= s.emitted {
+			if s.settled+s.counted >= s.emitted {
 				continue
 			}
 			deadline := start.Add(flushBudget)
@@ -233,6 +242,11 @@ func later(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// maxSubjects bounds the broadcasters, each with goroutines of its own: one per distinct
+// note, so that each distinct error is an Event of its own and the same note again is
+// counted into its series; past the bound, notes share a broadcaster by subjectOf.
+const maxSubjects = 32
 
 // subjectOf returns what a note is about: the text before its first ": ",
 // which for a failing check is the check and its target

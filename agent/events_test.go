@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,14 +125,45 @@ func TestCheckFailedPerCheck(t *testing.T) {
 	case <-allCreated:
 	case <-time.After(10 * time.Second): // fewer were stored; the assertions say which
 	}
+	recorder.Eventf(node, nil, corev1.EventTypeWarning, "CheckFailed", "Verify", "%s", "dns a.example: no such host")
 	recorder.Eventf(node, nil, corev1.EventTypeWarning, "CheckFailed", "Verify", "%s", "dns a.example: i/o timeout")
 	shutdown()
 	assert.ElementsMatch(t, []string{
 		"dns a.example: no such host",
 		"tcp 10.0.0.1:443: connection refused",
 		"http https://x:8443/healthz: status 503",
-	}, sent.notes("CheckFailed"))
+		"dns a.example: i/o timeout",
+	}, sent.notes("CheckFailed"), "another error of the same check is an Event of its own")
 	assert.Len(t, sent.patched, 1, "the repeated dns failure is counted into its series")
+}
+
+// TestDistinctErrorsAreEventsOfTheirOwn: notes that start alike (every ReleaseFailed note
+// does) are still distinct Events, and a third repeat, which client-go only counts in
+// memory, is not waited for at the shutdown nor logged as lost.
+func TestDistinctErrorsAreEventsOfTheirOwn(t *testing.T) {
+	client, sent := recordingClient()
+	var logs syncBuffer
+	recorder, shutdown := newRecorder(client, zerolog.New(&logs), mustSendBudget(2*time.Second))
+	node := nodeRef("node-a")
+	const prefix = "Checks passed but the release failed (a misconfiguration, not a failed check; no failure action follows): "
+	first, second := prefix+"patch node node-a: forbidden", prefix+`patch node node-a: failed calling webhook "x"`
+	writes := func() int {
+		sent.mu.Lock()
+		defer sent.mu.Unlock()
+		return len(sent.created) + len(sent.patched)
+	}
+	// As between rounds: each write lands before the next emission; the fourth and fifth
+	// emissions write nothing.
+	for i, note := range []string{first, second, first, first, first} {
+		recorder.Eventf(node, nil, corev1.EventTypeWarning, "ReleaseFailed", "Release", "%s", note)
+		waitFor(t, "the write of emission "+strconv.Itoa(i+1), func() bool { return writes() >= min(i+1, 3) })
+	}
+	start := time.Now()
+	shutdown()
+	assert.Less(t, time.Since(start), flushBudget, "the shutdown waited for Events that client-go only counts")
+	assert.ElementsMatch(t, []string{first, second}, sent.notes("ReleaseFailed"))
+	assert.Len(t, sent.patched, 1, "the repeats of the first are one series")
+	assert.NotContains(t, logs.String(), "Could not send Event")
 }
 
 // TestNoteWithinTheLimit: events.k8s.io/v1 refuses a note over 1024 bytes;

@@ -2,6 +2,8 @@ package failure
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,6 +61,31 @@ func testWebhookDown(t *testing.T, c *harness.Cluster) {
 	ev := harness.RequireNodeEvent(t, c, node, "ReleaseFailed")
 	assert.Contains(t, ev.Note, "failed calling webhook")
 	require.True(t, harness.IsTainted(harness.RequireNode(t, c, node)), "held while the release fails")
+
+	// Another webhook fails now: another error, which client-go's recorder, writing to the
+	// real API server, stores as an Event of its own instead of folding it into the first.
+	current, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, webhook.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	current.Webhooks[0].Name = "nodes.other.example.com"
+	_, err = client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, current, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	var notes []string
+	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
+		evs, err := c.NodeEvents(ctx, node, "ReleaseFailed")
+		if err != nil {
+			return false, nil
+		}
+		notes = notes[:0]
+		for _, e := range evs {
+			notes = append(notes, e.Note)
+		}
+		return len(evs) == 2, nil
+	})
+	require.NoError(t, err, "want a ReleaseFailed Event per distinct error; have %q", notes)
+	assert.True(t, slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "nodes.down.example.com") }), "%q", notes)
+	assert.True(t, slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "nodes.other.example.com") }), "%q", notes)
+	cond = harness.RequireAgentCondition(t, c, node, nodepatch.ReasonMisconfigured)
+	assert.Contains(t, cond.Message, "nodes.other.example.com", "the condition follows the latest round")
 
 	// The way out of the deadlock (README: Runbook): the webhook goes, the node is released.
 	remove()
