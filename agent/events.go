@@ -119,8 +119,8 @@ type sendKey struct{ reason, subject string }
 type sendState struct {
 	// counted: emissions client-go only adds to a series' count in memory.
 	emitted, settled, counted int
-	last             time.Time // of the last emission
-	err              error     // of the last failed write
+	last                      time.Time // of the last emission
+	err                       error     // of the last failed write
 }
 
 func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
