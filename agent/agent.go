@@ -24,6 +24,7 @@ import (
 type nodeWriter interface {
 	Watch(ctx context.Context) (stop func())
 	Release(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error)
+	FailOpen(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error)
 	Confirm(ctx context.Context, annotations map[string]string) (bool, error)
 	Settle(ctx context.Context, window time.Duration) (int, error)
 	State(ctx context.Context) (nodepatch.State, error)

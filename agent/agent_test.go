@@ -60,6 +60,7 @@ type fakeNode struct {
 	replaceErr error // what Replace answers
 	landed     bool  // what Confirm answers: a write that got no answer landed
 	confirms   int
+	failOpens  int
 }
 
 func (n *fakeNode) Release(ctx context.Context, _ map[string]string) (nodepatch.Outcome, error) {
@@ -76,6 +77,13 @@ func (n *fakeNode) Release(ctx context.Context, _ map[string]string) (nodepatch.
 		return "", n.err
 	}
 	return nodepatch.Patched, nil
+}
+
+func (n *fakeNode) FailOpen(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error) {
+	n.mu.Lock()
+	n.failOpens++
+	n.mu.Unlock()
+	return n.Release(ctx, annotations)
 }
 
 func (n *fakeNode) Confirm(context.Context, map[string]string) (bool, error) {
@@ -427,6 +435,9 @@ func TestFailOpenReleasesAfterItsTime(t *testing.T) {
 	waitFor(t, "failed open", a.verified.Load)
 	assert.GreaterOrEqual(t, time.Since(a.started), 100*time.Millisecond, "not before its time")
 	assert.Equal(t, 1, node.count())
+	node.mu.Lock()
+	assert.Equal(t, 1, node.failOpens, "released as failed open, in the release's own write")
+	node.mu.Unlock()
 	assert.Equal(t, []string{nodepatch.ReasonChecksFailed, nodepatch.ReasonFailedOpen}, node.reasons())
 	var failedOpen []string
 	for _, e := range drain(a.events.(*events.FakeRecorder)) {

@@ -68,6 +68,12 @@ func (r *readOnlyNode) Release(ctx context.Context, annotations map[string]strin
 	return nodepatch.Unchanged, nil
 }
 
+// FailOpen logs what releasing the node with failing checks would change.
+func (r *readOnlyNode) FailOpen(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error) {
+	r.log.Info().Str("label", r.spec.LabelKey+"="+nodepatch.FailedOpenValue).Msg("Would fail open")
+	return r.Release(ctx, annotations)
+}
+
 // Settle has nothing to watch: no release was written.
 func (r *readOnlyNode) Settle(context.Context, time.Duration) (int, error) { return 0, nil }
 

@@ -32,7 +32,11 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.
 	}
 	deadline, _ := ctx.Deadline()
 	write, cancelWrite := context.WithDeadline(ctx, deadline.Add(-confirmBudget))
-	outcome, err := a.node.Release(write, r.annotations)
+	releaseNode := a.node.Release
+	if reason == "FailedOpen" {
+		releaseNode = a.node.FailOpen // the label says so, in the release's own write
+	}
+	outcome, err := releaseNode(write, r.annotations)
 	cancelWrite()
 	if errors.Is(err, nodepatch.ErrUnknownOutcome) {
 		outcome, err = a.confirm(ctx, log, err, r.annotations)

@@ -70,6 +70,11 @@ type Spec struct {
 	LabelKey, LabelValue string
 }
 
+// FailedOpenValue is the verified label's value on a node released with failing checks
+// (FailOpen): the release says so in its own write, so a node can neither look failed open
+// nor look verified because a separate condition write did not land.
+const FailedOpenValue = "failed-open"
+
 // Patcher releases one node.
 type Patcher struct {
 	client  kubernetes.Interface
@@ -84,6 +89,9 @@ type Patcher struct {
 	last *corev1.Node
 	// view is the watch of the node, when Watch started one.
 	view *view
+	// value is the label value of the last release: LabelValue, or FailedOpenValue after
+	// FailOpen. Settle releases again with it.
+	value string
 }
 
 // Karpenter's node labels: a node with the first is Karpenter-managed, and
@@ -113,6 +121,17 @@ func New(client kubernetes.Interface, node string, spec Spec) *Patcher {
 // verified are retried with a fresh read; everything else is returned at
 // once, a write that got no answer as ErrUnknownOutcome.
 func (p *Patcher) Release(ctx context.Context, annotations map[string]string) (Outcome, error) {
+	return p.release(ctx, p.spec.LabelValue, annotations)
+}
+
+// FailOpen releases the node as Release does, with the verified label set to
+// FailedOpenValue: released, but not verified.
+func (p *Patcher) FailOpen(ctx context.Context, annotations map[string]string) (Outcome, error) {
+	return p.release(ctx, FailedOpenValue, annotations)
+}
+
+func (p *Patcher) release(ctx context.Context, value string, annotations map[string]string) (Outcome, error) {
+	p.value = value
 	outcome := Unchanged
 	read := p.latest
 	err := p.retry(ctx, func() error {
@@ -124,7 +143,7 @@ func (p *Patcher) Release(ctx context.Context, annotations map[string]string) (O
 		if !registered(node) {
 			return ErrNotRegistered
 		}
-		patch := p.plan(node, annotations)
+		patch := p.plan(node, value, annotations)
 		if patch == nil {
 			p.confirmedRV = node.ResourceVersion
 			return nil
@@ -148,9 +167,16 @@ func (p *Patcher) Release(ctx context.Context, annotations map[string]string) (O
 	return outcome, err
 }
 
-// Verified reports whether node carries the label and none of the startup taints.
+// Verified reports whether node is released: it carries the label, as verified or failed
+// open, and none of the startup taints.
 func (p *Patcher) Verified(node *corev1.Node) bool {
-	return node.Labels[p.spec.LabelKey] == p.spec.LabelValue && !p.hasTaint(node)
+	return p.labelled(node) && !p.hasTaint(node)
+}
+
+// labelled reports whether node carries the verified label, as verified or failed open.
+func (p *Patcher) labelled(node *corev1.Node) bool {
+	v, ok := node.Labels[p.spec.LabelKey]
+	return ok && (v == p.spec.LabelValue || v == FailedOpenValue)
 }
 
 func (p *Patcher) get(ctx context.Context) (*corev1.Node, error) {

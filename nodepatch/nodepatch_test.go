@@ -174,7 +174,7 @@ func TestPlanLocksTaintsWithTest(t *testing.T) {
 	p := New(nil, nodeName, spec)
 	node := newNode(map[string]string{"a": "b"}, foreign, startup)
 	var ops []operation
-	require.NoError(t, json.Unmarshal(p.plan(node, nil), &ops))
+	require.NoError(t, json.Unmarshal(p.plan(node, p.spec.LabelValue, nil), &ops))
 	require.Len(t, ops, 3)
 	assert.Equal(t, "test", ops[0].Op)
 	assert.Equal(t, "/spec/taints", ops[0].Path)
@@ -185,7 +185,7 @@ func TestPlanLocksTaintsWithTest(t *testing.T) {
 	// No labels at all: the map is created under a resourceVersion test.
 	node = newNode(nil)
 	node.ResourceVersion = "42"
-	require.NoError(t, json.Unmarshal(p.plan(node, nil), &ops))
+	require.NoError(t, json.Unmarshal(p.plan(node, p.spec.LabelValue, nil), &ops))
 	require.Len(t, ops, 2)
 	assert.Equal(t, operation{Op: "test", Path: "/metadata/resourceVersion", Value: "42"}, ops[0])
 	assert.Equal(t, "/metadata/labels", ops[1].Path)
@@ -327,6 +327,36 @@ func TestSettleReleasesAgainWhenTheTaintComesBack(t *testing.T) {
 	n = getNode(t, client)
 	assert.True(t, p.Verified(n), "the taint is gone again at the end of the window")
 	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
+}
+
+// TestFailOpenSaysSoInTheLabel: a release with failing checks sets the verified label to
+// failed-open in the same write that removes the startup taint, keeps every other taint and
+// label, counts as released, and a taint that comes back is removed again with the same
+// label value.
+func TestFailOpenSaysSoInTheLabel(t *testing.T) {
+	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
+	outcome, err := p.FailOpen(t.Context(), nil)
+	require.NoError(t, err)
+	assert.Equal(t, Patched, outcome)
+	n := getNode(t, client)
+	assert.Equal(t, map[string]string{"pool": "a", "node-ready/verified": FailedOpenValue}, n.Labels)
+	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
+	assert.True(t, p.Verified(n), "released")
+	patches := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "patch" {
+			patches++
+		}
+	}
+	assert.Equal(t, 1, patches, "label and taint in one write")
+
+	done := settleInBackground(t, p, client)
+	n.Spec.Taints = append(n.Spec.Taints, startup)
+	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	r := <-done
+	require.NoError(t, r.err)
+	assert.Equal(t, 1, r.again)
+	assert.Equal(t, FailedOpenValue, getNode(t, client).Labels["node-ready/verified"], "released again as failed open")
 }
 
 // TestSettleCountsReleasesNotEvents: two watch events that show the taint

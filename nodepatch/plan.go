@@ -16,7 +16,7 @@ type operation struct {
 	Value any    `json:"value"`
 }
 
-// plan returns the JSON Patch that verifies node and sets annotations, or
+// plan returns the JSON Patch that releases node with the label's value and sets annotations, or
 // nil when the node is already verified (then annotations are not written
 // either: an already verified node gets no write at all).
 //
@@ -26,7 +26,7 @@ type operation struct {
 // touches the others, so no lock is needed there. When the node has no labels
 // at all, the label map itself is created, guarded by a test of the
 // resourceVersion so a concurrent first label cannot be overwritten.
-func (p *Patcher) plan(node *corev1.Node, annotations map[string]string) []byte {
+func (p *Patcher) plan(node *corev1.Node, value string, annotations map[string]string) []byte {
 	if p.Verified(node) {
 		return nil
 	}
@@ -42,7 +42,7 @@ func (p *Patcher) plan(node *corev1.Node, annotations map[string]string) []byte 
 			operation{Op: "test", Path: "/spec/taints", Value: node.Spec.Taints},
 			operation{Op: "replace", Path: "/spec/taints", Value: kept})
 	}
-	ops = append(ops, mapOps(node, "/metadata/labels", node.Labels, map[string]string{p.spec.LabelKey: p.spec.LabelValue})...)
+	ops = append(ops, mapOps(node, "/metadata/labels", node.Labels, map[string]string{p.spec.LabelKey: value})...)
 	ops = append(ops, mapOps(node, "/metadata/annotations", node.Annotations, annotations)...)
 	return mustJSON(ops)
 }

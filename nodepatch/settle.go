@@ -48,7 +48,11 @@ func (p *Patcher) Settle(ctx context.Context, window time.Duration) (int, error)
 	defer timer.Stop()
 	again := 0
 	release := func() error {
-		outcome, err := p.Release(ctx, nil)
+		value := p.value
+		if value == "" {
+			value = p.spec.LabelValue
+		}
+		outcome, err := p.release(ctx, value, nil)
 		if outcome == Patched {
 			again++
 			seen, restarts = false, v.restarts.Load()

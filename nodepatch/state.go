@@ -39,7 +39,7 @@ func (p *Patcher) state(node *corev1.Node) State {
 	_, record := node.Annotations[p.spec.Record()]
 	return State{
 		Tainted:        p.hasTaint(node),
-		Labelled:       node.Labels[p.spec.LabelKey] == p.spec.LabelValue,
+		Labelled:       p.labelled(node),
 		Registered:     registered(node),
 		VerifiedBefore: record,
 	}

@@ -149,10 +149,12 @@ func testFailOpen(t *testing.T, c *harness.Cluster) {
 	assert.Positive(t, heldFailed, "the failure was recorded while the node was held")
 	assert.Less(t, after, failOpenAfter+3*retryMax+5*time.Second, "released long after FAIL_OPEN_AFTER")
 
+	// The release itself says it failed open: the label's value, in the same write.
+	n := harness.RequireNode(t, c, node)
+	assert.Equal(t, nodepatch.FailedOpenValue, n.Labels[harness.VerifiedLabel], "the verified label of a failed-open node")
 	// The condition is a write of its own to the status, right after the release.
 	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonFailedOpen)
 	assert.Equal(t, corev1.ConditionFalse, cond.Status)
-	n := harness.RequireNode(t, c, node)
 	assert.True(t, strings.HasPrefix(cond.Message, "Released after 5s with failing checks: dns "+harness.DNSName+": "), "message: %q", cond.Message)
 	// The agent's own measure, from its start to the release.
 	d, err := time.ParseDuration(n.Annotations[harness.VerifiedLabel+"-duration"])

@@ -41,7 +41,8 @@ func (c *Cluster) WaitAgentCondition(ctx context.Context, node, reason string) (
 
 // IsReleased reports whether the node carries the verified label and not the startup taint.
 func IsReleased(n *corev1.Node) bool {
-	return n.Labels[VerifiedLabel] == "true" && !IsTainted(n)
+	v := n.Labels[VerifiedLabel]
+	return (v == "true" || v == nodepatch.FailedOpenValue) && !IsTainted(n)
 }
 
 // IsTainted reports whether the node carries the startup taint (by key and effect, as the

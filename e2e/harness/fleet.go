@@ -397,7 +397,8 @@ func poll(ctx context.Context, cond wait.ConditionWithContextFunc) error {
 	return wait.PollUntilContextTimeout(ctx, PollInterval, WaitTimeout, true, cond)
 }
 
-// WaitReleased waits until every node carries the verified label and exactly the taints it
+// WaitReleased waits until every node carries the verified label (as verified or failed open)
+// and exactly the taints it
 // was added with besides the startup taint: the startup taint gone, and the node lifecycle
 // controller's not-ready taint from registration gone too. A released node that lost a
 // label the fleet gave it is an error.
@@ -414,7 +415,7 @@ func (f *Fleet) WaitReleased(ctx context.Context, nodes ...string) error {
 				return false, nil // the API server may be restarting
 			}
 			last = n
-			return n.Labels[VerifiedLabel] == "true" && sameTaints(want.taints, n.Spec.Taints), nil
+			return IsReleased(n) && sameTaints(want.taints, n.Spec.Taints), nil
 		})
 		if err != nil {
 			return fmt.Errorf("node %s not released; last seen labels %v, taints %v: %w", name, labelsOf(last), taintsOf(last), err)
