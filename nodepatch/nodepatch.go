@@ -8,9 +8,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -134,6 +136,7 @@ func (p *Patcher) release(ctx context.Context, value string, annotations map[str
 	p.value = value
 	outcome := Unchanged
 	read := p.latest
+	var tested []corev1.Taint // the taints the last write's lock tested, when it was lost
 	err := p.retry(ctx, func() error {
 		node, err := read(ctx)
 		read = p.get // a retry follows a lost lock: the watch may not show the newer node yet
@@ -148,8 +151,20 @@ func (p *Patcher) release(ctx context.Context, value string, annotations map[str
 			p.confirmedRV = node.ResourceVersion
 			return nil
 		}
+		if tested != nil && equality.Semantic.DeepEqual(tested, node.Spec.Taints) {
+			// The lock was lost although the taints read are the ones tested: the server's
+			// taints carry a field these API types do not know (a newer Kubernetes). Test and
+			// keep the list as the server sends it, unknown fields and all.
+			if patch, err = p.rawPlan(ctx, value, annotations); err != nil {
+				return err
+			}
+		}
+		tested = slices.Clone(node.Spec.Taints)
 		node, err = p.client.CoreV1().Nodes().Patch(ctx, p.node, types.JSONPatchType, patch,
 			metav1.PatchOptions{FieldManager: FieldManager})
+		if !apierrors.IsInvalid(err) {
+			tested = nil
+		}
 		if err != nil {
 			if unanswered(err) {
 				return fmt.Errorf("patch node %s: %w: %w", p.node, ErrUnknownOutcome, err)

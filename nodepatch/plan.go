@@ -42,8 +42,8 @@ func (p *Patcher) plan(node *corev1.Node, value string, annotations map[string]s
 			operation{Op: "test", Path: "/spec/taints", Value: node.Spec.Taints},
 			operation{Op: "replace", Path: "/spec/taints", Value: kept})
 	}
-	ops = append(ops, mapOps(node, "/metadata/labels", node.Labels, map[string]string{p.spec.LabelKey: value})...)
-	ops = append(ops, mapOps(node, "/metadata/annotations", node.Annotations, annotations)...)
+	ops = append(ops, mapOps(node.ResourceVersion, "/metadata/labels", node.Labels, map[string]string{p.spec.LabelKey: value})...)
+	ops = append(ops, mapOps(node.ResourceVersion, "/metadata/annotations", node.Annotations, annotations)...)
 	return mustJSON(ops)
 }
 
@@ -61,11 +61,11 @@ func mustJSON(ops []operation) []byte {
 // touches the others, so no lock is needed, except when the map does not
 // exist yet: then it is created whole, guarded by a test of the
 // resourceVersion so a concurrent first key cannot be overwritten.
-func mapOps(node *corev1.Node, path string, have, want map[string]string) []operation {
+func mapOps(resourceVersion, path string, have, want map[string]string) []operation {
 	var ops []operation
 	if have == nil && len(want) > 0 {
 		return []operation{
-			{Op: "test", Path: "/metadata/resourceVersion", Value: node.ResourceVersion},
+			{Op: "test", Path: "/metadata/resourceVersion", Value: resourceVersion},
 			{Op: "add", Path: path, Value: want},
 		}
 	}
