@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/kubelet"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -152,15 +153,8 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 	// failure action: workloads may land there now, so the agent, which reads the node right
 	// before it deletes anything, replaces nothing, and says why.
 	t.Run("a node whose startup taint was removed by hand is not replaced", func(t *testing.T) {
-		f := harness.NewFleetForTest(t, c, "untainted")
-		node := f.Name() + "-0"
-		claim := createNodeClaim(t, claims, "default-untainted", node)
-		require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{BrokenDNS: true, Labels: karpenterLabels, Env: replaceEnv("4")}))
-		registerNode(t, c, node, claim)
-		agent, err := f.WaitAgentRunning(ctx, node)
-		require.NoError(t, err)
-		require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 1), "the agent has seen the node held")
-		_, err = c.Kubectl(ctx, "taint", "node", node, harness.StartupTaint.Key+":"+string(harness.StartupTaint.Effect)+"-")
+		f, node, claim, agent := failingKarpenterNode(t, c, claims, "untainted", "4", 1) // the agent has seen the node held
+		_, err := c.Kubectl(ctx, "taint", "node", node, harness.StartupTaint.Key+":"+string(harness.StartupTaint.Effect)+"-")
 		require.NoError(t, err)
 
 		ev := harness.RequireNodeEvent(t, c, node, "ReplaceFailed")
@@ -178,15 +172,8 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 	})
 
 	t.Run("a SIGTERM before the failure replaces nothing", func(t *testing.T) {
-		f := harness.NewFleetForTest(t, c, "sigterm")
-		node := f.Name() + "-0"
-		claim := createNodeClaim(t, claims, "default-sigterm", node)
 		// The failure would be recorded after 1000 rounds: the pod is deleted long before.
-		require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{BrokenDNS: true, Labels: karpenterLabels, Env: replaceEnv("1000")}))
-		registerNode(t, c, node, claim)
-		agent, err := f.WaitAgentRunning(ctx, node)
-		require.NoError(t, err)
-		require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 3))
+		f, node, claim, agent := failingKarpenterNode(t, c, claims, "sigterm", "1000", 3)
 
 		_, err = c.Kubectl(ctx, "-n", harness.Namespace, "delete", "pod", agent.Name)
 		require.NoError(t, err)
@@ -212,6 +199,24 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 			harness.RequireNoNodeEvent(t, c, node, reason)
 		}
 	})
+}
+
+// failingKarpenterNode adds a node of a new fleet named fleet whose dns check fails, with
+// replace-node after maxRetries rounds, registers it as Karpenter would with a NodeClaim of
+// its own, and waits until its agent has run rounds rounds.
+func failingKarpenterNode(t *testing.T, c *harness.Cluster, claims dynamic.NamespaceableResourceInterface, fleet, maxRetries string,
+	rounds float64) (*harness.Fleet, string, *unstructured.Unstructured, kubelet.PodInfo) {
+	t.Helper()
+	ctx := t.Context()
+	f := harness.NewFleetForTest(t, c, fleet)
+	node := f.Name() + "-0"
+	claim := createNodeClaim(t, claims, "default-"+fleet, node)
+	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{BrokenDNS: true, Labels: karpenterLabels, Env: replaceEnv(maxRetries)}))
+	registerNode(t, c, node, claim)
+	agent, err := f.WaitAgentRunning(ctx, node)
+	require.NoError(t, err)
+	require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", rounds))
+	return f, node, claim, agent
 }
 
 // karpenterLabels are on a Karpenter node from its creation: the NodePool that launched it.

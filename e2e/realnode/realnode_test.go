@@ -102,10 +102,7 @@ func TestRealNode(t *testing.T) {
 		asNewNode(t, c)
 		pod := pods.newPod(t, known)
 
-		poll(t, 3*time.Minute, "condition ChecksFailed", func() bool {
-			cond := condition(getNode(t, c))
-			return cond != nil && cond.Reason == "ChecksFailed"
-		})
+		waitChecksFailed(t, c)
 		n := getNode(t, c)
 		assert.True(t, tainted(n), "held")
 		assert.NotContains(t, n.Labels, verifiedLabel)
@@ -180,10 +177,7 @@ func TestRealNode(t *testing.T) {
 		asNewNode(t, c)
 		pod := pods.newPod(t, known)
 
-		poll(t, 3*time.Minute, "condition ChecksFailed", func() bool {
-			cond := condition(getNode(t, c))
-			return cond != nil && cond.Reason == "ChecksFailed"
-		})
+		waitChecksFailed(t, c)
 		assert.Contains(t, condition(getNode(t, c)).Message, "dra driver "+driver+": no ResourceSlice for node "+c.NodeName)
 		assert.True(t, tainted(getNode(t, c)), "held")
 
@@ -199,6 +193,15 @@ func TestRealNode(t *testing.T) {
 		assert.Len(t, s.Spec.Devices, 2)
 		require.Len(t, s.OwnerReferences, 1)
 		assert.Equal(t, "Node", s.OwnerReferences[0].Kind, "the helper publishes slices owned by the node")
+	})
+}
+
+// waitChecksFailed waits until the agent has recorded a failure on the node.
+func waitChecksFailed(t *testing.T, c *realnode.Cluster) {
+	t.Helper()
+	poll(t, 3*time.Minute, "condition ChecksFailed", func() bool {
+		cond := condition(getNode(t, c))
+		return cond != nil && cond.Reason == "ChecksFailed"
 	})
 }
 

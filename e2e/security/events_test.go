@@ -15,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/nodeready/nodeready/e2e/controlplane"
 )
 
 // agentController is the reporting controller of the agent's Events (agent/events.go).
@@ -42,12 +40,8 @@ func event(name, node, controller, reason string) *eventsv1.Event {
 // in default, about anything; the own-events policy keeps its pod-bound token to Events about
 // its own node that name nodeready as the reporter, and away from anyone else's Events.
 func TestAgentSpeaksOnlyForItsOwnNode(t *testing.T) {
-	cp := controlplane.StartForTest(t)
-	admin := cp.Client()
+	cp, admin, nodeA, nodeB, agentA := twoNodes(t)
 	ctx := t.Context()
-	applyManifests(t, cp)
-	nodeA, nodeB := createNode(t, admin, "node-a"), createNode(t, admin, "node-b")
-	agentA := clientForToken(t, cp, boundToken(t, admin, agentPod(t, admin, nodeA)))
 	events := func(c kubernetes.Interface) func(context.Context, *eventsv1.Event) error {
 		return func(ctx context.Context, e *eventsv1.Event) error {
 			_, err := c.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, e, metav1.CreateOptions{})

@@ -114,13 +114,8 @@ func managers(n *corev1.Node) []string {
 }
 
 func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
-	cp := controlplane.StartForTest(t)
-	admin := cp.Client()
+	cp, admin, nodeA, nodeB, agentA := twoNodes(t)
 	ctx := t.Context()
-	applyManifests(t, cp)
-
-	nodeA, nodeB := createNode(t, admin, "node-a"), createNode(t, admin, "node-b")
-	agentA := clientForToken(t, cp, boundToken(t, admin, agentPod(t, admin, nodeA)))
 	waitForPolicy(t, admin, agentA)
 
 	// Writes the agent on node A must never get through: to node B at all,
@@ -254,6 +249,18 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 // waitForPolicy waits until the policy is in force: admission policies are
 // loaded asynchronously after they are created. The probe is a forbidden
 // write to a node made only for it, so no counted attempt can race the load.
+// twoNodes starts a control plane with manifests/ applied and nodes node-a and node-b, and
+// returns a client with the token of an agent pod on node-a, as the kubelet would mount it.
+func twoNodes(t *testing.T) (cp *controlplane.ControlPlane, admin kubernetes.Interface, nodeA, nodeB string, agentA kubernetes.Interface) {
+	t.Helper()
+	cp = controlplane.StartForTest(t)
+	admin = cp.Client()
+	applyManifests(t, cp)
+	nodeA, nodeB = createNode(t, admin, "node-a"), createNode(t, admin, "node-b")
+	agentA = clientForToken(t, cp, boundToken(t, admin, agentPod(t, admin, nodeA)))
+	return cp, admin, nodeA, nodeB, agentA
+}
+
 func waitForPolicy(t *testing.T, admin, agent kubernetes.Interface) {
 	t.Helper()
 	canary := createNode(t, admin, "canary")
