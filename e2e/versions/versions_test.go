@@ -134,8 +134,16 @@ func testOwnNode(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, f.AddNode(t.Context(), other, harness.NodeOptions{BrokenDNS: true}))
 	require.NoError(t, f.AddNode(t.Context(), own, harness.NodeOptions{Env: map[string]string{"NODE_NAME": other}}))
 
-	ev := harness.RequireNodeEvent(t, c, other, "ReleaseFailed")
-	assert.Contains(t, ev.Note, "nodeready: write to node "+other+" refused: the agent on node "+own+" may change only its own node")
+	// The agent speaks only for its own node: its release of the other node is refused, and
+	// so is its ReleaseFailed Event about it. The refusal is in the agent's log.
+	want := "nodeready: write to node " + other + " refused: the agent on node " + own + " may change only its own node"
+	var logs string
+	err := harness.Poll(t, func(context.Context) (bool, error) {
+		logs = agentLogs(t, f)
+		return strings.Contains(logs, want) && strings.Contains(logs, "nodeready: Event refused"), nil
+	})
+	require.NoError(t, err, "the agent never logged both refusals; its log:\n%s", logs)
+	harness.RequireNoNodeEvent(t, c, other, "ReleaseFailed")
 	for _, n := range []string{other, own} {
 		node := harness.RequireNode(t, c, n)
 		assert.NotContains(t, node.Labels, harness.VerifiedLabel, "label on %s", n)
@@ -359,4 +367,19 @@ func TestDRAGateOnV1beta1(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, f.WaitReleased(t.Context(), node))
+}
+
+// agentLogs reads the logs the fleet's kubelet kept of its agent processes.
+func agentLogs(t *testing.T, f *harness.Fleet) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(f.LogDir(), harness.Namespace+"_nodeready-*.log"))
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err == nil {
+			b.Write(data)
+		}
+	}
+	return b.String()
 }
