@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -33,7 +32,7 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.
 	deadline, _ := ctx.Deadline()
 	write, cancelWrite := context.WithDeadline(ctx, deadline.Add(-confirmBudget))
 	releaseNode := a.node.Release
-	if reason == "FailedOpen" {
+	if cond.Reason == nodepatch.ReasonFailedOpen {
 		releaseNode = a.node.FailOpen // the label says so, in the release's own write
 	}
 	outcome, err := releaseNode(write, r.annotations)
@@ -200,17 +199,10 @@ func momentary(err error) bool {
 	if !errors.As(err, &status) {
 		return true // no answer at all
 	}
-	switch status.Status().Code {
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true
-	}
-	return false
+	return apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err)
 }
 
 // answered500 reports whether the API server answered the write with 500 Internal Server
 // Error (an admission webhook that failed, among others), rather than not at all or with a
 // 503 or 504 of a server that is away for a moment.
-func answered500(err error) bool {
-	var status apierrors.APIStatus
-	return errors.As(err, &status) && status.Status().Code == http.StatusInternalServerError
-}
+func answered500(err error) bool { return apierrors.IsInternalError(err) }

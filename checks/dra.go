@@ -217,9 +217,7 @@ type draSlice struct {
 	driver             string
 	pool               string
 	generation, count  int64
-	nodeName           string
-	allNodes           bool
-	nodeSelector       *corev1.NodeSelector
+	selection          // of the whole slice, unless perDeviceSelection
 	perDeviceSelection bool
 	devices            []draDevice
 }
@@ -227,38 +225,38 @@ type draSlice struct {
 // draDevice is a device of a slice: its attributes as strings by fully qualified name and,
 // with per-device node selection, which nodes it serves.
 type draDevice struct {
-	attributes   map[string]string
+	attributes map[string]string
+	selection
+}
+
+// selection is which nodes a slice or a device serves, as the API says it: one node by name,
+// every node, or the nodes a selector matches.
+type selection struct {
 	nodeName     string
 	allNodes     bool
 	nodeSelector *corev1.NodeSelector
 }
 
-// needsNode reports whether any slice selects nodes by labels, which needs the Node.
-func needsNode(slices []draSlice) bool {
-	for _, s := range slices {
-		if s.nodeSelector != nil {
-			return true
-		}
-		for _, d := range s.devices {
-			if d.nodeSelector != nil {
-				return true
-			}
-		}
+// serves reports whether the selection includes the node name (node, for a selector).
+func (s selection) serves(name string, node *corev1.Node) bool {
+	switch {
+	case s.nodeName != "":
+		return s.nodeName == name
+	case s.allNodes:
+		return true
+	case s.nodeSelector != nil && node != nil:
+		ns, err := nodeaffinity.NewNodeSelector(s.nodeSelector)
+		return err == nil && ns.Match(node)
 	}
 	return false
 }
 
-// servesNode reports whether a node selection (a node name, all nodes, a node selector)
-// includes the node.
-func servesNode(nodeName string, allNodes bool, sel *corev1.NodeSelector, name string, node *corev1.Node) bool {
-	switch {
-	case nodeName != "":
-		return nodeName == name
-	case allNodes:
-		return true
-	case sel != nil && node != nil:
-		ns, err := nodeaffinity.NewNodeSelector(sel)
-		return err == nil && ns.Match(node)
+// needsNode reports whether any slice selects nodes by labels, which needs the Node.
+func needsNode(all []draSlice) bool {
+	for _, s := range all {
+		if s.nodeSelector != nil || slices.ContainsFunc(s.devices, func(d draDevice) bool { return d.nodeSelector != nil }) {
+			return true
+		}
 	}
 	return false
 }
@@ -292,11 +290,11 @@ func evaluatePools(name string, node *corev1.Node, min DeviceMinimum, all []draS
 			continue
 		}
 		for _, s := range ss {
-			if !s.perDeviceSelection && !servesNode(s.nodeName, s.allNodes, s.nodeSelector, name, node) {
+			if !s.perDeviceSelection && !s.serves(name, node) {
 				continue
 			}
 			for _, d := range s.devices {
-				if s.perDeviceSelection && !servesNode(d.nodeName, d.allNodes, d.nodeSelector, name, node) {
+				if s.perDeviceSelection && !d.serves(name, node) {
 					continue
 				}
 				if v, ok := d.attributes[min.Attribute]; min.Attribute == "" || ok && v == min.Value {

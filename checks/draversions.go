@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 
+	resourcev1 "k8s.io/api/resource/v1"
+	resourcev1beta1 "k8s.io/api/resource/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -23,17 +25,14 @@ func listV1(ctx context.Context, c kubernetes.Interface, opts metav1.ListOptions
 	for _, s := range list.Items {
 		ds := draSlice{driver: s.Spec.Driver, pool: s.Spec.Pool.Name,
 			generation: s.Spec.Pool.Generation, count: s.Spec.Pool.ResourceSliceCount,
-			nodeName: ptr.Deref(s.Spec.NodeName, ""), allNodes: ptr.Deref(s.Spec.AllNodes, false),
-			nodeSelector: s.Spec.NodeSelector, perDeviceSelection: ptr.Deref(s.Spec.PerDeviceNodeSelection, false)}
+			selection:          selection{ptr.Deref(s.Spec.NodeName, ""), ptr.Deref(s.Spec.AllNodes, false), s.Spec.NodeSelector},
+			perDeviceSelection: ptr.Deref(s.Spec.PerDeviceNodeSelection, false)}
 		for _, d := range s.Spec.Devices {
-			dev := draDevice{attributes: map[string]string{}, nodeName: ptr.Deref(d.NodeName, ""),
-				allNodes: ptr.Deref(d.AllNodes, false), nodeSelector: d.NodeSelector}
-			for name, a := range d.Attributes {
-				if v, ok := attributeString(a.StringValue, a.IntValue, a.BoolValue, a.VersionValue); ok {
-					dev.attributes[qualifiedAttribute(s.Spec.Driver, string(name))] = v
-				}
-			}
-			ds.devices = append(ds.devices, dev)
+			ds.devices = append(ds.devices, draDevice{
+				attributes: attributeStrings(s.Spec.Driver, d.Attributes, func(a resourcev1.DeviceAttribute) (string, bool) {
+					return attributeString(a.StringValue, a.IntValue, a.BoolValue, a.VersionValue)
+				}),
+				selection: selection{ptr.Deref(d.NodeName, ""), ptr.Deref(d.AllNodes, false), d.NodeSelector}})
 		}
 		out = append(out, ds)
 	}
@@ -49,23 +48,33 @@ func listV1beta1(ctx context.Context, c kubernetes.Interface, opts metav1.ListOp
 	for _, s := range list.Items {
 		ds := draSlice{driver: s.Spec.Driver, pool: s.Spec.Pool.Name,
 			generation: s.Spec.Pool.Generation, count: s.Spec.Pool.ResourceSliceCount,
-			nodeName: s.Spec.NodeName, allNodes: s.Spec.AllNodes,
-			nodeSelector: s.Spec.NodeSelector, perDeviceSelection: ptr.Deref(s.Spec.PerDeviceNodeSelection, false)}
+			selection:          selection{s.Spec.NodeName, s.Spec.AllNodes, s.Spec.NodeSelector},
+			perDeviceSelection: ptr.Deref(s.Spec.PerDeviceNodeSelection, false)}
 		for _, d := range s.Spec.Devices {
 			dev := draDevice{attributes: map[string]string{}}
 			if b := d.Basic; b != nil {
-				dev.nodeName, dev.allNodes, dev.nodeSelector = ptr.Deref(b.NodeName, ""), ptr.Deref(b.AllNodes, false), b.NodeSelector
-				for name, a := range b.Attributes {
-					if v, ok := attributeString(a.StringValue, a.IntValue, a.BoolValue, a.VersionValue); ok {
-						dev.attributes[qualifiedAttribute(s.Spec.Driver, string(name))] = v
-					}
-				}
+				dev.selection = selection{ptr.Deref(b.NodeName, ""), ptr.Deref(b.AllNodes, false), b.NodeSelector}
+				dev.attributes = attributeStrings(s.Spec.Driver, b.Attributes, func(a resourcev1beta1.DeviceAttribute) (string, bool) {
+					return attributeString(a.StringValue, a.IntValue, a.BoolValue, a.VersionValue)
+				})
 			}
 			ds.devices = append(ds.devices, dev)
 		}
 		out = append(out, ds)
 	}
 	return out, nil
+}
+
+// attributeStrings is a device's attributes by fully qualified name, as DRA_DEVICES compares
+// them; value reads one attribute of the version's type.
+func attributeStrings[K ~string, A any](driver string, attrs map[K]A, value func(A) (string, bool)) map[string]string {
+	out := make(map[string]string, len(attrs))
+	for name, a := range attrs {
+		if v, ok := value(a); ok {
+			out[qualifiedAttribute(driver, string(name))] = v
+		}
+	}
+	return out
 }
 
 // attributeString is a device attribute's value as DRA_DEVICES compares it: the string,

@@ -110,7 +110,7 @@ var conflictBackoff = wait.Backoff{Steps: 8, Duration: 20 * time.Millisecond, Fa
 
 // New returns a Patcher for the node named node.
 func New(client kubernetes.Interface, node string, spec Spec) *Patcher {
-	return &Patcher{client: client, node: node, spec: spec, backoff: conflictBackoff}
+	return &Patcher{client: client, node: node, spec: spec, backoff: conflictBackoff, value: spec.LabelValue}
 }
 
 // Release makes the node verified: label present, startup taint gone, and,

@@ -30,20 +30,22 @@ func (p *Patcher) plan(node *corev1.Node, value string, annotations map[string]s
 	if p.Verified(node) {
 		return nil
 	}
+	return releaseOps(p, node.ResourceVersion, node.Spec.Taints, p.matches, node.Labels, node.Annotations, value, annotations)
+}
+
+// releaseOps returns the JSON Patch of a release over the node's state: the taint list
+// tested and replaced without the startup taint when it holds it, the label set to value
+// and the annotations set. T is a taint as these API types decode it (plan) or as the API
+// server sent it (rawPlan); startup tells the startup taint.
+func releaseOps[T any](p *Patcher, rv string, taints []T, startup func(T) bool, labels, have map[string]string, value string, annotations map[string]string) []byte {
 	var ops []operation
-	if p.hasTaint(node) {
-		kept := make([]corev1.Taint, 0, len(node.Spec.Taints))
-		for _, t := range node.Spec.Taints {
-			if !p.matches(t) {
-				kept = append(kept, t)
-			}
-		}
+	if kept := slices.DeleteFunc(slices.Clone(taints), startup); len(kept) < len(taints) {
 		ops = append(ops,
-			operation{Op: "test", Path: "/spec/taints", Value: node.Spec.Taints},
+			operation{Op: "test", Path: "/spec/taints", Value: taints},
 			operation{Op: "replace", Path: "/spec/taints", Value: kept})
 	}
-	ops = append(ops, mapOps(node.ResourceVersion, "/metadata/labels", node.Labels, map[string]string{p.spec.LabelKey: value})...)
-	ops = append(ops, mapOps(node.ResourceVersion, "/metadata/annotations", node.Annotations, annotations)...)
+	ops = append(ops, mapOps(rv, "/metadata/labels", labels, map[string]string{p.spec.LabelKey: value})...)
+	ops = append(ops, mapOps(rv, "/metadata/annotations", have, annotations)...)
 	return mustJSON(ops)
 }
 

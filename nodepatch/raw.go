@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // rawNode is what rawPlan needs of a Node as the API server sends it: its taints kept as
@@ -30,6 +32,7 @@ var errNoRawReads = errors.New("the client cannot read the node as JSON")
 // than plan; only after a lock lost for no visible reason.
 func (p *Patcher) rawPlan(ctx context.Context, value string, annotations map[string]string) ([]byte, error) {
 	rc := p.client.CoreV1().RESTClient()
+	// The fake clientset answers with a nil *rest.RESTClient inside the interface.
 	if rc == nil || reflect.ValueOf(rc).IsNil() {
 		return nil, errNoRawReads
 	}
@@ -41,25 +44,18 @@ func (p *Patcher) rawPlan(ctx context.Context, value string, annotations map[str
 	if err := json.Unmarshal(body, &node); err != nil {
 		return nil, fmt.Errorf("read node %s: %w", p.node, err)
 	}
-	var ops []operation
-	kept := make([]json.RawMessage, 0, len(node.Spec.Taints))
-	for _, t := range node.Spec.Taints {
-		var known struct{ Key, Effect string }
+	var decodeErr error
+	startup := func(t json.RawMessage) bool {
+		var known corev1.Taint // the fields matches reads: key and effect
 		if err := json.Unmarshal(t, &known); err != nil {
-			return nil, fmt.Errorf("read taints of node %s: %w", p.node, err)
+			decodeErr = err
+			return false
 		}
-		if known.Key != p.spec.Taint.Key || known.Effect != string(p.spec.Taint.Effect) {
-			kept = append(kept, t)
-		}
+		return p.matches(known)
 	}
-	if len(kept) < len(node.Spec.Taints) {
-		ops = append(ops,
-			operation{Op: "test", Path: "/spec/taints", Value: node.Spec.Taints},
-			operation{Op: "replace", Path: "/spec/taints", Value: kept})
+	patch := releaseOps(p, node.Metadata.ResourceVersion, node.Spec.Taints, startup, node.Metadata.Labels, node.Metadata.Annotations, value, annotations)
+	if decodeErr != nil {
+		return nil, fmt.Errorf("read taints of node %s: %w", p.node, decodeErr)
 	}
-	// Labels and annotations are maps, written as plan writes them.
-	rv := node.Metadata.ResourceVersion
-	ops = append(ops, mapOps(rv, "/metadata/labels", node.Metadata.Labels, map[string]string{p.spec.LabelKey: value})...)
-	ops = append(ops, mapOps(rv, "/metadata/annotations", node.Metadata.Annotations, annotations)...)
-	return mustJSON(ops), nil
+	return patch, nil
 }

@@ -48,11 +48,7 @@ func (p *Patcher) Settle(ctx context.Context, window time.Duration) (int, error)
 	defer timer.Stop()
 	again := 0
 	release := func() error {
-		value := p.value
-		if value == "" {
-			value = p.spec.LabelValue
-		}
-		outcome, err := p.release(ctx, value, nil)
+		outcome, err := p.release(ctx, p.value, nil)
 		if outcome == Patched {
 			again++
 			seen, restarts = false, v.restarts.Load()
