@@ -70,8 +70,13 @@ type Agent struct {
 	// from then on.
 	failed, replaced, deleting bool
 	// pending is a condition whose write failed; it is written again until
-	// it lands or the process ends (flushCondition).
+	// it lands or the process ends (flushCondition), at most once a round.
 	pending *pendingCondition
+	// rounds counts the rounds, and the waits for the SIGTERM, so far.
+	rounds int
+	// unread: this round's release could not read the node, so nothing
+	// else is read about it before the next round.
+	unread bool
 	// shown is the last condition written, so a round like the one before
 	// writes nothing.
 	shown nodepatch.Condition
@@ -83,10 +88,11 @@ type Agent struct {
 	unwatch func()
 }
 
-// pendingCondition is a condition not yet written, and how often its write failed.
+// pendingCondition is a condition not yet written, how often its write
+// failed, and in which round it last did.
 type pendingCondition struct {
 	nodepatch.Condition
-	failures int
+	failures, failedIn int
 }
 
 // New wires an agent for the node in cfg. started is the process start; the
@@ -168,7 +174,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // condition whose write failed, at the rounds' backoff.
 func (a *Agent) awaitStop(ctx context.Context) {
 	delays := newBackoff(a.cfg)
-	for ctx.Err() == nil && !a.flushCondition(ctx, a.log) {
+	for a.rounds++; ctx.Err() == nil && !a.flushCondition(ctx, a.log); a.rounds++ {
 		select {
 		case <-ctx.Done():
 		case <-time.After(delays.Step()):
@@ -186,6 +192,7 @@ func (a *Agent) lastFlush(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lastFlushBudget)
 	defer cancel()
+	a.rounds++
 	a.flushCondition(ctx, a.log)
 }
 
@@ -198,7 +205,7 @@ func (a *Agent) lastFlush(ctx context.Context) {
 // next; until a read succeeds the node counts as not held, so nothing
 // destructive can happen on a guess.
 func (a *Agent) observe(ctx context.Context, log zerolog.Logger) {
-	if a.observed {
+	if a.observed || a.unread {
 		return
 	}
 	s, err := a.node.State(ctx)
@@ -227,6 +234,7 @@ func (a *Agent) observe(ctx context.Context, log zerolog.Logger) {
 func (a *Agent) verify(ctx context.Context) bool {
 	delays := newBackoff(a.cfg)
 	for round := 1; ; round++ {
+		a.rounds++
 		log := a.log.With().Int("attempt", round).Logger()
 		if round == 1 {
 			a.firstRound = time.Now()
@@ -288,7 +296,7 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 	if aborted {
 		return false, nil, nil // nothing is recorded
 	}
-	a.checked = time.Now()
+	a.checked, a.unread = time.Now(), false
 	a.metrics.recordRound(results)
 	var notChecked []string
 	for _, r := range results {
@@ -333,6 +341,7 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 	}
 	if err := a.release(ctx, log, nodepatch.Condition{Status: corev1.ConditionTrue, Reason: nodepatch.ReasonVerified, Message: msg},
 		corev1.EventTypeNormal, "Verified"); err != nil {
+		a.unread = nodepatch.IsReadError(err)
 		if errors.Is(err, nodepatch.ErrNotRegistered) || errors.Is(err, nodepatch.ErrUnknownOutcome) || momentary(err) {
 			return false, nil, nil // waiting, for Karpenter or the API server: no problem of the node or the installation
 		}
@@ -363,14 +372,19 @@ func (a *Agent) runChecks(ctx context.Context) (results []checks.Result, aborted
 }
 
 // setCondition reports c on the node. A write that fails is kept and tried
-// again (before each round, and while the agent waits for its SIGTERM): the
+// again (before each round, and while the agent waits for its SIGTERM; once a
+// round, so a refused or failing API costs one write a round): the
 // condition is what `kubectl describe node` and kube-state-metrics show, so a
 // short API outage must not leave it telling an old story.
 func (a *Agent) setCondition(ctx context.Context, log zerolog.Logger, c nodepatch.Condition) {
 	if a.pending == nil && a.shown == c {
 		return
 	}
-	a.pending = &pendingCondition{Condition: c}
+	if a.pending != nil {
+		a.pending.Condition = c
+	} else {
+		a.pending = &pendingCondition{Condition: c}
+	}
 	a.flushCondition(ctx, log)
 }
 
@@ -382,8 +396,12 @@ func (a *Agent) flushCondition(ctx context.Context, log zerolog.Logger) bool {
 	if c == nil {
 		return true
 	}
+	if c.failures > 0 && c.failedIn == a.rounds {
+		return false // a write failed this round already: the next round tries again
+	}
 	wrote, err := a.node.SetCondition(ctx, c.Condition)
 	if err != nil {
+		c.failedIn = a.rounds
 		ev := log.Debug()
 		if c.failures == 0 {
 			ev = log.Warn()

@@ -118,6 +118,7 @@ func (a *Agent) finish(ctx context.Context, log zerolog.Logger, r releaseAttempt
 	log.Info().Str("outcome", string(outcome)).Str("taint", a.taint()).Str("label", a.cfg.VerifiedLabel).
 		Msg("Released node")
 
+	a.pending = nil // the release's condition replaces one not yet written, and is tried now
 	a.setCondition(ctx, log, r.cond)
 	a.events.Eventf(a.nodeRef, nil, r.eventType, r.reason, "Release", "%s; released in %s", r.cond.Message, r.elapsed.Round(time.Millisecond))
 

@@ -197,10 +197,21 @@ func (p *Patcher) labelled(node *corev1.Node) bool {
 func (p *Patcher) get(ctx context.Context) (*corev1.Node, error) {
 	node, err := p.client.CoreV1().Nodes().Get(ctx, p.node, metav1.GetOptions{})
 	if err != nil {
-		return nil, p.classify("get", err)
+		return nil, readError{p.classify("get", err)}
 	}
 	p.last = node
 	return node, nil
+}
+
+// readError is a failed read of the node: nothing more about it can be
+// learned until a later read succeeds.
+type readError struct{ error }
+
+func (e readError) Unwrap() error { return e.error }
+
+// IsReadError reports whether err is, or wraps, a failed read of the node.
+func IsReadError(err error) bool {
+	return errors.As(err, new(readError))
 }
 
 func (p *Patcher) hasTaint(node *corev1.Node) bool {
