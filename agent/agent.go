@@ -111,8 +111,12 @@ func New(cfg Config, log zerolog.Logger, clients Clients, build BuildInfo, start
 		log.Info().Time("first_start", first).Dur("since", started.Sub(first).Round(time.Millisecond)).
 			Msg("Restarted in the same pod, the timers count from its first start")
 	}
+	taints, err := cfg.StartupTaints()
+	if err != nil {
+		return nil, err
+	}
 	spec := nodepatch.Spec{
-		Taint:      corev1.Taint{Key: cfg.TaintKey, Value: cfg.TaintValue, Effect: corev1.TaintEffect(cfg.TaintEffect)},
+		Taints:     taints,
 		LabelKey:   cfg.VerifiedLabel,
 		LabelValue: cfg.VerifiedLabelValue,
 	}

@@ -36,6 +36,7 @@ type Config struct {
 	TaintKey           string `envconfig:"TAINT_KEY" default:"node-ready/unverified" desc:"Key of the startup taint to remove"`
 	TaintValue         string `envconfig:"TAINT_VALUE" default:"true" desc:"Value of the startup taint (informational: every taint with the key and effect is removed)"`
 	TaintEffect        string `envconfig:"TAINT_EFFECT" default:"NoSchedule" desc:"Effect of the startup taint: NoSchedule, PreferNoSchedule or NoExecute"`
+	ExtraTaints        List   `envconfig:"EXTRA_TAINTS" desc:"More startup taints, removed in the same write as TAINT_KEY's and held on the same terms: key[=value]:effect, comma-separated (the kubelet's --register-with-taints form); for a node held under several names, such as a readiness.k8s.io/ taint and a startup-taint.cluster-autoscaler.kubernetes.io/ one"`
 	VerifiedLabel      string `envconfig:"VERIFIED_LABEL" default:"node-ready/verified" desc:"Label added to a verified node; the DaemonSet's node affinity must use the same key"`
 	VerifiedLabelValue string `envconfig:"VERIFIED_LABEL_VALUE" default:"true" desc:"Value of the verified label"`
 
@@ -238,6 +239,7 @@ func (c *Config) validators(dryRun bool) []func() error {
 		func() error { return qualifiedName("TAINT_KEY", c.TaintKey) },
 		func() error { return labelValue("TAINT_VALUE", c.TaintValue) },
 		func() error { return oneOf("TAINT_EFFECT", c.TaintEffect, taintEffects) },
+		func() error { _, err := c.StartupTaints(); return err },
 		func() error {
 			if err := qualifiedName("VERIFIED_LABEL", c.VerifiedLabel); err != nil {
 				return err
@@ -501,4 +503,40 @@ func ParsePort(v string) (int, error) {
 		return 0, errors.New(portAccepted)
 	}
 	return n, nil
+}
+
+// StartupTaints returns the taints the agent holds the node with and removes:
+// TAINT_KEY's first, then EXTRA_TAINTS, each key and effect once.
+func (c *Config) StartupTaints() ([]corev1.Taint, error) {
+	taints := []corev1.Taint{{Key: c.TaintKey, Value: c.TaintValue, Effect: corev1.TaintEffect(c.TaintEffect)}}
+	for _, s := range c.ExtraTaints {
+		t, err := parseTaint(s)
+		if err != nil {
+			return nil, &ConfigError{"EXTRA_TAINTS", c.ExtraTaints.String(), fmt.Sprintf("%q: %s", s, err)}
+		}
+		if slices.ContainsFunc(taints, func(o corev1.Taint) bool { return o.MatchTaint(&t) }) {
+			return nil, &ConfigError{"EXTRA_TAINTS", c.ExtraTaints.String(), fmt.Sprintf("%s:%s is named twice (TAINT_KEY and TAINT_EFFECT name the first taint)", t.Key, t.Effect)}
+		}
+		taints = append(taints, t)
+	}
+	return taints, nil
+}
+
+// parseTaint reads key[=value]:effect.
+func parseTaint(s string) (corev1.Taint, error) {
+	kv, effect, ok := strings.Cut(s, ":")
+	if !ok {
+		return corev1.Taint{}, errors.New("write key[=value]:effect, such as readiness.k8s.io/nodeready=true:NoSchedule")
+	}
+	key, value, _ := strings.Cut(kv, "=")
+	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+		return corev1.Taint{}, fmt.Errorf("not a valid taint key: %s", strings.Join(errs, "; "))
+	}
+	if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+		return corev1.Taint{}, fmt.Errorf("not a valid taint value: %s", strings.Join(errs, "; "))
+	}
+	if !slices.Contains(taintEffects, effect) {
+		return corev1.Taint{}, fmt.Errorf("effect %q: use one of %s", effect, strings.Join(taintEffects, ", "))
+	}
+	return corev1.Taint{Key: key, Value: value, Effect: corev1.TaintEffect(effect)}, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // clearEnv unsets every variable the agent reads, then sets env.
@@ -252,6 +253,43 @@ func TestUnimplementedKubeNodeReadyVariablesAreRefused(t *testing.T) {
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, tt.name, ce.Var)
 			assert.Contains(t, ce.Error(), tt.instead)
+		})
+	}
+}
+
+// TestExtraTaints: EXTRA_TAINTS in the kubelet's key[=value]:effect form adds startup taints
+// after TAINT_KEY's; a malformed one, or one naming a taint twice, stops the agent naming
+// the variable.
+func TestExtraTaints(t *testing.T) {
+	base := map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1"}
+	clearEnv(t, base)
+	t.Setenv("EXTRA_TAINTS", "readiness.k8s.io/nodeready=true:NoSchedule, startup-taint.cluster-autoscaler.kubernetes.io/nodeready:NoExecute")
+	cfg, err := LoadConfig(false)
+	require.NoError(t, err)
+	taints, err := cfg.StartupTaints()
+	require.NoError(t, err)
+	assert.Equal(t, []corev1.Taint{
+		{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "readiness.k8s.io/nodeready", Value: "true", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "startup-taint.cluster-autoscaler.kubernetes.io/nodeready", Effect: corev1.TaintEffectNoExecute},
+	}, taints)
+
+	for value, says := range map[string]string{
+		"readiness.k8s.io/nodeready":                "key[=value]:effect",
+		"readiness.k8s.io/nodeready:Sometimes":      "effect",
+		"-bad-/key:NoSchedule":                      "taint key",
+		"readiness.k8s.io/x=a b:NoSchedule":         "taint value",
+		"node-ready/unverified=other:NoSchedule":    "named twice",
+		"a.io/x:NoSchedule,a.io/x=again:NoSchedule": "named twice",
+	} {
+		t.Run(value, func(t *testing.T) {
+			clearEnv(t, base)
+			t.Setenv("EXTRA_TAINTS", value)
+			_, err := LoadConfig(false)
+			var ce *ConfigError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, "EXTRA_TAINTS", ce.Var)
+			assert.Contains(t, ce.Error(), says)
 		})
 	}
 }

@@ -112,7 +112,7 @@ func (r *readOnlyNode) get(ctx context.Context) (*corev1.Node, error) {
 
 func (r *readOnlyNode) tainted(node *corev1.Node) bool {
 	return slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
-		return t.Key == r.spec.Taint.Key && t.Effect == r.spec.Taint.Effect
+		return slices.ContainsFunc(r.spec.Taints, func(s corev1.Taint) bool { return s.MatchTaint(&t) })
 	})
 }
 

@@ -32,7 +32,7 @@ func TestRefusedReadsBoundedPerRound(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(corev1.Resource("nodes"), "node-a", assert.AnError)
 	})
 	a := testAgent(t, nodepatch.New(client, "node-a", nodepatch.Spec{
-		Taint: corev1.Taint{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule}, LabelKey: "node-ready/verified", LabelValue: "true"}),
+		Taints: []corev1.Taint{{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule}}, LabelKey: "node-ready/verified", LabelValue: "true"}),
 		&fakeCheck{name: "dns"})
 	a.cfg.MaxRetries = 2
 	_, _ = runAgent(t, a)

@@ -66,8 +66,9 @@ var (
 
 // Spec is what a verified node looks like.
 type Spec struct {
-	// Taint to remove: every taint with this key and effect, whatever its value.
-	Taint corev1.Taint
+	// Taints to remove: every taint with the key and effect of one of them,
+	// whatever its value. The first is the one named in messages.
+	Taints []corev1.Taint
 	// Label to set.
 	LabelKey, LabelValue string
 }
@@ -224,7 +225,7 @@ func (p *Patcher) hasTaint(node *corev1.Node) bool {
 }
 
 func (p *Patcher) matches(t corev1.Taint) bool {
-	return t.Key == p.spec.Taint.Key && t.Effect == p.spec.Taint.Effect
+	return slices.ContainsFunc(p.spec.Taints, func(s corev1.Taint) bool { return s.MatchTaint(&t) })
 }
 
 // classify wraps API errors so callers can branch with errors.Is and people

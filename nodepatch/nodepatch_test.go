@@ -31,7 +31,7 @@ var (
 	foreign   = corev1.Taint{Key: "example.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
 	notReady  = corev1.Taint{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC).Local()}}
 	otherEff  = corev1.Taint{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoExecute}
-	spec      = Spec{Taint: startup, LabelKey: "node-ready/verified", LabelValue: "true"}
+	spec      = Spec{Taints: []corev1.Taint{startup}, LabelKey: "node-ready/verified", LabelValue: "true"}
 	nodeGVR   = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 	fastRetry = wait.Backoff{Steps: 8, Duration: 0}
 )
@@ -562,4 +562,36 @@ func settleInBackground(t *testing.T, p *Patcher, client *fake.Clientset) <-chan
 		return false
 	}, 5*time.Second, time.Millisecond, "settle watches the node")
 	return done
+}
+
+// TestSeveralStartupTaints: every startup taint is removed in the release's one write, and
+// all of them are put back for a re-verification; another taint of the same prefix stays.
+func TestSeveralStartupTaints(t *testing.T) {
+	readiness := corev1.Taint{Key: "readiness.k8s.io/nodeready", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	otherReadiness := corev1.Taint{Key: "readiness.k8s.io/network-unavailable", Effect: corev1.TaintEffectNoSchedule}
+	p, client := newPatcher(t, newNode(nil, startup, otherReadiness, readiness))
+	p.spec.Taints = []corev1.Taint{startup, readiness}
+
+	state, err := p.State(t.Context())
+	require.NoError(t, err)
+	assert.True(t, state.Tainted)
+	outcome, err := p.Release(t.Context(), map[string]string{p.spec.Record(): "now"})
+	require.NoError(t, err)
+	assert.Equal(t, Patched, outcome)
+	assert.Equal(t, []corev1.Taint{otherReadiness}, getNode(t, client).Spec.Taints)
+	patches := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "patch" {
+			patches++
+		}
+	}
+	assert.Equal(t, 1, patches, "one write")
+
+	n := getNode(t, client)
+	delete(n.Labels, p.spec.LabelKey)
+	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	tainted, err := p.Taint(t.Context())
+	require.NoError(t, err)
+	assert.True(t, tainted)
+	assert.Equal(t, []corev1.Taint{otherReadiness, startup, readiness}, getNode(t, client).Spec.Taints)
 }

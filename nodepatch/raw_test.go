@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -65,7 +66,7 @@ func TestReleaseKeepsTaintFieldsItDoesNotKnow(t *testing.T) {
 	t.Cleanup(ts.Close)
 	client, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL})
 	require.NoError(t, err)
-	p := New(client, "node-a", Spec{Taint: startup, LabelKey: "node-ready/verified", LabelValue: "true"})
+	p := New(client, "node-a", Spec{Taints: []corev1.Taint{startup}, LabelKey: "node-ready/verified", LabelValue: "true"})
 
 	outcome, err := p.Release(t.Context(), map[string]string{"node-ready/verified-at": "now"})
 	require.NoError(t, err)

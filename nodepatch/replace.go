@@ -40,7 +40,7 @@ func (p *Patcher) Replace(ctx context.Context, dyn dynamic.Interface) (string, e
 		}
 	}
 	if !p.hasTaint(node) {
-		return "", fmt.Errorf("node %s has no taint %s=%s:%s: %w", p.node, p.spec.Taint.Key, p.spec.Taint.Value, p.spec.Taint.Effect, ErrNotHeld)
+		return "", fmt.Errorf("node %s has no taint %s: %w", p.node, p.spec.taintNames(), ErrNotHeld)
 	}
 	if at, ok := node.Annotations[p.spec.Record()]; ok {
 		return "", fmt.Errorf("node %s was released by nodeready at %s (annotation %s): %w", p.node, at, p.spec.Record(), ErrVerifiedBefore)

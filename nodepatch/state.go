@@ -2,6 +2,7 @@ package nodepatch
 
 import (
 	"context"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -18,6 +19,15 @@ type State struct {
 	// VerifiedBefore: the node carries nodeready's completion record, so
 	// nodeready released it once.
 	VerifiedBefore bool
+}
+
+// taintNames lists the startup taints as key=value:effect, for messages.
+func (s Spec) taintNames() string {
+	names := make([]string, len(s.Taints))
+	for i, t := range s.Taints {
+		names[i] = t.ToString()
+	}
+	return strings.Join(names, ", ")
 }
 
 // Record returns the annotation that records a release: the time of the

@@ -3,14 +3,13 @@ package nodepatch
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Taint puts the startup taint back on a node that is being verified again
+// Taint puts the startup taints back on a node that is being verified again
 // (its label was removed), so no new workloads land on it while the checks
-// run. It writes only when the node has neither the label nor the taint and
+// run. It writes only when the node has neither the label nor any of the taints and
 // carries nodeready's completion record (Spec.Record): a node that predates
 // the install has neither label nor taint too, and nodeready never taints a
 // node it has not verified before. The write is under the same lock as
@@ -25,14 +24,14 @@ func (p *Patcher) Taint(ctx context.Context) (bool, error) {
 		if s := p.state(node); s.Tainted || s.Labelled || !s.VerifiedBefore {
 			return nil
 		}
-		ops := []operation{
-			{Op: "test", Path: "/spec/taints", Value: node.Spec.Taints},
-			{Op: "add", Path: "/spec/taints/-", Value: p.spec.Taint},
+		ops := []operation{{Op: "test", Path: "/spec/taints", Value: node.Spec.Taints}}
+		for _, t := range p.spec.Taints {
+			ops = append(ops, operation{Op: "add", Path: "/spec/taints/-", Value: t})
 		}
 		if len(node.Spec.Taints) == 0 { // no list to append to yet
 			ops = []operation{
 				{Op: "test", Path: "/metadata/resourceVersion", Value: node.ResourceVersion},
-				{Op: "add", Path: "/spec/taints", Value: []corev1.Taint{p.spec.Taint}},
+				{Op: "add", Path: "/spec/taints", Value: p.spec.Taints},
 			}
 		}
 		if _, err := p.client.CoreV1().Nodes().Patch(ctx, p.node, types.JSONPatchType, mustJSON(ops),

@@ -152,6 +152,7 @@ var settings = map[string]setting{
 	"TAINT_KEY":               {"taintKey", text},
 	"TAINT_VALUE":             {"taintValue", text},
 	"TAINT_EFFECT":            {"taintEffect", text},
+	"EXTRA_TAINTS":            {"extraTaints", list},
 	"VERIFIED_LABEL":          {"verifiedLabel", text},
 	"VERIFIED_LABEL_VALUE":    {"verifiedLabelValue", text},
 	"INITIAL_TIMEOUT":         {"initialTimeout", text},

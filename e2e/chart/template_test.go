@@ -230,6 +230,7 @@ func TestLabelAndTaintFollowValues(t *testing.T) {
 		"--set", "config.verifiedLabel="+label, "--set", "config.verifiedLabelValue="+labelValue,
 		"--set", "config.taintKey="+taint.Key, "--set", "config.taintValue="+taint.Value,
 		"--set", "config.taintEffect="+string(taint.Effect), "--set", "startupTaintPolicy.enabled=true",
+		"--set", "config.extraTaints={readiness.k8s.io/nodeready-unverified=true:NoSchedule,startup-taint.cluster-autoscaler.kubernetes.io/nodeready:NoSchedule}",
 		"--set", "labelToTaintPolicy.enabled=true",
 		"--set", "alerts.enabled=true")
 
@@ -239,6 +240,7 @@ func TestLabelAndTaintFollowValues(t *testing.T) {
 	assert.Equal(t, taint.Key, cm.Data["TAINT_KEY"])
 	assert.Equal(t, taint.Value, cm.Data["TAINT_VALUE"])
 	assert.Equal(t, string(taint.Effect), cm.Data["TAINT_EFFECT"])
+	assert.Equal(t, "readiness.k8s.io/nodeready-unverified=true:NoSchedule,startup-taint.cluster-autoscaler.kubernetes.io/nodeready:NoSchedule", cm.Data["EXTRA_TAINTS"])
 
 	ds := decode[appsv1.DaemonSet](t, objects, "apps/v1 DaemonSet kube-system/nodeready")
 	terms := ds.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
@@ -253,11 +255,14 @@ func TestLabelAndTaintFollowValues(t *testing.T) {
 	vap := decode[admissionv1.ValidatingAdmissionPolicy](t, objects, "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy /nodeready-own-node")
 	assertVariables(t, vap.Spec.Variables, map[string]string{
 		"labelKey": celString(label), "taintKey": celString(taint.Key), "taintEffect": celString(string(taint.Effect)),
+		"extraTaints": "['readiness.k8s.io/nodeready-unverified:NoSchedule', 'startup-taint.cluster-autoscaler.kubernetes.io/nodeready:NoSchedule']",
 	})
 
 	map_ := decode[admissionv1.MutatingAdmissionPolicy](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicy /nodeready-startup-taint")
 	assertVariables(t, map_.Spec.Variables, map[string]string{
 		"taintKey": celString(taint.Key), "taintValue": celString(taint.Value), "taintEffect": celString(string(taint.Effect)),
+		"extraTaints": "[{'key': 'readiness.k8s.io/nodeready-unverified', 'value': 'true', 'effect': 'NoSchedule'}, " +
+			"{'key': 'startup-taint.cluster-autoscaler.kubernetes.io/nodeready', 'value': '', 'effect': 'NoSchedule'}]",
 	})
 	binding := decode[admissionv1.MutatingAdmissionPolicyBinding](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding /nodeready-startup-taint")
 	assert.Contains(t, binding.Spec.MatchResources.ObjectSelector.MatchExpressions,

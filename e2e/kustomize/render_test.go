@@ -72,6 +72,17 @@ func TestOverlays(t *testing.T) {
 		assert.ElementsMatch(t, ids(base), ids(objs))
 		assertKeys(t, objs)
 	})
+	t.Run("readiness: the startup taint under readiness.k8s.io/, put on at creation", func(t *testing.T) {
+		objs := render(t, filepath.Join(overlays, "readiness"))
+		want := append(ids(base), ids(decodeFile(t, filepath.Join(repo, "manifests", "node-creation", "startup-taint.yaml")))...)
+		assert.ElementsMatch(t, want, ids(objs))
+		const key = "'readiness.k8s.io/nodeready-unverified'"
+		cm := find(t, objs, "ConfigMap", "nodeready-config")
+		taintKey, _, _ := unstructured.NestedString(cm.Object, "data", "TAINT_KEY")
+		assert.Equal(t, strings.Trim(key, "'"), taintKey)
+		assert.Equal(t, key, variable(t, find(t, objs, "ValidatingAdmissionPolicy", "nodeready-own-node"), "taintKey"))
+		assert.Equal(t, key, variable(t, find(t, objs, "MutatingAdmissionPolicy", "nodeready-startup-taint"), "taintKey"))
+	})
 	t.Run("prepull", func(t *testing.T) {
 		objs := render(t, filepath.Join(overlays, "prepull"))
 		ds := find(t, objs, "DaemonSet", "nodeready")
@@ -130,7 +141,7 @@ func TestOverlays(t *testing.T) {
 	require.NoError(t, err)
 	for _, e := range entries {
 		if e.IsDir() && e.Name() != "components" {
-			assert.Contains(t, []string{"image", "namespace", "keys", "prepull", "optional", "example", "label-to-taint"}, e.Name(), "overlay without a test")
+			assert.Contains(t, []string{"image", "namespace", "keys", "prepull", "optional", "example", "label-to-taint", "readiness"}, e.Name(), "overlay without a test")
 		}
 	}
 }

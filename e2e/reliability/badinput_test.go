@@ -148,7 +148,7 @@ func TestBadInput(t *testing.T) {
 		defer cancel()
 		_ = f.Kubelet().RemoveNode(ctx, labelled)
 	})
-	p := nodepatch.New(client, labelled, nodepatch.Spec{Taint: harness.StartupTaint, LabelKey: harness.VerifiedLabel, LabelValue: "true"})
+	p := nodepatch.New(client, labelled, nodepatch.Spec{Taints: []corev1.Taint{harness.StartupTaint}, LabelKey: harness.VerifiedLabel, LabelValue: "true"})
 	outcome, err := p.Release(ctx, nil)
 	require.NoError(t, err)
 	assert.Equal(t, nodepatch.Patched, outcome)

@@ -33,7 +33,7 @@ const (
 var (
 	startupTaint = corev1.Taint{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule}
 	foreignTaint = corev1.Taint{Key: "example.com/dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}
-	releaseSpec  = nodepatch.Spec{Taint: startupTaint, LabelKey: "node-ready/verified", LabelValue: "true"}
+	releaseSpec  = nodepatch.Spec{Taints: []corev1.Taint{startupTaint}, LabelKey: "node-ready/verified", LabelValue: "true"}
 )
 
 // write is one attempted node write.

@@ -36,3 +36,20 @@ default, as the agent reads it. Call with (list "namespace/name" "default").
 {{- $ref := index . 0 -}}
 {{- if contains "/" $ref -}}{{ first (splitList "/" $ref) }}{{- else -}}{{ index . 1 }}{{- end -}}
 {{- end -}}
+
+{{/* EXTRA_TAINTS (key[=value]:effect) as the own-node policy's 'key:effect' strings. */}}
+{{- define "nodeready.extraTaintKeys" -}}
+{{- range $i, $t := .Values.config.extraTaints -}}
+{{- $kv := splitList ":" $t -}}
+{{- if $i }}, {{ end }}'{{ splitList "=" (first $kv) | first }}:{{ last $kv }}'
+{{- end -}}
+{{- end -}}
+
+{{/* EXTRA_TAINTS as the taint-at-creation policy's {'key', 'value', 'effect'} maps. */}}
+{{- define "nodeready.extraTaintObjects" -}}
+{{- range $i, $t := .Values.config.extraTaints -}}
+{{- $kv := splitList ":" $t -}}
+{{- $k := splitList "=" (first $kv) -}}
+{{- if $i }}, {{ end }}{'key': '{{ first $k }}', 'value': '{{ if gt (len $k) 1 }}{{ last $k }}{{ end }}', 'effect': '{{ last $kv }}'}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,125 @@
+package admission
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeready/nodeready/e2e/controlplane"
+	"github.com/nodeready/nodeready/e2e/harness"
+)
+
+var (
+	// nodeready's second startup taint, under the prefix Karpenter and NRC know.
+	readinessTaint = corev1.Taint{Key: "readiness.k8s.io/nodeready-unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	// Another controller's readiness taint (an NRC rule's): never nodeready's to remove.
+	foreignReadinessTaint = corev1.Taint{Key: "readiness.k8s.io/network-unavailable", Value: "pending", Effect: corev1.TaintEffectNoSchedule}
+)
+
+// TestSeveralStartupTaints: with EXTRA_TAINTS and the policies' extraTaints naming a second
+// startup taint, a new node gets both at creation, and the agent removes both in one write:
+// no version of the node ever carries one without the other. Another controller's
+// readiness.k8s.io/ taint stays through the release and through a re-verification, in
+// which the agent puts both of its taints back. (That the own-node policy refuses the agent
+// any write to another taint is e2e/security's; here its extraTaints is what lets the
+// release through.)
+func TestSeveralStartupTaints(t *testing.T) {
+	c := harness.StartForTest(t, harness.Options{})
+	cp := c.ControlPlane()
+	admin := c.Client()
+	requireMutatingAdmissionPolicyV1(t, admin)
+	applyWithExtraTaints(t, cp, filepath.Join("manifests", "04-admission-policy.yaml"), "['readiness.k8s.io/nodeready-unverified:NoSchedule']")
+	applyWithExtraTaints(t, cp, filepath.Join("manifests", "node-creation", "startup-taint.yaml"),
+		"[{'key': 'readiness.k8s.io/nodeready-unverified', 'value': 'true', 'effect': 'NoSchedule'}]")
+	waitPolicy(t, cp, nil, readinessTaint)
+
+	const name = "two-taints"
+	versions := recordTaints(t, admin, name)
+	f := harness.NewFleetForTest(t, c, "taints")
+	require.NoError(t, f.AddNode(t.Context(), name, harness.NodeOptions{Untainted: true, Taints: []corev1.Taint{foreignReadinessTaint},
+		Env: map[string]string{"EXTRA_TAINTS": "readiness.k8s.io/nodeready-unverified=true:NoSchedule", "REVERIFY_TAINT": "true"}}))
+	created := getNode(t, admin, name)
+	assert.Subset(t, created.Spec.Taints, []corev1.Taint{startupTaint, readinessTaint, foreignReadinessTaint}, "at creation")
+
+	require.NoError(t, f.WaitReleased(t.Context(), name))
+	n := getNode(t, admin, name)
+	assert.Contains(t, n.Spec.Taints, foreignReadinessTaint, "the other controller's taint stays through the release")
+	assert.Zero(t, countStartupTaints(n.Spec.Taints))
+	assert.NotContains(t, n.Spec.Taints, readinessTaint)
+
+	// Re-verification (REVERIFY_TAINT=true): the label removed once the first agent is gone.
+	require.NoError(t, f.WaitAgentsGone(t.Context(), name))
+	_, err := c.Kubectl(t.Context(), "label", "node", name, harness.VerifiedLabel+"-")
+	require.NoError(t, err)
+	require.NoError(t, f.WaitReleased(t.Context(), name))
+	assert.Contains(t, getNode(t, admin, name).Spec.Taints, foreignReadinessTaint, "the other controller's taint stays through the re-verification")
+
+	// Every version: both startup taints or neither, the other readiness taint always; and
+	// the taints went both, neither (released), both (put back), neither (released again).
+	var steps []string
+	for _, taints := range versions() {
+		startup, readiness := hasTaint(taints, startupTaint), hasTaint(taints, readinessTaint)
+		assert.Equal(t, startup, readiness, "a version of node %s carries one startup taint without the other: %v", name, taints)
+		assert.True(t, hasTaint(taints, foreignReadinessTaint), "a version of node %s lost the other readiness taint: %v", name, taints)
+		step := map[bool]string{true: "held", false: "released"}[startup || readiness]
+		if len(steps) == 0 || steps[len(steps)-1] != step {
+			steps = append(steps, step)
+		}
+	}
+	assert.Equal(t, []string{"held", "released", "held", "released"}, steps, "node %s", name)
+	t.Logf("node %s: %d versions seen: %v", name, len(versions()), steps)
+}
+
+func hasTaint(taints []corev1.Taint, want corev1.Taint) bool {
+	return slices.ContainsFunc(taints, func(t corev1.Taint) bool { return want.MatchTaint(&t) })
+}
+
+// applyWithExtraTaints applies a manifest from the repository with its extraTaints
+// variable set to expr.
+func applyWithExtraTaints(t *testing.T, cp *controlplane.ControlPlane, file, expr string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", file))
+	require.NoError(t, err)
+	const empty = "- name: extraTaints\n      expression: \"[]\""
+	require.Contains(t, string(data), empty, "%s has no empty extraTaints variable", file)
+	path := filepath.Join(t.TempDir(), filepath.Base(file))
+	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(data), empty, `- name: extraTaints
+      expression: "`+expr+`"`, 1)), 0o644))
+	kubectl(t, cp, "apply", "-f", path)
+}
+
+// recordTaints watches the node named name from before its creation and returns a function
+// that gives the taints of every version seen so far.
+func recordTaints(t *testing.T, c kubernetes.Interface, name string) func() [][]corev1.Taint {
+	t.Helper()
+	w, err := c.CoreV1().Nodes().Watch(t.Context(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	require.NoError(t, err)
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	var seen [][]corev1.Taint
+	go func() {
+		for ev := range w.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok && ev.Type != watch.Deleted {
+				mu.Lock()
+				seen = append(seen, n.Spec.Taints)
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() [][]corev1.Taint {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
+}
