@@ -40,6 +40,7 @@ vet: ## go vet both modules, check formatting, lint .github/workflows with actio
 	cd e2e && go vet ./...
 	cd e2e/k8s && go mod verify >/dev/null
 	cd e2e/k8s-1.32 && go mod verify >/dev/null
+	cd e2e/k8s-1.37 && go mod verify >/dev/null
 	cd e2e/karpenter-build && go mod verify >/dev/null
 	cd e2e/containerd-build && go mod verify >/dev/null
 	cd e2e/coredns-build && go mod verify >/dev/null
@@ -63,10 +64,11 @@ tools: ## Build the test-only tools the e2e tests run (Helm) from the Go module 
 	scripts/build-tools.sh helm >/dev/null
 
 .PHONY: control-plane
-control-plane: control-plane-current ## Build etcd and the Kubernetes components (v1.36.3 from e2e/k8s/go.mod; v1.32.5, the oldest supported, from e2e/k8s-1.32/go.mod) from the Go module proxy, once per machine
+control-plane: control-plane-current ## Build etcd and the Kubernetes components (v1.36.3 from e2e/k8s/go.mod; v1.32.5, the oldest supported, from e2e/k8s-1.32/go.mod; v1.37.2, the newest, from e2e/k8s-1.37/go.mod) from the Go module proxy, once per machine
 	scripts/build-control-plane.sh e2e/k8s-1.32
+	scripts/build-control-plane.sh e2e/k8s-1.37
 
-# Only v1.36.3: what the demo, the bench and the real node run. e2e/versions needs both.
+# Only v1.36.3: what the demo, the bench and the real node run. e2e/versions needs all three.
 .PHONY: control-plane-current
 control-plane-current:
 	scripts/build-control-plane.sh

@@ -5,8 +5,9 @@
 #
 # They are built from a module that requires only Kubernetes, e2e/k8s by default, so every
 # dependency is at the version Kubernetes itself pins: nothing nodeready or the e2e tests
-# require can raise it. Another such module (e2e/k8s-1.32, the oldest minor the README
-# supports) builds another release the same way, into its own directory.
+# require can raise it. Other such modules (e2e/k8s-1.32, the oldest minor the README
+# supports, and e2e/k8s-1.37, the newest) build other releases the same way, each into its
+# own directory.
 #
 # The first run compiles Kubernetes and takes several minutes; later runs return at once
 # unless a module these binaries are built from, this script or the Go toolchain changed.
@@ -18,7 +19,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 [-f] [MODULE]   (MODULE: e2e/k8s, the default, or e2e/k8s-1.32)" >&2
+  echo "usage: $0 [-f] [MODULE]   (MODULE: e2e/k8s, the default, e2e/k8s-1.32 or e2e/k8s-1.37)" >&2
   exit 2
 }
 

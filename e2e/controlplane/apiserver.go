@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -18,9 +19,8 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		"--etcd-servers=" + cp.etcdURL(),
 		"--bind-address=" + cp.apiServerHost(),
 		"--secure-port=" + strconv.Itoa(cp.apiServerPort),
-		// The endpoint reconciler rejects loopback, so on 127.0.0.1 default/kubernetes has no
-		// endpoints; without this flag the API server would advertise the host's outward
-		// address, where nothing listens.
+		// Without this flag the API server would advertise the host's outward address, where
+		// nothing listens.
 		"--advertise-address=" + cp.apiServerHost(),
 		"--cert-dir=" + filepath.Join(cp.workDir, "kube-apiserver"),
 		"--tls-cert-file=" + p.APIServer.CertFile,
@@ -44,6 +44,12 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		"--proxy-client-cert-file=" + p.FrontProxyClient.CertFile,
 		"--proxy-client-key-file=" + p.FrontProxyClient.KeyFile,
+	}
+	if ip := net.ParseIP(cp.apiServerHost()); ip != nil && ip.IsLoopback() {
+		// The endpoint reconciler rejects a loopback address: up to 1.36 it wrote no endpoints
+		// for default/kubernetes, from 1.37 kube-apiserver refuses to start ("may not be in the
+		// loopback range"). Turned off, default/kubernetes has no endpoints on both.
+		args = append(args, "--endpoint-reconciler-type=none")
 	}
 	return append(args, cp.opts.APIServerArgs...)
 }

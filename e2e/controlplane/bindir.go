@@ -16,6 +16,11 @@ const KubernetesVersion = "v1.36.3"
 // scenarios against it as well as against KubernetesVersion.
 const FloorKubernetesVersion = "v1.32.5"
 
+// NewestKubernetesVersion is the newest release, newer than the one everything else runs on,
+// which e2e/k8s-1.37/go.mod pins and `scripts/build-control-plane.sh e2e/k8s-1.37` builds;
+// e2e/versions runs the core scenarios against it too.
+const NewestKubernetesVersion = "v1.37.2"
+
 // BinDirEnv overrides where the control plane binaries are looked up.
 const BinDirEnv = "NODEREADY_K8S_BIN"
 

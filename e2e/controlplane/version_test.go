@@ -27,6 +27,7 @@ func parseGoMod(t *testing.T, path string) *modfile.File {
 var buildModules = map[string]string{
 	"../k8s/go.mod":      controlplane.KubernetesVersion,
 	"../k8s-1.32/go.mod": controlplane.FloorKubernetesVersion,
+	"../k8s-1.37/go.mod": controlplane.NewestKubernetesVersion,
 }
 
 // The cache directory is named by KubernetesVersion (FloorKubernetesVersion); it must follow

@@ -45,7 +45,10 @@ func matrix(t *testing.T) []release {
 	require.NoError(t, err)
 	floor, err := controlplane.BinDirFor(controlplane.FloorKubernetesVersion)
 	require.NoError(t, err)
+	newest, err := controlplane.BinDirFor(controlplane.NewestKubernetesVersion)
+	require.NoError(t, err)
 	return []release{
+		{version: controlplane.NewestKubernetesVersion, binDir: newest, creationPolicy: true, dra: true},
 		{version: controlplane.KubernetesVersion, binDir: current, creationPolicy: true, dra: true},
 		{version: controlplane.FloorKubernetesVersion, binDir: floor, creationPolicy: false, dra: false},
 	}
