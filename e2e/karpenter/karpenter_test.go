@@ -18,7 +18,8 @@ import (
 )
 
 // TestKarpenter runs the real Karpenter (kwok provider) on one control plane with nodeready
-// installed, and a NodePool per scenario whose startupTaints hold nodeready's taint.
+// installed, and a NodePool per scenario whose startupTaints hold nodeready's taint, or, in
+// the last scenarios, none: the creation-time admission policy puts the taint on.
 func TestKarpenter(t *testing.T) {
 	c := harness.StartForTest(t, harness.Options{})
 	k := startForTest(t, c)
@@ -39,7 +40,19 @@ func TestKarpenter(t *testing.T) {
 		testBeforeRegistration(t, c, dyn, k)
 	})
 	t.Run("replace-node deletes the NodeClaim and Karpenter replaces the node", func(t *testing.T) {
-		testReplace(t, c, dyn)
+		testReplace(t, c, dyn, harness.StartupTaint.Key)
+	})
+	// Karpenter told nothing: the taint put on by the creation-time policy, no startupTaints.
+	var runs []heldRun
+	t.Run("zero change: a readiness.k8s.io/ taint holds nodes Karpenter counts as launching", func(t *testing.T) {
+		runs = append(runs, testZeroChange(t, c, dyn))
+	})
+	t.Run("comparison: nodeready's own taint without startupTaints", func(t *testing.T) {
+		runs = append(runs, testComparison(t, c, dyn))
+	})
+	logComparison(t, runs...)
+	t.Run("replace-node with a readiness.k8s.io/ taint", func(t *testing.T) {
+		testReplace(t, c, dyn, ReadinessTaintKey)
 	})
 }
 
@@ -195,10 +208,18 @@ func testBeforeRegistration(t *testing.T, c *harness.Cluster, dyn dynamic.Interf
 
 // testReplace: the first node fails its checks; with FAILURE_ACTION=replace-node its agent
 // deletes the NodeClaim its Node's ownerReference names; Karpenter drains and deletes the
-// node and launches another for the pending pod, which is verified and runs it.
-func testReplace(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) {
+// node and launches another for the pending pod, which is verified and runs it. With another
+// key than nodeready's, the creation-time policy puts that taint on instead of the NodePool.
+func testReplace(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, key string) {
 	ctx := t.Context()
-	const pool, app = "replace", "replace"
+	pool, app := "replace", "replace"
+	np, taint := NodePool, harness.StartupTaint
+	env := map[string]string{"FAILURE_ACTION": "replace-node", "MAX_RETRIES": "2"}
+	if key != harness.StartupTaint.Key {
+		pool, app = "replace-readiness", "replace-readiness"
+		np, taint.Key, env["TAINT_KEY"] = NodePoolWithoutStartupTaints, key, key
+		useTaintKey(t, c, key)
+	}
 	f := harness.NewFleetForTest(t, c, pool)
 	var mu sync.Mutex
 	adopted := 0
@@ -206,10 +227,10 @@ func testReplace(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) {
 		mu.Lock()
 		defer mu.Unlock()
 		adopted++
-		return harness.NodeOptions{BrokenDNS: adopted == 1, Env: map[string]string{"FAILURE_ACTION": "replace-node", "MAX_RETRIES": "2"}}
+		return harness.NodeOptions{BrokenDNS: adopted == 1, Env: env}
 	}))
-	createNodePool(t, dyn, NodePool(pool, f.Name()))
-	tl := watchTimeline(t, c, dyn, pool, app)
+	createNodePool(t, dyn, np(pool, f.Name()))
+	tl := watchTimelineTaint(t, c, dyn, pool, app, taint)
 	deploy(t, c, app, pool, 1)
 
 	first := waitNodes(t, tl, 1)[0]

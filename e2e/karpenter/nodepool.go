@@ -84,3 +84,17 @@ func NodePool(name, fleet string) *unstructured.Unstructured {
 		},
 	}}
 }
+
+// ReadinessTaintKey is a startup taint key for nodeready under readiness.k8s.io/, which
+// Karpenter (pkg/scheduling KnownEphemeralTaintKeyPrefixes) treats as ephemeral without
+// being told: it ignores such a taint on an uninitialized node when it simulates scheduling,
+// and counts the NodeClaim Initialized only once the taint is gone.
+const ReadinessTaintKey = "readiness.k8s.io/nodeready-unverified"
+
+// NodePoolWithoutStartupTaints is NodePool with no startupTaints: the taint is put on by
+// someone else (the creation-time admission policy) and Karpenter is not told about it.
+func NodePoolWithoutStartupTaints(name, fleet string) *unstructured.Unstructured {
+	p := NodePool(name, fleet)
+	unstructured.RemoveNestedField(p.Object, "spec", "template", "spec", "startupTaints")
+	return p
+}

@@ -2,6 +2,7 @@ package karpenter
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -35,6 +36,10 @@ type launch struct {
 	deleted              bool
 	initializedCondition string // status of the NodeClaim's Initialized condition, last seen
 	conditions           []string
+	// initializedTainted: the Node seen labelled karpenter.sh/initialized while it still
+	// carried the startup taint. Karpenter labels the Node in the same pass as it sets the
+	// NodeClaim's Initialized condition, so this is Initialized before the release.
+	initializedTainted bool
 }
 
 // timeline watches one NodePool's NodeClaims and Nodes and one workload's pods from a start
@@ -42,6 +47,7 @@ type launch struct {
 // → verified → Initialized → pod running.
 type timeline struct {
 	start time.Time
+	taint corev1.Taint // the startup taint the agents remove
 	mu    sync.Mutex
 	// launches by NodeClaim name; a kwok Node's hostname label is its NodeClaim's name.
 	launches map[string]*launch
@@ -53,7 +59,13 @@ type timeline struct {
 // watchTimeline starts the watches; they end with the test.
 func watchTimeline(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool, app string) *timeline {
 	t.Helper()
-	tl := &timeline{start: time.Now(), launches: map[string]*launch{}, pending: map[string]time.Time{}, running: map[string]time.Time{}, podNode: map[string]string{}}
+	return watchTimelineTaint(t, c, dyn, pool, app, harness.StartupTaint)
+}
+
+// watchTimelineTaint is watchTimeline for agents that remove another startup taint.
+func watchTimelineTaint(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool, app string, taint corev1.Taint) *timeline {
+	t.Helper()
+	tl := &timeline{start: time.Now(), taint: taint, launches: map[string]*launch{}, pending: map[string]time.Time{}, running: map[string]time.Time{}, podNode: map[string]string{}}
 	ctx := t.Context()
 	claims := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
 		o.LabelSelector = NodePoolLabel + "=" + pool
@@ -154,11 +166,11 @@ func (tl *timeline) node(obj any, deleted bool) {
 	registered := n.Labels[RegisteredLabel] == "true"
 	verified := n.Labels[harness.VerifiedLabel] == "true"
 	if l.created.IsZero() {
-		l.createdTainted = harness.IsTainted(n)
+		l.createdTainted = tl.tainted(n)
 	}
 	l.node = n.Name
 	mark(&l.created, now)
-	if registered && !verified && l.verified.IsZero() && !harness.IsTainted(n) {
+	if registered && !verified && l.verified.IsZero() && !tl.tainted(n) {
 		l.registeredUntainted = true
 	}
 	if registered {
@@ -170,17 +182,26 @@ func (tl *timeline) node(obj any, deleted bool) {
 		}
 		mark(&l.verified, now)
 	}
-	if verified && harness.IsTainted(n) {
+	if verified && tl.tainted(n) {
 		l.bothAtOnce = true
 	}
 	if n.Labels[InitializedLabel] == "true" {
 		mark(&l.initialized, now)
+		if tl.tainted(n) {
+			l.initializedTainted = true
+		}
 	}
 	for _, ref := range n.OwnerReferences {
 		if ref.Kind == "NodeClaim" {
 			l.owner = ref.Name
 		}
 	}
+}
+
+// tainted reports whether the node carries the startup taint, by key and effect as the agent
+// matches it.
+func (tl *timeline) tainted(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&tl.taint) })
 }
 
 func (tl *timeline) pod(obj any, deleted bool) {
@@ -214,6 +235,13 @@ func (tl *timeline) Launches() []launch {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].claimed.Before(out[j].claimed) })
 	return out
+}
+
+// Running returns when each pod was first seen Running.
+func (tl *timeline) Running() map[string]time.Time {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return maps.Clone(tl.running)
 }
 
 // Claims returns the names of the NodeClaims seen.
