@@ -111,9 +111,7 @@ func (r *readOnlyNode) get(ctx context.Context) (*corev1.Node, error) {
 }
 
 func (r *readOnlyNode) tainted(node *corev1.Node) bool {
-	return slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
-		return slices.ContainsFunc(r.spec.Taints, func(s corev1.Taint) bool { return s.MatchTaint(&t) })
-	})
+	return slices.ContainsFunc(node.Spec.Taints, r.spec.IsStartupTaint)
 }
 
 func (r *readOnlyNode) labelled(node *corev1.Node) bool {

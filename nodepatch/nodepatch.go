@@ -224,8 +224,11 @@ func (p *Patcher) hasTaint(node *corev1.Node) bool {
 	return false
 }
 
-func (p *Patcher) matches(t corev1.Taint) bool {
-	return slices.ContainsFunc(p.spec.Taints, func(s corev1.Taint) bool { return s.MatchTaint(&t) })
+func (p *Patcher) matches(t corev1.Taint) bool { return p.spec.IsStartupTaint(t) }
+
+// IsStartupTaint reports whether t has the key and effect of one of the startup taints.
+func (s Spec) IsStartupTaint(t corev1.Taint) bool {
+	return slices.ContainsFunc(s.Taints, func(st corev1.Taint) bool { return st.MatchTaint(&t) })
 }
 
 // classify wraps API errors so callers can branch with errors.Is and people
