@@ -10,9 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -57,20 +55,14 @@ func TestAPIServerReadyz(t *testing.T) {
 			client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
 			require.NoError(t, err)
 			c := checks.NewAPIServer(client, "", "node-1")
-			require.Equal(t, "apiserver", c.Name())
-			require.Equal(t, "/readyz", c.Target())
+			requireIdentity(t, c, "apiserver", "/readyz")
 
-			res := checks.Execute(t.Context(), c, 5*time.Second)
+			res := checks.Execute(t.Context(), c, runTimeout)
 
 			mu.Lock()
 			assert.Equal(t, []string{"/readyz"}, paths, "one request, no retries")
 			mu.Unlock()
-			if tt.wantErr == "" {
-				assert.NoError(t, res.Err)
-				return
-			}
-			require.Error(t, res.Err)
-			assert.Contains(t, res.Err.Error(), tt.wantErr)
+			assertErrContains(t, res.Err, tt.wantErr)
 		})
 	}
 }
@@ -86,9 +78,6 @@ func TestAPIServerReadyzWithoutRESTClient(t *testing.T) {
 
 func TestAPIServerNode(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
-	forbidden := func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "node-1", nil)
-	}
 	tests := []struct {
 		name     string
 		nodeName string
@@ -97,7 +86,7 @@ func TestAPIServerNode(t *testing.T) {
 	}{
 		{name: "own node", nodeName: "node-1"},
 		{name: "missing node", nodeName: "node-2", wantErr: `get node "node-2": nodes "node-2" not found`},
-		{name: "forbidden", nodeName: "node-1", reactor: forbidden, wantErr: `get node "node-1": forbidden, check the agent's RBAC`},
+		{name: "forbidden", nodeName: "node-1", reactor: forbidden(schema.GroupResource{Resource: "nodes"}), wantErr: `get node "node-1": forbidden, check the agent's RBAC`},
 		{name: "no node name", nodeName: "", wantErr: "get node: no node name"},
 	}
 	for _, tt := range tests {
@@ -109,14 +98,7 @@ func TestAPIServerNode(t *testing.T) {
 			c := checks.NewAPIServer(client, checks.APIServerNode, tt.nodeName)
 			require.Equal(t, "node/"+tt.nodeName, c.Target())
 
-			res := checks.Execute(t.Context(), c, 5*time.Second)
-
-			if tt.wantErr == "" {
-				assert.NoError(t, res.Err)
-			} else {
-				require.Error(t, res.Err)
-				assert.Contains(t, res.Err.Error(), tt.wantErr)
-			}
+			assertErrContains(t, checks.Execute(t.Context(), c, runTimeout).Err, tt.wantErr)
 			for _, a := range client.Actions() {
 				assert.Equal(t, "get", a.GetVerb(), "read only")
 			}

@@ -69,17 +69,9 @@ func TestCommand(t *testing.T) {
 				require.NoError(t, os.Chmod(path, tt.mode))
 			}
 			c := checks.NewCommand(path, tt.args)
-			require.Equal(t, "command", c.Name())
-			require.Equal(t, strings.Join(append([]string{path}, tt.args...), " "), c.Target())
+			requireIdentity(t, c, "command", strings.Join(append([]string{path}, tt.args...), " "))
 
-			res := checks.Execute(t.Context(), c, 5*time.Second)
-
-			if tt.wantErr == "" {
-				assert.NoError(t, res.Err)
-			} else {
-				require.Error(t, res.Err)
-				assert.Equal(t, fmt.Sprintf(tt.wantErr, path), res.Err.Error())
-			}
+			assertErr(t, checks.Execute(t.Context(), c, runTimeout).Err, strings.ReplaceAll(tt.wantErr, "%s", path))
 		})
 	}
 }
@@ -150,7 +142,7 @@ func TestCommandKillsLeftovers(t *testing.T) {
 echo $! > "$1"
 exit 0`)
 
-	res := checks.Execute(t.Context(), checks.NewCommand(path, []string{pidFile}), 5*time.Second)
+	res := checks.Execute(t.Context(), checks.NewCommand(path, []string{pidFile}), runTimeout)
 
 	require.NoError(t, res.Err)
 	bg := readPID(t, pidFile)
@@ -163,12 +155,7 @@ func TestCommandWaitThenPass(t *testing.T) {
 	path := script(t, `[ -e "$1" ] || { echo "cache not warm yet"; exit 1; }`)
 	c := checks.NewCommand(path, []string{marker})
 
-	res := checks.Execute(t.Context(), c, 5*time.Second)
-	require.Error(t, res.Err)
-	assert.Equal(t, fmt.Sprintf("run %s: exit status 1, output:\ncache not warm yet", path), res.Err.Error())
-
-	require.NoError(t, os.WriteFile(marker, nil, 0o644))
-
-	res = checks.Execute(t.Context(), c, 5*time.Second)
-	assert.NoError(t, res.Err)
+	failThenPass(t, c, fmt.Sprintf("run %s: exit status 1, output:\ncache not warm yet", path), func() {
+		require.NoError(t, os.WriteFile(marker, nil, 0o644))
+	})
 }

@@ -1,13 +1,11 @@
 package checks
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -27,13 +25,9 @@ type ConditionWant struct {
 // the kubelet or a node agent sets it (Ready, NetworkUnavailable,
 // example.com/GPUHealthy); the status is True, False or Unknown, spelled so.
 func ParseConditionWant(s string) (ConditionWant, error) {
-	typ, status, ok := strings.Cut(s, "=")
-	typ, status = strings.TrimSpace(typ), strings.TrimSpace(status)
-	if !ok {
-		return ConditionWant{}, fmt.Errorf("%q: want Type=Status, such as Ready=True", s)
-	}
-	if errs := validation.IsQualifiedName(typ); len(errs) > 0 {
-		return ConditionWant{}, fmt.Errorf("condition type %q: %s", typ, strings.Join(errs, "; "))
+	typ, status, err := cutQualified(s, "=", "Type=Status, such as Ready=True", "condition type")
+	if err != nil {
+		return ConditionWant{}, err
 	}
 	if !slices.Contains(ConditionStatuses, status) {
 		return ConditionWant{}, fmt.Errorf("status %q of %s: want one of %s", status, typ, strings.Join(ConditionStatuses, ", "))
@@ -46,35 +40,21 @@ func (w ConditionWant) String() string { return string(w.Type) + "=" + string(w.
 
 // NodeCondition passes when one condition of the node has the wanted status.
 // A condition the node does not report fails: nothing has vouched for it yet.
-type NodeCondition struct {
-	client   kubernetes.Interface
-	nodeName string
-	want     ConditionWant
-}
+type NodeCondition struct{ nodeGate[ConditionWant] }
 
 // NewNodeCondition returns a check that the node nodeName reports want.
 func NewNodeCondition(client kubernetes.Interface, nodeName string, want ConditionWant) *NodeCondition {
-	return &NodeCondition{client: client, nodeName: nodeName, want: want}
+	return &NodeCondition{nodeGate[ConditionWant]{name: "conditions", client: client, nodeName: nodeName, want: want}}
 }
 
-// Name implements Check.
-func (c *NodeCondition) Name() string { return "conditions" }
-
-// Target implements Check.
-func (c *NodeCondition) Target() string { return c.want.String() }
-
-// Run implements Check.
-func (c *NodeCondition) Run(ctx context.Context) error {
-	node, err := getNode(ctx, c.client, c.nodeName)
-	if err != nil {
-		return err
-	}
-	i := slices.IndexFunc(node.Status.Conditions, func(nc corev1.NodeCondition) bool { return nc.Type == c.want.Type })
+// judge implements nodeWant.
+func (w ConditionWant) judge(node *corev1.Node) error {
+	i := slices.IndexFunc(node.Status.Conditions, func(nc corev1.NodeCondition) bool { return nc.Type == w.Type })
 	if i < 0 {
-		return fmt.Errorf("node %s: no condition %s, want %s", node.Name, c.want.Type, c.want.Status)
+		return fmt.Errorf("node %s: no condition %s, want %s", node.Name, w.Type, w.Status)
 	}
 	got := node.Status.Conditions[i]
-	if got.Status == c.want.Status {
+	if got.Status == w.Status {
 		return nil
 	}
 	why := ""
@@ -84,5 +64,5 @@ func (c *NodeCondition) Run(ctx context.Context) error {
 	case got.Reason != "" || got.Message != "":
 		why = fmt.Sprintf(" (%s%s)", got.Reason, got.Message)
 	}
-	return fmt.Errorf("node %s: condition %s is %s, want %s%s", node.Name, got.Type, got.Status, c.want.Status, why)
+	return fmt.Errorf("node %s: condition %s is %s, want %s%s", node.Name, got.Type, got.Status, w.Status, why)
 }

@@ -2,7 +2,6 @@ package checks_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,14 +28,9 @@ func TestParseConditionWant(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got, err := checks.ParseConditionWant(tt.in)
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
-				return
+			if got, ok := parsed(t, checks.ParseConditionWant, tt.in, tt.wantErr); ok {
+				assert.Equal(t, tt.want, got)
 			}
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
 		})
 	}
 }
@@ -70,23 +64,12 @@ func TestNodeCondition(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			want, err := checks.ParseConditionWant(tt.want)
-			require.NoError(t, err)
 			client := fake.NewClientset(tt.node)
-			c := checks.NewNodeCondition(client, "node-a", want)
-			require.Equal(t, "conditions", c.Name())
-			require.Equal(t, tt.want, c.Target())
+			c := checks.NewNodeCondition(client, "node-a", mustParse(t, checks.ParseConditionWant, tt.want))
+			requireIdentity(t, c, "conditions", tt.want)
 
-			res := checks.Execute(t.Context(), c, 5*time.Second)
-
-			if tt.wantErr == "" {
-				assert.NoError(t, res.Err)
-			} else {
-				require.Error(t, res.Err)
-				assert.Equal(t, tt.wantErr, res.Err.Error())
-			}
-			require.Len(t, client.Actions(), 1)
-			assert.Equal(t, "get", client.Actions()[0].GetVerb())
+			assertErr(t, checks.Execute(t.Context(), c, runTimeout).Err, tt.wantErr)
+			assert.Equal(t, "get", onlyAction(t, client).GetVerb())
 		})
 	}
 }
@@ -96,14 +79,15 @@ func TestNodeConditionWaitThenPass(t *testing.T) {
 	client := fake.NewClientset(node)
 	c := checks.NewNodeCondition(client, "node-a", checks.ConditionWant{Type: corev1.NodeReady, Status: corev1.ConditionTrue})
 
-	res := checks.Execute(t.Context(), c, 5*time.Second)
-	require.Error(t, res.Err)
-	assert.Equal(t, "node node-a: condition Ready is False, want True", res.Err.Error())
+	failThenPass(t, c, "node node-a: condition Ready is False, want True", func() {
+		node.Status.Conditions[0].Status = corev1.ConditionTrue
+		updateNodeStatus(t, client, node)
+	})
+}
 
-	node.Status.Conditions[0].Status = corev1.ConditionTrue
+// updateNodeStatus writes node's status as the kubelet would.
+func updateNodeStatus(t *testing.T, client *fake.Clientset, node *corev1.Node) {
+	t.Helper()
 	_, err := client.CoreV1().Nodes().UpdateStatus(t.Context(), node, metav1.UpdateOptions{})
 	require.NoError(t, err)
-
-	res = checks.Execute(t.Context(), c, 5*time.Second)
-	assert.NoError(t, res.Err)
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -60,19 +59,10 @@ func TestCSIDriver(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset(tt.objects...)
 			c := checks.NewCSIDriver(client, "node-a", "ebs.csi.aws.com", tt.requireAllocatable)
-			require.Equal(t, "csi", c.Name())
-			require.Equal(t, "ebs.csi.aws.com", c.Target())
+			requireIdentity(t, c, "csi", "ebs.csi.aws.com")
 
-			res := checks.Execute(t.Context(), c, 5*time.Second)
-
-			if tt.wantErr == "" {
-				assert.NoError(t, res.Err)
-			} else {
-				require.Error(t, res.Err)
-				assert.Equal(t, tt.wantErr, res.Err.Error())
-			}
-			require.Len(t, client.Actions(), 1)
-			get, ok := client.Actions()[0].(k8stesting.GetAction)
+			assertErr(t, checks.Execute(t.Context(), c, runTimeout).Err, tt.wantErr)
+			get, ok := onlyAction(t, client).(k8stesting.GetAction)
 			require.True(t, ok)
 			assert.Equal(t, "csinodes", get.GetResource().Resource)
 			assert.Equal(t, "node-a", get.GetName())
@@ -84,23 +74,16 @@ func TestCSIDriverWaitThenPass(t *testing.T) {
 	client := fake.NewClientset()
 	c := checks.NewCSIDriver(client, "node-a", "ebs.csi.aws.com", true)
 
-	res := checks.Execute(t.Context(), c, 5*time.Second)
-	require.Error(t, res.Err)
-	assert.Equal(t, "csi driver ebs.csi.aws.com: not registered on node-a (no CSINode yet)", res.Err.Error())
-
-	// The node plugin registers with the kubelet, which writes the CSINode.
-	_, err := client.StorageV1().CSINodes().Create(t.Context(), csiNode("node-a", csiDriver("ebs.csi.aws.com", new(int32(25)))), metav1.CreateOptions{})
-	require.NoError(t, err)
-
-	res = checks.Execute(t.Context(), c, 5*time.Second)
-	assert.NoError(t, res.Err)
+	failThenPass(t, c, "csi driver ebs.csi.aws.com: not registered on node-a (no CSINode yet)", func() {
+		// The node plugin registers with the kubelet, which writes the CSINode.
+		_, err := client.StorageV1().CSINodes().Create(t.Context(), csiNode("node-a", csiDriver("ebs.csi.aws.com", new(int32(25)))), metav1.CreateOptions{})
+		require.NoError(t, err)
+	})
 }
 
 func TestCSIDriverForbidden(t *testing.T) {
 	client := fake.NewClientset()
-	client.PrependReactor("get", "csinodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "storage.k8s.io", Resource: "csinodes"}, "node-a", nil)
-	})
+	client.PrependReactor("get", "csinodes", forbidden(schema.GroupResource{Group: "storage.k8s.io", Resource: "csinodes"}))
 
 	res := checks.Execute(t.Context(), checks.NewCSIDriver(client, "node-a", "ebs.csi.aws.com", true), time.Second)
 

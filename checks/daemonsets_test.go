@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -176,10 +175,9 @@ func TestDaemonSetsDiscovery(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset(newNode(tt.taints...), tt.ds)
 			c := checks.NewDaemonSets(client, "node-a", dsOptions())
-			require.Equal(t, "daemonsets", c.Name())
-			require.Equal(t, "all", c.Target())
+			requireIdentity(t, c, "daemonsets", "all")
 
-			res := checks.Execute(t.Context(), c, 5*time.Second)
+			res := checks.Execute(t.Context(), c, runTimeout)
 
 			if tt.required {
 				require.Error(t, res.Err)
@@ -261,14 +259,9 @@ func TestDaemonSetsReadiness(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset(append([]runtime.Object{newNode()}, tt.objects...)...)
 
-			res := checks.Execute(t.Context(), checks.NewDaemonSets(client, "node-a", dsOptions()), 5*time.Second)
+			res := checks.Execute(t.Context(), checks.NewDaemonSets(client, "node-a", dsOptions()), runTimeout)
 
-			if tt.wantErr == "" {
-				assert.NoError(t, res.Err)
-			} else {
-				require.Error(t, res.Err)
-				assert.Equal(t, tt.wantErr, res.Err.Error())
-			}
+			assertErr(t, res.Err, tt.wantErr)
 			actions := client.Actions()
 			require.GreaterOrEqual(t, len(actions), 2)
 			assert.Equal(t, "get", actions[0].GetVerb())
@@ -297,16 +290,11 @@ func TestDaemonSetsWaitThenPass(t *testing.T) {
 	client := fake.NewClientset(newNode(), cilium, pod)
 	c := checks.NewDaemonSets(client, "node-a", dsOptions())
 
-	res := checks.Execute(t.Context(), c, 5*time.Second)
-	require.Error(t, res.Err)
-	assert.Equal(t, "daemonset kube-system/cilium: no Ready pod on node-a (1 pod, Running, not Ready)", res.Err.Error())
-
-	pod.Status.Conditions[0].Status = corev1.ConditionTrue
-	_, err := client.CoreV1().Pods("kube-system").UpdateStatus(t.Context(), pod, metav1.UpdateOptions{})
-	require.NoError(t, err)
-
-	res = checks.Execute(t.Context(), c, 5*time.Second)
-	assert.NoError(t, res.Err)
+	failThenPass(t, c, "daemonset kube-system/cilium: no Ready pod on node-a (1 pod, Running, not Ready)", func() {
+		pod.Status.Conditions[0].Status = corev1.ConditionTrue
+		_, err := client.CoreV1().Pods("kube-system").UpdateStatus(t.Context(), pod, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	})
 }
 
 func TestDaemonSetsNamed(t *testing.T) {
@@ -342,14 +330,7 @@ func TestDaemonSetsNamed(t *testing.T) {
 			opts.Names = tt.names
 			c := checks.NewDaemonSets(client, "node-a", opts)
 
-			res := checks.Execute(t.Context(), c, 5*time.Second)
-
-			if tt.wantErr == "" {
-				assert.NoError(t, res.Err)
-			} else {
-				require.Error(t, res.Err)
-				assert.Equal(t, tt.wantErr, res.Err.Error())
-			}
+			assertErr(t, checks.Execute(t.Context(), c, runTimeout).Err, tt.wantErr)
 			for _, a := range client.Actions() {
 				if a.GetResource().Resource == "daemonsets" {
 					assert.Equal(t, "get", a.GetVerb(), "named DaemonSets are read one by one")
@@ -391,14 +372,7 @@ func TestDaemonSetsSelectorAndExclusion(t *testing.T) {
 			c := checks.NewDaemonSets(client, "node-a", opts)
 			require.Equal(t, tt.wantTarget, c.Target())
 
-			res := checks.Execute(t.Context(), c, 5*time.Second)
-
-			if tt.wantErr == "" {
-				assert.NoError(t, res.Err)
-			} else {
-				require.Error(t, res.Err)
-				assert.Equal(t, tt.wantErr, res.Err.Error())
-			}
+			assertErr(t, checks.Execute(t.Context(), c, runTimeout).Err, tt.wantErr)
 			require.GreaterOrEqual(t, len(client.Actions()), 2, "a node GET, then the DaemonSet LIST")
 			list, ok := client.Actions()[1].(k8stesting.ListAction)
 			require.True(t, ok)
@@ -408,11 +382,6 @@ func TestDaemonSetsSelectorAndExclusion(t *testing.T) {
 }
 
 func TestDaemonSetsForbidden(t *testing.T) {
-	forbidden := func(resource string) k8stesting.ReactionFunc {
-		return func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", nil)
-		}
-	}
 	const gateRBAC = "forbidden: the daemonsets gate needs the RBAC of manifests/gates/daemonsets.yaml (kubectl apply -f manifests/gates/daemonsets.yaml)"
 	tests := []struct {
 		verb, resource string
@@ -427,7 +396,7 @@ func TestDaemonSetsForbidden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.verb+" "+tt.resource, func(t *testing.T) {
 			client := fake.NewClientset(newNode(), daemonSet("cilium", nil))
-			client.PrependReactor(tt.verb, tt.resource, forbidden(tt.resource))
+			client.PrependReactor(tt.verb, tt.resource, forbidden(schema.GroupResource{Resource: tt.resource}))
 			opts := dsOptions()
 			opts.Names = tt.names
 

@@ -194,15 +194,7 @@ func (c *DRADevices) Run(ctx context.Context) error {
 // list reads the slices that match set from the watch cache, in the served version.
 func (c *DRADevices) list(ctx context.Context, version string, set fields.Set) ([]draSlice, error) {
 	opts := metav1.ListOptions{FieldSelector: fields.SelectorFromSet(set).String(), ResourceVersion: "0"}
-	var (
-		out []draSlice
-		err error
-	)
-	if version == "v1" {
-		out, err = listV1(ctx, c.client, opts)
-	} else {
-		out, err = listV1beta1(ctx, c.client, opts)
-	}
+	out, err := listSlices(ctx, c.client, version, opts)
 	if apierrors.IsNotFound(err) {
 		return nil, ErrDRANotServed
 	}

@@ -1,7 +1,6 @@
 package checks_test
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	resourcev1beta1 "k8s.io/api/resource/v1beta1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -43,17 +41,12 @@ func TestParseDeviceMinimum(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got, err := checks.ParseDeviceMinimum(tt.in)
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
+			got, ok := parsed(t, checks.ParseDeviceMinimum, tt.in, tt.wantErr)
+			if !ok {
 				return
 			}
-			require.NoError(t, err)
 			assert.Equal(t, tt.want, got.String())
-			again, err := checks.ParseDeviceMinimum(got.String())
-			require.NoError(t, err, "String() must parse")
-			assert.Equal(t, got, again)
+			assertRoundTrips(t, checks.ParseDeviceMinimum, got)
 		})
 	}
 }
@@ -97,6 +90,12 @@ func withDriver(driver string, s *resourcev1.ResourceSlice) *resourcev1.Resource
 	return s
 }
 
+// newDRA is the check that draNode has the devices want names, with its own version finder.
+func newDRA(t *testing.T, client *fake.Clientset, want string) *checks.DRADevices {
+	t.Helper()
+	return checks.NewDRADevices(client, checks.NewDRAAPI(client), draNode, mustParse(t, checks.ParseDeviceMinimum, want))
+}
+
 // draClient is a fake clientset whose discovery serves resource.k8s.io in versions.
 func draClient(versions []string, objects ...runtime.Object) *fake.Clientset {
 	c := fake.NewClientset(objects...)
@@ -116,6 +115,13 @@ func TestDRADevices(t *testing.T) {
 			}}}
 		}
 	}
+	// One complete pool of draNode's own with two devices.
+	twoDevices := []runtime.Object{slice("s1", draNode, 1, 1, 2, nil)}
+	// One device for draNode, one for another node.
+	perDevice := slice("per-device", "per-device", 1, 1, 0, func(s *resourcev1.ResourceSliceSpec) {
+		s.PerDeviceNodeSelection = ptr.To(true)
+		s.Devices = []resourcev1.Device{{Name: "mine", NodeName: ptr.To(draNode)}, {Name: "theirs", NodeName: ptr.To("other-node")}}
+	})
 	tests := []struct {
 		name    string
 		want    string
@@ -125,9 +131,9 @@ func TestDRADevices(t *testing.T) {
 		{name: "no slice", want: draDriver + ">=1",
 			wantErr: "dra driver gpu.example.com: no ResourceSlice for node gpu-node, want 1 devices (the driver has not published its devices)"},
 		{name: "one complete pool", want: draDriver + ">=2",
-			objects: []runtime.Object{slice("s1", draNode, 1, 1, 2, nil)}},
+			objects: twoDevices},
 		{name: "too few devices", want: draDriver + ">=4",
-			objects: []runtime.Object{slice("s1", draNode, 1, 1, 2, nil)},
+			objects: twoDevices,
 			wantErr: "dra driver gpu.example.com: 2 of 4 devices on node gpu-node in pools gpu-node"},
 		{name: "a pool of two slices with one published", want: draDriver + ">=1",
 			objects: []runtime.Object{slice("s1", draNode, 1, 2, 4, nil)},
@@ -146,11 +152,11 @@ func TestDRADevices(t *testing.T) {
 			objects: []runtime.Object{withDriver("fpga.example.com", slice("fpga", draNode, 1, 1, 8, nil))},
 			wantErr: "no ResourceSlice for node gpu-node"},
 		{name: "the attribute's value", want: draDriver + "[productName=A100]>=2",
-			objects: []runtime.Object{slice("s1", draNode, 1, 1, 2, nil)}},
+			objects: twoDevices},
 		{name: "a number attribute", want: draDriver + "[memoryGiB=80]>=2",
-			objects: []runtime.Object{slice("s1", draNode, 1, 1, 2, nil)}},
+			objects: twoDevices},
 		{name: "another value of the attribute", want: draDriver + "[productName=H100]>=1",
-			objects: []runtime.Object{slice("s1", draNode, 1, 1, 2, nil)},
+			objects: twoDevices,
 			wantErr: "0 of 1 devices with gpu.example.com/productName=H100 on node gpu-node"},
 		{name: "a pool for every node", want: draDriver + ">=2",
 			objects: []runtime.Object{slice("all", "shared", 1, 1, 2, func(s *resourcev1.ResourceSliceSpec) { s.AllNodes = ptr.To(true) })}},
@@ -160,31 +166,16 @@ func TestDRADevices(t *testing.T) {
 			objects: []runtime.Object{gpuNode, slice("rack", "rack-r2", 1, 1, 2, rack("r2"))},
 			wantErr: "0 of 1 devices on node gpu-node in pools rack-r2"},
 		{name: "devices that select nodes one by one", want: draDriver + ">=1",
-			objects: []runtime.Object{slice("per-device", "per-device", 1, 1, 0, func(s *resourcev1.ResourceSliceSpec) {
-				s.PerDeviceNodeSelection = ptr.To(true)
-				s.Devices = []resourcev1.Device{{Name: "mine", NodeName: ptr.To(draNode)}, {Name: "theirs", NodeName: ptr.To("other-node")}}
-			})}},
+			objects: []runtime.Object{perDevice}},
 		{name: "devices that select other nodes one by one", want: draDriver + ">=2",
-			objects: []runtime.Object{slice("per-device", "per-device", 1, 1, 0, func(s *resourcev1.ResourceSliceSpec) {
-				s.PerDeviceNodeSelection = ptr.To(true)
-				s.Devices = []resourcev1.Device{{Name: "mine", NodeName: ptr.To(draNode)}, {Name: "theirs", NodeName: ptr.To("other-node")}}
-			})},
+			objects: []runtime.Object{perDevice},
 			wantErr: "1 of 2 devices"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			min, err := checks.ParseDeviceMinimum(tt.want)
-			require.NoError(t, err)
-			client := draClient([]string{"v1", "v1beta1"}, tt.objects...)
-			c := checks.NewDRADevices(client, checks.NewDRAAPI(client), draNode, min)
+			c := newDRA(t, draClient([]string{"v1", "v1beta1"}, tt.objects...), tt.want)
 			assert.Equal(t, "dra", c.Name())
-			err = c.Run(t.Context())
-			if tt.wantErr == "" {
-				assert.NoError(t, err)
-				return
-			}
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tt.wantErr)
+			assertErrContains(t, c.Run(t.Context()), tt.wantErr)
 		})
 	}
 }
@@ -192,10 +183,8 @@ func TestDRADevices(t *testing.T) {
 // TestDRADevicesReads: one discovery, then two lists per round, narrowed to the driver and the node (and to
 // slices of no one node), from the watch cache; the Node only when a slice selects by labels.
 func TestDRADevicesReads(t *testing.T) {
-	min, err := checks.ParseDeviceMinimum(draDriver + ">=1")
-	require.NoError(t, err)
 	client := draClient([]string{"v1"}, slice("s1", draNode, 1, 1, 1, nil))
-	c := checks.NewDRADevices(client, checks.NewDRAAPI(client), draNode, min)
+	c := newDRA(t, client, draDriver+">=1")
 	require.NoError(t, c.Run(t.Context()))
 	require.NoError(t, c.Run(t.Context()))
 
@@ -230,9 +219,7 @@ func TestDRADevicesV1beta1(t *testing.T) {
 	}
 	client := draClient([]string{"v1beta1"}, s)
 	for want, pass := range map[string]bool{draDriver + "[productName=A100]>=1": true, draDriver + ">=2": false} {
-		min, err := checks.ParseDeviceMinimum(want)
-		require.NoError(t, err)
-		err = checks.NewDRADevices(client, checks.NewDRAAPI(client), draNode, min).Run(t.Context())
+		err := newDRA(t, client, want).Run(t.Context())
 		assert.Equal(t, pass, err == nil, "%s: %v", want, err)
 	}
 }
@@ -240,18 +227,13 @@ func TestDRADevicesV1beta1(t *testing.T) {
 // TestDRANotServed: an API server without resource.k8s.io gets one clear message, and a
 // refused list names the file that grants it.
 func TestDRANotServed(t *testing.T) {
-	min, err := checks.ParseDeviceMinimum(draDriver + ">=1")
-	require.NoError(t, err)
-	client := draClient(nil)
-	err = checks.NewDRADevices(client, checks.NewDRAAPI(client), draNode, min).Run(t.Context())
+	err := newDRA(t, draClient(nil), draDriver+">=1").Run(t.Context())
 	require.ErrorIs(t, err, checks.ErrDRANotServed)
 	assert.Contains(t, err.Error(), "Dynamic Resource Allocation is GA and on from Kubernetes 1.34")
 
-	client = draClient([]string{"v1"})
-	client.PrependReactor("list", "resourceslices", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceslices"}, "", errors.New("RBAC"))
-	})
-	err = checks.NewDRADevices(client, checks.NewDRAAPI(client), draNode, min).Run(t.Context())
+	client := draClient([]string{"v1"})
+	client.PrependReactor("list", "resourceslices", forbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceslices"}))
+	err = newDRA(t, client, draDriver+">=1").Run(t.Context())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "kubectl apply -f manifests/gates/dra.yaml")
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -139,19 +138,10 @@ func TestEndpoints(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset(tt.objects...)
 			c := checks.NewEndpoints(client, "default", "web", tt.connect, nil)
-			require.Equal(t, "endpoints", c.Name())
-			require.Equal(t, "default/web", c.Target())
+			requireIdentity(t, c, "endpoints", "default/web")
 
-			res := checks.Execute(t.Context(), c, 5*time.Second)
-
-			if tt.wantErr == "" {
-				assert.NoError(t, res.Err)
-			} else {
-				require.Error(t, res.Err)
-				assert.Equal(t, tt.wantErr, res.Err.Error())
-			}
-			require.Len(t, client.Actions(), 1)
-			list, ok := client.Actions()[0].(k8stesting.ListAction)
+			assertErr(t, checks.Execute(t.Context(), c, runTimeout).Err, tt.wantErr)
+			list, ok := onlyAction(t, client).(k8stesting.ListAction)
 			require.True(t, ok)
 			assert.Equal(t, "endpointslices", list.GetResource().Resource)
 			assert.Equal(t, "default", list.GetNamespace())
@@ -165,30 +155,18 @@ func TestEndpointsConnectIPv6(t *testing.T) {
 	if err != nil {
 		t.Skipf("no IPv6 loopback: %v", err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conn.Close()
-		}
-	}()
-	s := endpointSlice("web-a", "web", []discoveryv1.EndpointPort{tcpPort(t, ln.Addr().String(), nil)}, endpoint("::1", new(true)))
+	s := endpointSlice("web-a", "web", []discoveryv1.EndpointPort{tcpPort(t, acceptAll(t, ln), nil)}, endpoint("::1", new(true)))
 	s.AddressType = discoveryv1.AddressTypeIPv6
 	c := checks.NewEndpoints(fake.NewClientset(s), "default", "web", true, nil)
 
-	res := checks.Execute(t.Context(), c, 5*time.Second)
+	res := checks.Execute(t.Context(), c, runTimeout)
 
 	assert.NoError(t, res.Err)
 }
 
 func TestEndpointsForbidden(t *testing.T) {
 	client := fake.NewClientset()
-	client.PrependReactor("list", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "", nil)
-	})
+	client.PrependReactor("list", "endpointslices", forbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}))
 
 	res := checks.Execute(t.Context(), checks.NewEndpoints(client, "default", "web", false, nil), time.Second)
 

@@ -43,19 +43,9 @@ func TestHTTP(t *testing.T) {
 			expect, err := checks.ParseStatusMatcher(tt.expect)
 			require.NoError(t, err)
 			c := checks.NewHTTP(srv.URL+"/", expect, nil)
-			require.Equal(t, "http", c.Name())
-			require.Equal(t, srv.URL+"/", c.Target())
+			requireIdentity(t, c, "http", srv.URL+"/")
 
-			res := checks.Execute(t.Context(), c, 5*time.Second)
-
-			if tt.wantErr == nil {
-				assert.NoError(t, res.Err)
-				return
-			}
-			require.Error(t, res.Err)
-			for _, s := range tt.wantErr {
-				assert.Contains(t, res.Err.Error(), s)
-			}
+			assertErrContains(t, checks.Execute(t.Context(), c, runTimeout).Err, tt.wantErr...)
 		})
 	}
 }
@@ -146,14 +136,10 @@ func TestParseStatusMatcher(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			m, err := checks.ParseStatusMatcher(tt.in)
-
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
+			m, ok := parsed(t, checks.ParseStatusMatcher, tt.in, tt.wantErr)
+			if !ok {
 				return
 			}
-			require.NoError(t, err)
 			assert.Equal(t, tt.want, m.String())
 			for _, code := range tt.match {
 				assert.True(t, m.Match(code), "%d", code)
@@ -161,9 +147,7 @@ func TestParseStatusMatcher(t *testing.T) {
 			for _, code := range tt.noMatch {
 				assert.False(t, m.Match(code), "%d", code)
 			}
-			again, err := checks.ParseStatusMatcher(m.String())
-			require.NoError(t, err)
-			assert.Equal(t, m, again, "String round-trips")
+			assertRoundTrips(t, checks.ParseStatusMatcher, m)
 		})
 	}
 }
@@ -206,13 +190,8 @@ func TestNewHTTPClient(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Zero(t, client.Timeout, "the context bounds requests")
-			res := checks.Execute(t.Context(), checks.NewHTTP(srv.URL, checks.StatusMatcher{}, client), 5*time.Second)
-			if tt.wantRunErr == "" {
-				assert.NoError(t, res.Err)
-				return
-			}
-			require.Error(t, res.Err)
-			assert.Contains(t, res.Err.Error(), tt.wantRunErr)
+			res := checks.Execute(t.Context(), checks.NewHTTP(srv.URL, checks.StatusMatcher{}, client), runTimeout)
+			assertErrContains(t, res.Err, tt.wantRunErr)
 		})
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -20,4 +22,51 @@ func getNode(ctx context.Context, client kubernetes.Interface, name string) (*co
 		return nil, fmt.Errorf("get node %q: %w", name, explainForbidden(err))
 	}
 	return node, nil
+}
+
+// cutQualified splits s, one entry of a node gate's setting, at sep into a qualified name
+// (what the name is, for the error) and a value, both trimmed. form is how an entry is
+// written, for the error when s lacks sep.
+func cutQualified(s, sep, form, what string) (name, value string, err error) {
+	name, value, ok := strings.Cut(s, sep)
+	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+	if !ok {
+		return "", "", fmt.Errorf("%q: want %s", s, form)
+	}
+	if errs := validation.IsQualifiedName(name); len(errs) > 0 {
+		return "", "", fmt.Errorf("%s %q: %s", what, name, strings.Join(errs, "; "))
+	}
+	return name, value, nil
+}
+
+// nodeWant is what a gate wants of the node's own object: written as the
+// check's target, and judged against the node as read.
+type nodeWant interface {
+	String() string
+	judge(node *corev1.Node) error
+}
+
+// nodeGate is a gate that reads the node once per round and lets its want
+// judge it. The gates of one node object (conditions, resources) embed it, so
+// reading and naming the node are written once.
+type nodeGate[W nodeWant] struct {
+	name     string
+	client   kubernetes.Interface
+	nodeName string
+	want     W
+}
+
+// Name implements Check.
+func (g *nodeGate[W]) Name() string { return g.name }
+
+// Target implements Check.
+func (g *nodeGate[W]) Target() string { return g.want.String() }
+
+// Run implements Check.
+func (g *nodeGate[W]) Run(ctx context.Context) error {
+	node, err := getNode(ctx, g.client, g.nodeName)
+	if err != nil {
+		return err
+	}
+	return g.want.judge(node)
 }

@@ -1,13 +1,10 @@
 package checks
 
 import (
-	"context"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -25,13 +22,9 @@ type ResourceMinimum struct {
 // hugepages-2Mi); the quantity is a Kubernetes quantity (1, 2, 500m, 4Gi) and
 // not negative.
 func ParseResourceMinimum(s string) (ResourceMinimum, error) {
-	name, qty, ok := strings.Cut(s, ">=")
-	name, qty = strings.TrimSpace(name), strings.TrimSpace(qty)
-	if !ok {
-		return ResourceMinimum{}, fmt.Errorf("%q: want name>=quantity, such as nvidia.com/gpu>=1", s)
-	}
-	if errs := validation.IsQualifiedName(name); len(errs) > 0 {
-		return ResourceMinimum{}, fmt.Errorf("resource name %q: %s", name, strings.Join(errs, "; "))
+	name, qty, err := cutQualified(s, ">=", "name>=quantity, such as nvidia.com/gpu>=1", "resource name")
+	if err != nil {
+		return ResourceMinimum{}, err
 	}
 	q, err := resource.ParseQuantity(qty)
 	if err != nil {
@@ -49,39 +42,25 @@ func (m ResourceMinimum) String() string { return string(m.Name) + ">=" + m.Min.
 // Resource passes when the node's allocatable amount of one resource reaches
 // a minimum: a device plugin has registered and advertises its devices. A
 // resource the node does not list fails, also for a minimum of 0.
-type Resource struct {
-	client   kubernetes.Interface
-	nodeName string
-	min      ResourceMinimum
-}
+type Resource struct{ nodeGate[ResourceMinimum] }
 
 // NewResource returns a check that the node nodeName has at least min.
 func NewResource(client kubernetes.Interface, nodeName string, min ResourceMinimum) *Resource {
-	return &Resource{client: client, nodeName: nodeName, min: min}
+	return &Resource{nodeGate[ResourceMinimum]{name: "resources", client: client, nodeName: nodeName, want: min}}
 }
 
-// Name implements Check.
-func (c *Resource) Name() string { return "resources" }
-
-// Target implements Check.
-func (c *Resource) Target() string { return c.min.String() }
-
-// Run implements Check.
-func (c *Resource) Run(ctx context.Context) error {
-	node, err := getNode(ctx, c.client, c.nodeName)
-	if err != nil {
-		return err
-	}
-	got, ok := node.Status.Allocatable[c.min.Name]
+// judge implements nodeWant.
+func (m ResourceMinimum) judge(node *corev1.Node) error {
+	got, ok := node.Status.Allocatable[m.Name]
 	if !ok {
-		return fmt.Errorf("node %s: no allocatable %s, want at least %s", node.Name, c.min.Name, c.min.Min.String())
+		return fmt.Errorf("node %s: no allocatable %s, want at least %s", node.Name, m.Name, m.Min.String())
 	}
-	if got.Cmp(c.min.Min) >= 0 {
+	if got.Cmp(m.Min) >= 0 {
 		return nil
 	}
 	capacity := ""
-	if cp, ok := node.Status.Capacity[c.min.Name]; ok && cp.Cmp(got) != 0 {
+	if cp, ok := node.Status.Capacity[m.Name]; ok && cp.Cmp(got) != 0 {
 		capacity = " (capacity " + cp.String() + ")"
 	}
-	return fmt.Errorf("node %s: allocatable %s is %s%s, want at least %s", node.Name, c.min.Name, got.String(), capacity, c.min.Min.String())
+	return fmt.Errorf("node %s: allocatable %s is %s%s, want at least %s", node.Name, m.Name, got.String(), capacity, m.Min.String())
 }

@@ -2,10 +2,8 @@ package checks_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,14 +32,9 @@ func TestParseResourceMinimum(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got, err := checks.ParseResourceMinimum(tt.in)
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
-				return
+			if got, ok := parsed(t, checks.ParseResourceMinimum, tt.in, tt.wantErr); ok {
+				assert.Equal(t, tt.want, got.String())
 			}
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, got.String())
 		})
 	}
 }
@@ -77,23 +70,13 @@ func TestResource(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			min, err := checks.ParseResourceMinimum(tt.min)
-			require.NoError(t, err)
+			min := mustParse(t, checks.ParseResourceMinimum, tt.min)
 			client := fake.NewClientset(tt.node)
 			c := checks.NewResource(client, "node-a", min)
-			require.Equal(t, "resources", c.Name())
-			require.Equal(t, min.String(), c.Target())
+			requireIdentity(t, c, "resources", min.String())
 
-			res := checks.Execute(t.Context(), c, 5*time.Second)
-
-			if tt.wantErr == "" {
-				assert.NoError(t, res.Err)
-			} else {
-				require.Error(t, res.Err)
-				assert.Equal(t, tt.wantErr, res.Err.Error())
-			}
-			require.Len(t, client.Actions(), 1)
-			assert.Equal(t, "get", client.Actions()[0].GetVerb())
+			assertErr(t, checks.Execute(t.Context(), c, runTimeout).Err, tt.wantErr)
+			assert.Equal(t, "get", onlyAction(t, client).GetVerb())
 		})
 	}
 }
@@ -101,20 +84,12 @@ func TestResource(t *testing.T) {
 func TestResourceWaitThenPass(t *testing.T) {
 	node := nodeWithResources(nil, nil)
 	client := fake.NewClientset(node)
-	min, err := checks.ParseResourceMinimum("nvidia.com/gpu>=1")
-	require.NoError(t, err)
-	c := checks.NewResource(client, "node-a", min)
+	c := checks.NewResource(client, "node-a", mustParse(t, checks.ParseResourceMinimum, "nvidia.com/gpu>=1"))
 
-	res := checks.Execute(t.Context(), c, 5*time.Second)
-	require.Error(t, res.Err)
-	assert.Equal(t, "node node-a: no allocatable nvidia.com/gpu, want at least 1", res.Err.Error())
-
-	// The device plugin registers; the kubelet advertises its devices.
-	node.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
-	node.Status.Allocatable = node.Status.Capacity
-	_, err = client.CoreV1().Nodes().UpdateStatus(t.Context(), node, metav1.UpdateOptions{})
-	require.NoError(t, err)
-
-	res = checks.Execute(t.Context(), c, 5*time.Second)
-	assert.NoError(t, res.Err)
+	failThenPass(t, c, "node node-a: no allocatable nvidia.com/gpu, want at least 1", func() {
+		// The device plugin registers; the kubelet advertises its devices.
+		node.Status.Capacity = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+		node.Status.Allocatable = node.Status.Capacity
+		updateNodeStatus(t, client, node)
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"net"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,6 +17,12 @@ func listen(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	return acceptAll(t, ln)
+}
+
+// acceptAll accepts and closes connections on ln until the test ends, and
+// returns ln's address.
+func acceptAll(t *testing.T, ln net.Listener) string {
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -55,10 +60,9 @@ func TestTCP(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := checks.NewTCP(tt.addr, tt.dialer)
-			require.Equal(t, "tcp", c.Name())
-			require.Equal(t, tt.addr, c.Target())
+			requireIdentity(t, c, "tcp", tt.addr)
 
-			res := checks.Execute(t.Context(), c, 5*time.Second)
+			res := checks.Execute(t.Context(), c, runTimeout)
 
 			if tt.wantErr == "" {
 				assert.NoError(t, res.Err)

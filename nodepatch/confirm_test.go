@@ -92,12 +92,9 @@ func TestConfirmFromTheWatch(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p, client := newPatcher(t, newNode(nil, startup))
-			stop := p.Watch(t.Context())
-			defer stop()
-			_, err := p.State(t.Context()) // the watch shows the node
-			require.NoError(t, err)
+			watching(t, p)
 			answerPatchWith(client, context.DeadlineExceeded, true)
-			_, err = p.Release(t.Context(), map[string]string{"node-ready/verified-at": "2026-11-23T10:00:00Z"})
+			_, err := p.Release(t.Context(), map[string]string{"node-ready/verified-at": "2026-11-23T10:00:00Z"})
 			require.ErrorIs(t, err, ErrUnknownOutcome)
 			require.Eventually(t, func() bool {
 				n := p.watched()

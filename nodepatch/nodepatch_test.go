@@ -88,6 +88,49 @@ func verbs(client *fake.Clientset) []string {
 	return out
 }
 
+// putNode stores n as another writer of the node would.
+func putNode(t *testing.T, client *fake.Clientset, n *corev1.Node) {
+	t.Helper()
+	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+}
+
+// retaint stores n, as read, with the startup taint back, as a writer that merges an old
+// taint list back would.
+func retaint(t *testing.T, client *fake.Clientset, n *corev1.Node) {
+	t.Helper()
+	n.Spec.Taints = append(n.Spec.Taints, startup)
+	putNode(t, client, n)
+}
+
+// released is a patcher whose node has been released once.
+func released(t *testing.T, node *corev1.Node) (*Patcher, *fake.Clientset) {
+	t.Helper()
+	p, client := newPatcher(t, node)
+	_, err := p.Release(t.Context(), nil)
+	require.NoError(t, err)
+	return p, client
+}
+
+// watching starts p's watch of the node for the rest of the test and waits until it shows
+// the node.
+func watching(t *testing.T, p *Patcher) {
+	t.Helper()
+	t.Cleanup(p.Watch(t.Context()))
+	_, err := p.State(t.Context())
+	require.NoError(t, err)
+}
+
+// countVerb counts the recorded actions of verb.
+func countVerb(client *fake.Clientset, verb string) int {
+	n := 0
+	for _, a := range client.Actions() {
+		if a.GetVerb() == verb {
+			n++
+		}
+	}
+	return n
+}
+
 func TestReleaseKeepsEverythingElse(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -304,27 +347,23 @@ func TestReleaseWaitsForKarpenterRegistration(t *testing.T) {
 
 	n := getNode(t, client)
 	n.Labels["karpenter.sh/registered"] = "true"
-	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	putNode(t, client, n)
 	got, err := p.Release(t.Context(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, Patched, got)
 }
 
 func TestSettleReleasesAgainWhenTheTaintComesBack(t *testing.T) {
-	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
-	_, err := p.Release(t.Context(), nil)
-	require.NoError(t, err)
+	p, client := released(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
 
 	done := settleInBackground(t, p, client)
 	// The startup taint is merged back right after the release.
-	n := getNode(t, client)
-	n.Spec.Taints = append(n.Spec.Taints, startup)
-	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	retaint(t, client, getNode(t, client))
 
 	r := <-done
 	require.NoError(t, r.err)
 	assert.Equal(t, 1, r.again)
-	n = getNode(t, client)
+	n := getNode(t, client)
 	assert.True(t, p.Verified(n), "the taint is gone again at the end of the window")
 	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
 }
@@ -342,17 +381,10 @@ func TestFailOpenSaysSoInTheLabel(t *testing.T) {
 	assert.Equal(t, map[string]string{"pool": "a", "node-ready/verified": FailedOpenValue}, n.Labels)
 	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
 	assert.True(t, p.Verified(n), "released")
-	patches := 0
-	for _, a := range client.Actions() {
-		if a.GetVerb() == "patch" {
-			patches++
-		}
-	}
-	assert.Equal(t, 1, patches, "label and taint in one write")
+	assert.Equal(t, 1, countVerb(client, "patch"), "label and taint in one write")
 
 	done := settleInBackground(t, p, client)
-	n.Spec.Taints = append(n.Spec.Taints, startup)
-	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	retaint(t, client, n)
 	r := <-done
 	require.NoError(t, r.err)
 	assert.Equal(t, 1, r.again)
@@ -362,9 +394,7 @@ func TestFailOpenSaysSoInTheLabel(t *testing.T) {
 // TestSettleCountsReleasesNotEvents: two watch events that show the taint
 // back before the agent has removed it again are one release again, not two.
 func TestSettleCountsReleasesNotEvents(t *testing.T) {
-	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
-	_, err := p.Release(t.Context(), nil)
-	require.NoError(t, err)
+	p, client := released(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
 
 	patching, proceed := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -377,14 +407,12 @@ func TestSettleCountsReleasesNotEvents(t *testing.T) {
 	})
 	done := settleInBackground(t, p, client)
 
-	n := getNode(t, client)
-	n.Spec.Taints = append(n.Spec.Taints, startup)
-	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	retaint(t, client, getNode(t, client))
 	<-patching // releasing the node again
 	// Another writer changes the node while the taint is still there.
-	n = getNode(t, client)
+	n := getNode(t, client)
 	n.Labels["pool"] = "b"
-	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	putNode(t, client, n)
 	close(proceed)
 
 	r := <-done
@@ -414,9 +442,7 @@ func TestSettleQuietWindow(t *testing.T) {
 // came back meanwhile) and watched anew. The window outlasts the informer's
 // first backoff (at most 1.6 s) before it lists again.
 func TestSettleWatchesAgainWhenTheWatchEnds(t *testing.T) {
-	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
-	_, err := p.Release(t.Context(), nil)
-	require.NoError(t, err)
+	p, client := released(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
 
 	var watches atomic.Int32
 	client.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
@@ -424,9 +450,7 @@ func TestSettleWatchesAgainWhenTheWatchEnds(t *testing.T) {
 			return false, nil, nil
 		}
 		// The taint comes back unseen, then the watch is gone.
-		n := getNode(t, client)
-		n.Spec.Taints = append(n.Spec.Taints, startup)
-		require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+		retaint(t, client, getNode(t, client))
 		gone := watch.NewFakeWithChanSize(1, false)
 		gone.Error(&metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired})
 		return true, gone, nil
@@ -444,15 +468,11 @@ func TestSettleWatchesAgainWhenTheWatchEnds(t *testing.T) {
 // window closes cannot vouch for the node; it is read once more, and
 // released again since the taint came back unseen.
 func TestSettleReadsAtTheEndWhenTheWatchIsDown(t *testing.T) {
-	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
-	_, err := p.Release(t.Context(), nil)
-	require.NoError(t, err)
+	p, client := released(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
 
 	client.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
-		n := getNode(t, client)
-		if !p.hasTaint(n) {
-			n.Spec.Taints = append(n.Spec.Taints, startup)
-			require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+		if n := getNode(t, client); !p.hasTaint(n) {
+			retaint(t, client, n)
 		}
 		return true, nil, apierrors.NewServiceUnavailable("down")
 	})
@@ -468,10 +488,7 @@ func TestSettleReadsAtTheEndWhenTheWatchIsDown(t *testing.T) {
 // node with a GET first; the API server answers one WATCH instead.)
 func TestReleaseFromTheWatch(t *testing.T) {
 	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
-	stop := p.Watch(t.Context())
-	defer stop()
-	_, err := p.State(t.Context()) // waits for the watch to show the node
-	require.NoError(t, err)
+	watching(t, p)
 	before := len(client.Actions())
 	outcome, err := p.Release(t.Context(), map[string]string{"node-ready/verified-at": "now"})
 	require.NoError(t, err)
@@ -499,10 +516,10 @@ func TestSettleAfterSeveralChanges(t *testing.T) {
 	require.NoError(t, err)
 	n := getNode(t, client)
 	n.Labels["pool"], n.ResourceVersion = "b", "100"
-	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	putNode(t, client, n)
 	n = n.DeepCopy()
-	n.Spec.Taints, n.ResourceVersion = append(n.Spec.Taints, startup), "101"
-	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	n.ResourceVersion = "101"
+	retaint(t, client, n)
 	require.Eventually(t, func() bool {
 		obj, ok, _ := p.view.store.GetByKey(nodeName)
 		return ok && obj.(*corev1.Node).ResourceVersion == "101"
@@ -524,15 +541,12 @@ func TestReleaseFromAnOldView(t *testing.T) {
 	client.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
 		return true, watch.NewFake(), nil // a watch that shows nothing new
 	})
-	stop := p.Watch(t.Context())
-	defer stop()
-	_, err := p.State(t.Context())
-	require.NoError(t, err)
+	watching(t, p)
 	n := getNode(t, client)
 	n.Spec.Taints = append(n.Spec.Taints, foreign)
-	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	putNode(t, client, n)
 
-	_, err = p.Release(t.Context(), nil)
+	_, err := p.Release(t.Context(), nil)
 	require.NoError(t, err)
 	n = getNode(t, client)
 	assert.True(t, p.Verified(n))
@@ -579,17 +593,11 @@ func TestSeveralStartupTaints(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Patched, outcome)
 	assert.Equal(t, []corev1.Taint{otherReadiness}, getNode(t, client).Spec.Taints)
-	patches := 0
-	for _, a := range client.Actions() {
-		if a.GetVerb() == "patch" {
-			patches++
-		}
-	}
-	assert.Equal(t, 1, patches, "one write")
+	assert.Equal(t, 1, countVerb(client, "patch"), "one write")
 
 	n := getNode(t, client)
 	delete(n.Labels, p.spec.LabelKey)
-	require.NoError(t, client.Tracker().Update(nodeGVR, n, ""))
+	putNode(t, client, n)
 	tainted, err := p.Taint(t.Context())
 	require.NoError(t, err)
 	assert.True(t, tainted)

@@ -111,18 +111,25 @@ func TestReplace(t *testing.T) {
 	})
 }
 
+// assertNotReplaced: Replace refuses node, owned by a NodeClaim, with want, and writes
+// neither the Node nor the NodeClaim.
+func assertNotReplaced(t *testing.T, node *corev1.Node, want error) {
+	t.Helper()
+	claim := nodeClaim("default-x", nodeName)
+	p, client := newPatcher(t, ownedBy(node, claim))
+	dyn := newDynamic(claim)
+	what, err := p.Replace(t.Context(), dyn)
+	require.ErrorIs(t, err, want)
+	assert.Empty(t, what)
+	assert.Equal(t, []string{"get"}, verbs(client), "no write to the Node")
+	assert.Empty(t, dynVerbs(dyn), "no write to its NodeClaim")
+	assert.NotNil(t, getNode(t, client))
+}
+
 func TestReplaceNeverDeletesControlPlaneNodes(t *testing.T) {
 	for _, label := range []string{"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"} {
 		t.Run(label, func(t *testing.T) {
-			claim := nodeClaim("default-cp", nodeName)
-			p, client := newPatcher(t, ownedBy(newNode(map[string]string{label: ""}, startup), claim))
-			dyn := newDynamic(claim)
-			what, err := p.Replace(t.Context(), dyn)
-			require.ErrorIs(t, err, ErrControlPlane)
-			assert.Empty(t, what)
-			assert.Equal(t, []string{"get"}, verbs(client), "no write to the Node")
-			assert.Empty(t, dynVerbs(dyn), "no write to its NodeClaim")
-			assert.NotNil(t, getNode(t, client))
+			assertNotReplaced(t, newNode(map[string]string{label: ""}, startup), ErrControlPlane)
 		})
 	}
 }
@@ -142,15 +149,7 @@ func TestReplaceOnlyWhileHeld(t *testing.T) {
 		"released by nodeready before":      {reverified, ErrVerifiedBefore},
 	} {
 		t.Run(name, func(t *testing.T) {
-			claim := nodeClaim("default-x", nodeName)
-			p, client := newPatcher(t, ownedBy(tc.node, claim))
-			dyn := newDynamic(claim)
-			what, err := p.Replace(t.Context(), dyn)
-			require.ErrorIs(t, err, tc.want)
-			assert.Empty(t, what)
-			assert.Equal(t, []string{"get"}, verbs(client), "no write to the Node")
-			assert.Empty(t, dynVerbs(dyn), "no write to its NodeClaim")
-			assert.NotNil(t, getNode(t, client))
+			assertNotReplaced(t, tc.node, tc.want)
 		})
 	}
 }

@@ -114,17 +114,10 @@ func TestServerClose(t *testing.T) {
 	require.NoError(t, err, "tcp on the UDP port")
 	defer conn.Close()
 
-	done := make(chan struct{})
-	go func() {
+	returnsSoon(t, func() {
 		srv.Close()
 		srv.Close()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Second):
-		t.Fatal("Close waited for an idle TCP connection")
-	}
+	}, "Close waited for an idle TCP connection")
 	_, err = conn.Read(make([]byte, 1))
 	assert.Error(t, err, "open connection closed")
 }
@@ -174,15 +167,21 @@ func TestServerCloseDropsHeldAnswers(t *testing.T) {
 	_, next := srv.Queries()
 	go func() { _, _ = checks.NewResolver(srv.Addr()).LookupHost(t.Context(), "db.nodeready.test.") }()
 	<-next
+	returnsSoon(t, srv.Close, "Close waited for a held answer")
+}
+
+// returnsSoon fails the test with why unless f returns within two seconds.
+func returnsSoon(t *testing.T, f func(), why string) {
+	t.Helper()
 	done := make(chan struct{})
 	go func() {
-		srv.Close()
+		f()
 		close(done)
 	}()
 	select {
 	case <-done:
 	case <-time.After(2 * time.Second):
-		t.Fatal("Close waited for a held answer")
+		t.Fatal(why)
 	}
 }
 
