@@ -38,16 +38,16 @@ unit: ## Unit tests with the race detector
 vet: ## go vet both modules, check formatting, lint .github/workflows with actionlint and the alert rules with promtool
 	go vet ./...
 	cd e2e && go vet ./...
-	cd e2e/k8s && go mod verify >/dev/null
-	cd e2e/k8s-1.32 && go mod verify >/dev/null
-	cd e2e/k8s-1.37 && go mod verify >/dev/null
-	cd e2e/karpenter-build && go mod verify >/dev/null
-	cd e2e/containerd-build && go mod verify >/dev/null
-	cd e2e/coredns-build && go mod verify >/dev/null
-	cd e2e/tools/helm && go mod verify >/dev/null
+	cd e2e/build/k8s && go mod verify >/dev/null
+	cd e2e/build/k8s-1.32 && go mod verify >/dev/null
+	cd e2e/build/k8s-1.37 && go mod verify >/dev/null
+	cd e2e/build/karpenter && go mod verify >/dev/null
+	cd e2e/build/containerd && go mod verify >/dev/null
+	cd e2e/build/coredns && go mod verify >/dev/null
+	cd e2e/build/tools/helm && go mod verify >/dev/null
 	helm="$$(scripts/build-tools.sh helm)/helm" && $$helm lint --strict charts/nodeready && \
 		$$helm lint --strict charts/nodeready $(CHART_SWITCHES)
-	cd e2e/tools/promtool && go mod verify >/dev/null
+	cd e2e/build/tools/promtool && go mod verify >/dev/null
 	mkdir -p .cache && cd e2e && go run ./cmd/rulesfile ../manifests/monitoring/prometheusrule.yaml >$(CURDIR)/.cache/prometheusrule-groups.yaml
 	"$$(scripts/build-tools.sh promtool)/promtool" check rules .cache/prometheusrule-groups.yaml
 	@# Not `tee /dev/stderr`: tee truncates a log file that stderr is redirected to.
@@ -64,17 +64,17 @@ tools: ## Build the test-only tools the e2e tests run (Helm) from the Go module 
 	scripts/build-tools.sh helm >/dev/null
 
 .PHONY: control-plane
-control-plane: control-plane-current ## Build etcd and the Kubernetes components (v1.36.3 from e2e/k8s/go.mod; v1.32.5, the oldest supported, from e2e/k8s-1.32/go.mod; v1.37.2, the newest, from e2e/k8s-1.37/go.mod) from the Go module proxy, once per machine
-	scripts/build-control-plane.sh e2e/k8s-1.32
-	scripts/build-control-plane.sh e2e/k8s-1.37
+control-plane: control-plane-current ## Build etcd and the Kubernetes components (v1.36.3 from e2e/build/k8s/go.mod; v1.32.5, the oldest supported, from e2e/build/k8s-1.32/go.mod; v1.37.2, the newest, from e2e/build/k8s-1.37/go.mod) from the Go module proxy, once per machine
+	scripts/build-control-plane.sh e2e/build/k8s-1.32
+	scripts/build-control-plane.sh e2e/build/k8s-1.37
 
-# Only v1.36.3: what the demo, the bench and the real node run. e2e/versions needs all three.
+# Only v1.36.3: what the demo, the bench and the real node run. e2e/suites/versions needs all three.
 .PHONY: control-plane-current
 control-plane-current:
 	scripts/build-control-plane.sh
 
 .PHONY: karpenter
-karpenter: ## Build Karpenter with its kwok provider (from e2e/karpenter-build/go.mod) from the Go module proxy, once per machine
+karpenter: ## Build Karpenter with its kwok provider (from e2e/build/karpenter/go.mod) from the Go module proxy, once per machine
 	scripts/build-karpenter.sh
 
 # One e2e package at a time (-p 1): each starts its own control plane and agents,
@@ -88,10 +88,10 @@ e2e: build control-plane karpenter tools ## End-to-end tests on a real etcd, kub
 node: ## Build what the real node runs (kubelet, kube-proxy, containerd, CoreDNS); installs runc, CNI plugins, iptables, conntrack from Debian when missing
 	scripts/build-node.sh >/dev/null
 
-# One real node runs on a machine at a time (e2e/realnode waits for the one before it).
+# One real node runs on a machine at a time (e2e/framework/realnode waits for the one before it).
 .PHONY: e2e-realnode
 e2e-realnode: build control-plane-current node ## Only the end-to-end tests on a real node: kubelet, containerd, runc, kube-proxy, CoreDNS (Linux, root)
-	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -timeout 20m -v ./realnode/
+	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -timeout 20m -v ./suites/realnode/
 
 .PHONY: demo
 demo: build control-plane-current ## Watch nodeready verify autoscaled nodes on a local control plane (no cluster needed), then a real node (as root on Linux)

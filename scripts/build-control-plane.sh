@@ -3,28 +3,28 @@
 # Kubernetes sources on the Go module proxy into .cache/k8s/<version>/bin. The e2e tests, the
 # demo and the benchmarks run these binaries.
 #
-# They are built from a module that requires only Kubernetes, e2e/k8s by default, so every
+# They are built from a module that requires only Kubernetes, e2e/build/k8s by default, so every
 # dependency is at the version Kubernetes itself pins: nothing nodeready or the e2e tests
-# require can raise it. Other such modules (e2e/k8s-1.32, the oldest minor the README
-# supports, and e2e/k8s-1.37, the newest) build other releases the same way, each into its
-# own directory.
+# require can raise it. Other such modules (e2e/build/k8s-1.32, the oldest minor the README
+# supports, and e2e/build/k8s-1.37, the newest) build other releases the same way, each into
+# its own directory.
 #
 # The first run compiles Kubernetes and takes several minutes; later runs return at once
 # unless a module these binaries are built from, this script or the Go toolchain changed.
 #
 # Usage: scripts/build-control-plane.sh [-f] [MODULE]
 #   -f      rebuilds even when up to date
-#   MODULE  the module directory to build from, relative to the repository root (e2e/k8s)
+#   MODULE  the module directory to build from, relative to the repository root (e2e/build/k8s)
 # Prints the bin directory on stdout. NODEREADY_K8S_BIN overrides where the binaries go.
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 [-f] [MODULE]   (MODULE: e2e/k8s, the default, e2e/k8s-1.32 or e2e/k8s-1.37)" >&2
+  echo "usage: $0 [-f] [MODULE]   (MODULE: e2e/build/k8s, the default, e2e/build/k8s-1.32 or e2e/build/k8s-1.37)" >&2
   exit 2
 }
 
 force=false
-module=e2e/k8s
+module=e2e/build/k8s
 while (($# > 0)); do
   case "$1" in
     -f | --force) force=true ;;
@@ -37,7 +37,7 @@ done
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 k8s_dir="${repo_root}/${module}"
 if [[ ! -f "${k8s_dir}/go.mod" ]]; then
-  echo "$0: ${module}: no go.mod there; MODULE is a directory like e2e/k8s" >&2
+  echo "$0: ${module}: no go.mod there; MODULE is a directory like e2e/build/k8s" >&2
   usage
 fi
 

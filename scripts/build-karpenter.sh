@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds Karpenter with its kwok cloud provider (sigs.k8s.io/karpenter/kwok) from the Go module
 # proxy into .cache/karpenter/<version>/bin and copies its CRDs next to it, into
-# .cache/karpenter/<version>/crds. The e2e tests in e2e/karpenter and `make demo
+# .cache/karpenter/<version>/crds. The e2e tests in e2e/suites/karpenter and `make demo
 # DEMO_FLAGS=-karpenter` run this binary against the local control plane.
 #
-# It is built from the module in e2e/karpenter-build, which requires only Karpenter, so every
+# It is built from the module in e2e/build/karpenter, which requires only Karpenter, so every
 # dependency is at the version Karpenter pins: neither nodeready, the e2e module nor the
 # control plane can move it, and Karpenter never enters nodeready's own go.mod.
 #
@@ -26,7 +26,7 @@ case "${1:-}" in
 esac
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-mod_dir="${repo_root}/e2e/karpenter-build"
+mod_dir="${repo_root}/e2e/build/karpenter"
 pkg="sigs.k8s.io/karpenter/kwok"
 
 log() { echo "build-karpenter: $*" >&2; }

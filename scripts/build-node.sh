@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Builds what the real node of the e2e tests runs (e2e/realnode), beside the control plane:
-#   - kubelet and kube-proxy from e2e/k8s (the control plane's module, so the same pinned
+# Builds what the e2e tests' real node (e2e/framework/realnode) runs, beside the control plane:
+#   - kubelet and kube-proxy from e2e/build/k8s (the control plane's module, so the same pinned
 #     Kubernetes) into .cache/k8s/<version>/bin;
-#   - containerd, containerd-shim-runc-v2 and ctr from e2e/containerd-build into
+#   - containerd, containerd-shim-runc-v2 and ctr from e2e/build/containerd into
 #     .cache/containerd/<version>/bin;
-#   - CoreDNS from e2e/coredns-build into .cache/coredns/<version>/bin;
+#   - CoreDNS from e2e/build/coredns into .cache/coredns/<version>/bin;
 # and installs what comes from Debian packages when it is missing: runc, the CNI plugins,
 # iptables and conntrack (apt-get update once, then apt-get install -y; needs root).
 #
@@ -89,7 +89,7 @@ build() {
 install_packages
 
 # Kubernetes: the same version flags as scripts/build-control-plane.sh.
-k8s_dir="${repo_root}/e2e/k8s"
+k8s_dir="${repo_root}/e2e/build/k8s"
 k8s_version="$(go -C "${k8s_dir}" list -m -f '{{.Version}}' k8s.io/kubernetes)"
 major="${k8s_version#v}" && major="${major%%.*}"
 minor="${k8s_version#v*.}" && minor="${minor%%.*}"
@@ -102,7 +102,7 @@ build "${k8s_dir}" "${k8s_bin}" node-build "${k8s_ldflags}" \
   "kubelet=k8s.io/kubernetes/cmd/kubelet" \
   "kube-proxy=k8s.io/kubernetes/cmd/kube-proxy"
 
-ctrd_dir="${repo_root}/e2e/containerd-build"
+ctrd_dir="${repo_root}/e2e/build/containerd"
 ctrd_version="$(go -C "${ctrd_dir}" list -m -f '{{.Version}}' github.com/containerd/containerd/v2)"
 ctrd_bin="${repo_root}/.cache/containerd/${ctrd_version}/bin"
 build "${ctrd_dir}" "${ctrd_bin}" build \
@@ -111,7 +111,7 @@ build "${ctrd_dir}" "${ctrd_bin}" build \
   "containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2" \
   "ctr=github.com/containerd/containerd/v2/cmd/ctr"
 
-coredns_dir="${repo_root}/e2e/coredns-build"
+coredns_dir="${repo_root}/e2e/build/coredns"
 coredns_version="$(go -C "${coredns_dir}" list -m -f '{{.Version}}' github.com/coredns/coredns)"
 coredns_bin="${repo_root}/.cache/coredns/${coredns_version}/bin"
 build "${coredns_dir}" "${coredns_bin}" build "-s -w" "coredns=github.com/coredns/coredns"

@@ -2,11 +2,11 @@
 # Builds the test-only tools that the checks in `make vet` and the e2e tests run (Helm,
 # promtool, actionlint, ...) from the Go module proxy into .cache/tools/<name>/bin.
 #
-# Each tool set has its own module, e2e/tools/<name>, whose go.mod lists the commands as `tool`
-# directives and requires nothing else: every dependency is at the version the tool pins, and
-# no tool ever enters nodeready's own go.mod or the e2e module's. A module may name Go build
-# tags in e2e/tools/<name>/build-tags (one line, comma-separated), used for every build and
-# list of its tools.
+# Each tool set has its own module, e2e/build/tools/<name>, whose go.mod lists the commands as
+# `tool` directives and requires nothing else: every dependency is at the version the tool pins,
+# and no tool ever enters nodeready's own go.mod or the e2e module's. A module may name Go build
+# tags in e2e/build/tools/<name>/build-tags (one line, comma-separated), used for every build
+# and list of its tools.
 #
 # The first run compiles the tools; later runs return at once unless a module they are built
 # from, this script or the Go toolchain changed.
@@ -21,7 +21,7 @@ if [[ "${1:-}" == -f || "${1:-}" == --force ]]; then
   shift
 fi
 if (($# == 0)); then
-  echo "usage: $0 [-f] NAME...   (NAME: a directory of e2e/tools)" >&2
+  echo "usage: $0 [-f] NAME...   (NAME: a directory of e2e/build/tools)" >&2
   exit 2
 fi
 
@@ -33,7 +33,7 @@ source "${repo_root}/scripts/lib/build.sh"
 
 build() {
   local name="$1"
-  local mod_dir="${repo_root}/e2e/tools/${name}"
+  local mod_dir="${repo_root}/e2e/build/tools/${name}"
   if [[ ! -f "${mod_dir}/go.mod" ]]; then
     log "no module ${mod_dir}/go.mod"
     exit 2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Lints the project's shell: scripts/, examples/, .ci/run, and .github/workflows with
-# actionlint (built from e2e/tools/actionlint by build-tools.sh), which checks every `run:`
+# actionlint (built from e2e/build/tools/actionlint by build-tools.sh), which checks every `run:`
 # step with shellcheck too. Where shellcheck is missing it is installed from Debian when this
 # runs as root with apt-get (as CI does, a few seconds); elsewhere the workflows are linted
 # without it, the scripts are not, and the script says so.

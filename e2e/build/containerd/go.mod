@@ -2,7 +2,7 @@
 // e2e tests, at exactly the dependency versions containerd pins. It requires nothing else, so
 // neither nodeready, the e2e module nor the Kubernetes build can change what these binaries are
 // built from. scripts/build-node.sh builds it.
-module github.com/nodeready/nodeready/e2e/containerd-build
+module github.com/nodeready/nodeready/e2e/build/containerd
 
 go 1.26.6
 

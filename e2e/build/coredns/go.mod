@@ -2,7 +2,7 @@
 // exactly the dependency versions CoreDNS pins. It requires nothing else, so neither nodeready,
 // the e2e module nor the Kubernetes build can change what the binary is built from.
 // scripts/build-node.sh builds it.
-module github.com/nodeready/nodeready/e2e/coredns-build
+module github.com/nodeready/nodeready/e2e/build/coredns
 
 go 1.26.0
 

@@ -1,13 +1,13 @@
 // This module exists only to build the control plane binaries of the oldest Kubernetes minor
 // that nodeready supports (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-// kubectl) at exactly the dependency versions that Kubernetes pins, as e2e/k8s does for the
-// current one. It requires nothing else. scripts/build-control-plane.sh builds it when given
-// this directory; e2e/versions runs the core scenarios against it.
+// kubectl) at exactly the dependency versions that Kubernetes pins, as e2e/build/k8s does for
+// the current one. It requires nothing else. scripts/build-control-plane.sh builds it when given
+// this directory; e2e/suites/versions runs the core scenarios against it.
 //
 // v1.32.5 is the newest 1.32 patch whose whole module graph the Go module proxy and checksum
 // database serve: from v1.32.6 on, some staging modules (k8s.io/cri-client,
 // k8s.io/endpointslice, k8s.io/externaljwt, ...) are "not available" there.
-module github.com/nodeready/nodeready/e2e/k8s-1.32
+module github.com/nodeready/nodeready/e2e/build/k8s-1.32
 
 go 1.26.0
 

@@ -1,15 +1,15 @@
 // This module exists only to build the control plane binaries of Kubernetes 1.37 (etcd,
 // kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) at exactly the dependency
-// versions that Kubernetes pins, as e2e/k8s does for the current minor and e2e/k8s-1.32 for the
-// oldest supported one. It requires nothing else. scripts/build-control-plane.sh builds it when
-// given this directory.
+// versions that Kubernetes pins, as e2e/build/k8s does for the current minor and
+// e2e/build/k8s-1.32 for the oldest supported one. It requires nothing else.
+// scripts/build-control-plane.sh builds it when given this directory.
 //
 // v1.37.2 is the newest 1.37 patch, and the Go module proxy and checksum database serve its
 // whole module graph, so no older patch was needed. Only k8s.io/sample-cli-plugin and
 // k8s.io/sample-controller are "not available" at v0.37.2 there; nothing these binaries are
 // built from requires them, and their replaces below are kept only to list every staging
 // module as Kubernetes does.
-module github.com/nodeready/nodeready/e2e/k8s-1.37
+module github.com/nodeready/nodeready/e2e/build/k8s-1.37
 
 go 1.26.0
 

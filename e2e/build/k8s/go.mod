@@ -3,7 +3,7 @@
 // at exactly the dependency versions that Kubernetes pins. It requires nothing else, so that
 // the e2e module's dependencies never change what these binaries are built from.
 // scripts/build-control-plane.sh and scripts/build-node.sh build it.
-module github.com/nodeready/nodeready/e2e/k8s
+module github.com/nodeready/nodeready/e2e/build/k8s
 
 go 1.26.0
 

@@ -2,7 +2,7 @@
 // at exactly the dependency versions Karpenter pins. It requires nothing else, so neither
 // nodeready, the e2e module nor the control plane can change what the binary is built from.
 // scripts/build-karpenter.sh builds it.
-module github.com/nodeready/nodeready/e2e/karpenter-build
+module github.com/nodeready/nodeready/e2e/build/karpenter
 
 go 1.26.6
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nodeready/nodeready/checks/dnstest"
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 // Goals of the latency benchmark, in round trips of roundTrip: the checks, then one PATCH.

@@ -1,10 +1,9 @@
-// Command bench measures nodeready on a real local control plane (e2e/harness): the agent's
-// overhead per verification, its release on a network with 200 ms round trips, the
-// concurrency of its checks, how far one API server scales
-// with agents verifying at once, the way through the DaemonSet controller and the simulated
-// kubelet, the agent's footprint, and, as root on Linux, a new node's critical path on a real
-// node (e2e/realnode). It prints a table and, with -out, writes it with the machine it ran on
-// as markdown (BENCH.md).
+// Command bench measures nodeready on a real local control plane (e2e/framework/harness): the
+// agent's overhead per verification, its release on a network with 200 ms round trips, the
+// concurrency of its checks, how far one API server scales with agents verifying at once, the way
+// through the DaemonSet controller and the simulated kubelet, the agent's footprint, and, as root
+// on Linux, a new node's critical path on a real node (e2e/framework/realnode). It prints a table
+// and, with -out, writes it with the machine it ran on as markdown (BENCH.md).
 //
 // It measures and reports; it never fails on a time. It exits 1 when a benchmark could not
 // run or a verification failed, and 2 on bad flags.
@@ -39,8 +38,8 @@ import (
 
 	"github.com/nodeready/nodeready/agent"
 	"github.com/nodeready/nodeready/checks/dnstest"
-	"github.com/nodeready/nodeready/e2e/controlplane"
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 // dnsAnswer is what the agents' DNS server answers for harness.DNSName: the kube-dns

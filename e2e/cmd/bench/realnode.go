@@ -8,11 +8,11 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/nodeready/nodeready/e2e/realnode"
+	"github.com/nodeready/nodeready/e2e/framework/realnode"
 )
 
 // benchRealNode measures the critical path of the first node of a new cluster on a real node
-// (e2e/realnode): kubelet, containerd and runc pulling the agent image from a registry,
+// (e2e/framework/realnode): kubelet, containerd and runc pulling the agent image from a registry,
 // kube-proxy and CoreDNS. It needs Linux and root, and runs alone on the machine.
 func benchRealNode(ctx context.Context, o options, logf func(string, ...any)) *section {
 	s := &section{Title: "real node: a new node's critical path"}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeready/nodeready/agent"
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 // Goals of the scale benchmark: 5000 nodes, the scalability limit of one cluster, released

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 // demoLabels are the labels the demo's autoscaler gives each node besides the fleet's own:

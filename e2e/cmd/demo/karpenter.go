@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/nodeready/nodeready/e2e/harness"
-	"github.com/nodeready/nodeready/e2e/karpenter"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/karpenter"
 )
 
 // karpenterPool is the NodePool of -karpenter; it is the pool every demo node names.

@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeready/nodeready/e2e/realnode"
+	"github.com/nodeready/nodeready/e2e/framework/realnode"
 )
 
 // realNode runs the demo's last act when the machine allows it (Linux, root, the binaries of

@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"github.com/nodeready/nodeready/e2e/controlplane"
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 const (

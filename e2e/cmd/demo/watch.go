@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nodeready/nodeready/e2e/harness"
-	"github.com/nodeready/nodeready/e2e/karpenter"
-	"github.com/nodeready/nodeready/e2e/kubelet"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/karpenter"
+	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 )
 
 // watchCluster feeds the tracker from informers on the fleet's Nodes and on the agent Pods

@@ -1,7 +1,7 @@
 // Command image builds the agent image without a Docker engine, the one build that `make image`,
 // the release workflow and the real-node tests share: the runtime layout of the repository's
-// Dockerfile (e2e/image.Agent) for each platform, in one OCI image index annotated with its
-// source, revision and version, written as an OCI layout directory and/or pushed to a registry
+// Dockerfile (e2e/framework/image.Agent) for each platform, in one OCI image index annotated with
+// its source, revision and version, written as an OCI layout directory and/or pushed to a registry
 // with the credentials of the Docker config (~/.docker/config.json and its helpers).
 //
 //	go run ./cmd/image -version v0.1.0 -revision $(git rev-parse HEAD) \
@@ -28,7 +28,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/nodeready/nodeready/e2e/image"
+	"github.com/nodeready/nodeready/e2e/framework/image"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -27,7 +27,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeready/nodeready/e2e/image"
+	"github.com/nodeready/nodeready/e2e/framework/image"
 )
 
 var (

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/nodeready/nodeready/e2e/alerts"
+	"github.com/nodeready/nodeready/e2e/static/alerts"
 )
 
 func main() {

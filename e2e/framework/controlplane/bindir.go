@@ -7,18 +7,18 @@ import (
 	"path/filepath"
 )
 
-// KubernetesVersion is the release that e2e/k8s/go.mod pins and scripts/build-control-plane.sh
-// builds; it names the cache directory of the binaries.
+// KubernetesVersion is the release that e2e/build/k8s/go.mod pins and
+// scripts/build-control-plane.sh builds; it names the cache directory of the binaries.
 const KubernetesVersion = "v1.36.3"
 
-// FloorKubernetesVersion is the oldest release the README supports, which e2e/k8s-1.32/go.mod
-// pins and `scripts/build-control-plane.sh e2e/k8s-1.32` builds; e2e/versions runs the core
-// scenarios against it as well as against KubernetesVersion.
+// FloorKubernetesVersion is the oldest release the README supports, which e2e/build/k8s-1.32/go.mod
+// pins and `scripts/build-control-plane.sh e2e/build/k8s-1.32` builds; e2e/suites/versions runs the
+// core scenarios against it as well as against KubernetesVersion.
 const FloorKubernetesVersion = "v1.32.5"
 
-// NewestKubernetesVersion is the newest release, newer than the one everything else runs on,
-// which e2e/k8s-1.37/go.mod pins and `scripts/build-control-plane.sh e2e/k8s-1.37` builds;
-// e2e/versions runs the core scenarios against it too.
+// NewestKubernetesVersion is the newest release, newer than the one everything else runs on, which
+// e2e/build/k8s-1.37/go.mod pins and `scripts/build-control-plane.sh e2e/build/k8s-1.37` builds;
+// e2e/suites/versions runs the core scenarios against it too.
 const NewestKubernetesVersion = "v1.37.2"
 
 // BinDirEnv overrides where the control plane binaries are looked up.

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/semver"
 
-	"github.com/nodeready/nodeready/e2e/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 )
 
 func parseGoMod(t *testing.T, path string) *modfile.File {
@@ -25,14 +25,14 @@ func parseGoMod(t *testing.T, path string) *modfile.File {
 // buildModules maps each module that scripts/build-control-plane.sh builds a control plane
 // from to the release the tests expect of it.
 var buildModules = map[string]string{
-	"../k8s/go.mod":      controlplane.KubernetesVersion,
-	"../k8s-1.32/go.mod": controlplane.FloorKubernetesVersion,
-	"../k8s-1.37/go.mod": controlplane.NewestKubernetesVersion,
+	"../../build/k8s/go.mod":      controlplane.KubernetesVersion,
+	"../../build/k8s-1.32/go.mod": controlplane.FloorKubernetesVersion,
+	"../../build/k8s-1.37/go.mod": controlplane.NewestKubernetesVersion,
 }
 
 // The cache directory is named by KubernetesVersion (FloorKubernetesVersion); it must follow
-// k8s/go.mod (k8s-1.32/go.mod), from which scripts/build-control-plane.sh builds the binaries,
-// or the tests would look for binaries of another release.
+// build/k8s/go.mod (build/k8s-1.32/go.mod), from which scripts/build-control-plane.sh builds
+// the binaries, or the tests would look for binaries of another release.
 func TestKubernetesVersionMatchesGoMod(t *testing.T) {
 	for path, version := range buildModules {
 		require.Equal(t, version, requiredKubernetes(t, path), path)
@@ -60,7 +60,7 @@ func TestFloorIsAnOlderMinor(t *testing.T) {
 // (client-go, api, apimachinery...) of that same release: v1.x.y ships them as v0.x.y. The
 // e2e module's clients follow the current release.
 func TestStagingModulesMatchKubernetesVersion(t *testing.T) {
-	modules := map[string]string{"../go.mod": controlplane.KubernetesVersion}
+	modules := map[string]string{"../../go.mod": controlplane.KubernetesVersion}
 	maps.Copy(modules, buildModules)
 	for path, version := range modules {
 		staging := "v0" + strings.TrimPrefix(version, "v1")

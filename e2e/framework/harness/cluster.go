@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodeready/nodeready/e2e/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 )
 
 // AgentBinaryEnv names the agent binary the simulated kubelets run; make e2e sets it.

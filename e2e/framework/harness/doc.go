@@ -1,9 +1,9 @@
 // Package harness sets up nodeready end to end on a real local control plane, for the e2e
 // scenarios, the demo, reliability and gate tests and benchmarks.
 //
-// Start runs a control plane (e2e/controlplane), installs nodeready from the repository's
+// Start runs a control plane (e2e/framework/controlplane), installs nodeready from the repository's
 // manifests/ with kubectl, as an operator would, and points its configuration at loopback
-// targets. A Fleet is a set of simulated nodes (e2e/kubelet): each runs the real agent
+// targets. A Fleet is a set of simulated nodes (e2e/framework/kubelet): each runs the real agent
 // binary for every agent pod the DaemonSet puts on it, and has its own node-local DNS server
 // (checks/dnstest) that can be broken and healed. History records every state a node passes
 // through, so a test can assert that no node was ever half released.

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodeready/nodeready/checks/dnstest"
-	"github.com/nodeready/nodeready/e2e/kubelet"
+	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 )
 
 const (

@@ -2,8 +2,8 @@
 // scripts/build-karpenter.sh, against the e2e control plane: its CRDs, a KWOKNodeClass, and
 // NodePools whose startupTaints hold nodeready's taint. Karpenter's kwok provider creates
 // Node objects and nothing else; a harness.Fleet adopts them (Fleet.Adopt) and runs the real
-// agent for every agent pod on them. The tests of this package hold what nodeready assumes
-// of Karpenter against Karpenter itself.
+// agent for every agent pod on them. The tests in e2e/suites/karpenter hold what nodeready
+// assumes of Karpenter against Karpenter itself.
 package karpenter
 
 import (
@@ -21,10 +21,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
-// Version is the Karpenter release that e2e/karpenter-build/go.mod pins (version_test.go
+// Version is the Karpenter release that e2e/build/karpenter/go.mod pins (version_test.go
 // holds them equal); scripts/build-karpenter.sh builds it into .cache/karpenter/<Version>.
 const Version = "v1.14.1"
 
@@ -32,7 +32,7 @@ const Version = "v1.14.1"
 // crds/), instead of <repo>/.cache/karpenter/<Version>.
 const BinEnv = "NODEREADY_KARPENTER_DIR"
 
-// NodeClass is the KWOKNodeClass every NodePool of these tests names.
+// NodeClass is the KWOKNodeClass every NodePool of the tests names.
 const NodeClass = "default"
 
 // Batch windows: how long Karpenter gathers pending pods before it launches nodes for them.

@@ -8,10 +8,10 @@ import (
 	"golang.org/x/mod/modfile"
 )
 
-// The cache directory is named by Version; it must follow karpenter-build/go.mod, from which
+// The cache directory is named by Version; it must follow build/karpenter/go.mod, from which
 // scripts/build-karpenter.sh builds the binary, or the tests would look for another release.
 func TestVersionMatchesGoMod(t *testing.T) {
-	const path = "../karpenter-build/go.mod"
+	const path = "../../build/karpenter/go.mod"
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	mf, err := modfile.Parse(path, data, nil)

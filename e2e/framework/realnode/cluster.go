@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodeready/nodeready/e2e/controlplane"
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 // StartupTaint is the taint the node registers with, as the shipped ConfigMap names it.

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 
-	"github.com/nodeready/nodeready/e2e/image"
+	"github.com/nodeready/nodeready/e2e/framework/image"
 )
 
 // Images are the references of the images the node runs, in the registry.

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nodeready/nodeready/e2e/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 )
 
 // Options configures a node.

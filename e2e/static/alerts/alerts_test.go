@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 const testFile = "testdata/nodeready_test.yaml"
@@ -20,7 +20,7 @@ const testFile = "testdata/nodeready_test.yaml"
 // TestAlerts runs the real promtool on the shipped PrometheusRule: `promtool check rules` on
 // its groups, then `promtool test rules` with testdata/nodeready_test.yaml, which has every
 // alert fire and stay silent (thresholds, a node verified in time, a deleted node, a
-// re-verification, fail-open). promtool comes from e2e/tools/promtool, built by
+// re-verification, fail-open). promtool comes from e2e/build/tools/promtool, built by
 // scripts/build-tools.sh (make vet builds it first; here it is found up to date).
 func TestAlerts(t *testing.T) {
 	repo := harness.RepoRootForTest(t)

@@ -20,17 +20,17 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 // helmTimeout bounds one helm run, so a hanging one fails instead of stalling.
 const helmTimeout = 2 * time.Minute
 
-// release is the release name the README's install command gives.
-const release = "nodeready"
+// Release is the release name the README's install command gives.
+const Release = "nodeready"
 
-// chartDir is charts/nodeready in the repository under test.
-func chartDir(t *testing.T) string {
+// Dir is charts/nodeready in the repository under test.
+func Dir(t *testing.T) string {
 	t.Helper()
 	return filepath.Join(harness.RepoRootForTest(t), "charts", "nodeready")
 }
@@ -45,10 +45,10 @@ func helmBinary(t *testing.T) string {
 	return bin
 }
 
-// runHelm runs helm with its own empty configuration, cache and data directories, so no
+// RunHelm runs helm with its own empty configuration, cache and data directories, so no
 // repository or plugin of the machine's user takes part, and returns stdout; the error
 // holds stderr, where helm writes its messages.
-func runHelm(t *testing.T, args ...string) (string, error) {
+func RunHelm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	home := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), helmTimeout)
@@ -68,29 +68,22 @@ func runHelm(t *testing.T, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// template renders the chart as `helm install -n kube-system` would, with the given flags.
-func template(t *testing.T, flags ...string) (string, error) {
-	t.Helper()
-	args := append([]string{"template", release, chartDir(t), "--namespace", harness.Namespace}, flags...)
-	return runHelm(t, args...)
-}
-
-// object is one parsed Kubernetes object.
-type object = map[string]any
+// Object is one parsed Kubernetes object.
+type Object = map[string]any
 
 // objectKey names an object as the API server does: group/version, kind, namespace, name.
-func objectKey(o object) string {
+func objectKey(o Object) string {
 	meta, _ := o["metadata"].(map[string]any)
 	ns, _ := meta["namespace"].(string)
 	name, _ := meta["name"].(string)
 	return fmt.Sprintf("%v %v %s/%s", o["apiVersion"], o["kind"], ns, name)
 }
 
-// parseObjects splits a multi-document YAML stream into objects by objectKey; documents
+// ParseObjects splits a multi-document YAML stream into objects by objectKey; documents
 // holding only comments are skipped, and an object named twice fails t.
-func parseObjects(t *testing.T, source string, data []byte) map[string]object {
+func ParseObjects(t *testing.T, source string, data []byte) map[string]Object {
 	t.Helper()
-	objects := map[string]object{}
+	objects := map[string]Object{}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
 		doc, err := r.Read()
@@ -98,7 +91,7 @@ func parseObjects(t *testing.T, source string, data []byte) map[string]object {
 			return objects
 		}
 		require.NoError(t, err, source)
-		var o object
+		var o Object
 		require.NoError(t, yaml.Unmarshal(doc, &o), source)
 		if o == nil {
 			continue
@@ -109,10 +102,10 @@ func parseObjects(t *testing.T, source string, data []byte) map[string]object {
 	}
 }
 
-// manifestObjects parses the given files of manifests/, as globs relative to it.
-func manifestObjects(t *testing.T, globs ...string) map[string]object {
+// ManifestObjects parses the given files of manifests/, as globs relative to it.
+func ManifestObjects(t *testing.T, globs ...string) map[string]Object {
 	t.Helper()
-	objects := map[string]object{}
+	objects := map[string]Object{}
 	for _, g := range globs {
 		files, err := filepath.Glob(filepath.Join(harness.RepoRootForTest(t), "manifests", g))
 		require.NoError(t, err)
@@ -120,7 +113,7 @@ func manifestObjects(t *testing.T, globs ...string) map[string]object {
 		for _, f := range files {
 			data, err := os.ReadFile(f)
 			require.NoError(t, err)
-			for k, o := range parseObjects(t, f, data) {
+			for k, o := range ParseObjects(t, f, data) {
 				require.NotContains(t, objects, k, "%s names %s again", f, k)
 				objects[k] = o
 			}
@@ -195,9 +188,9 @@ var settings = map[string]setting{
 	"LOG_FORMAT":              {"logFormat", text},
 }
 
-// setFlags turns nodeready-config settings into helm flags that set the chart values they
+// SetFlags turns nodeready-config settings into helm flags that set the chart values they
 // come from, each as its type in values.yaml.
-func setFlags(t *testing.T, config map[string]string) []string {
+func SetFlags(t *testing.T, config map[string]string) []string {
 	t.Helper()
 	var flags []string
 	for name, v := range config {

@@ -18,7 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 // helmLabels are the labels the chart adds to every object's metadata beyond those of
@@ -27,25 +27,32 @@ import (
 // `kubectl apply -f manifests/`. The comparisons check each and then leave them out.
 func helmLabels(t *testing.T) map[string]string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(chartDir(t), "Chart.yaml"))
+	data, err := os.ReadFile(filepath.Join(Dir(t), "Chart.yaml"))
 	require.NoError(t, err)
 	var chart struct{ Name, Version, AppVersion string }
 	require.NoError(t, yaml.Unmarshal(data, &chart))
 	return map[string]string{
-		"app.kubernetes.io/instance":   release,
+		"app.kubernetes.io/instance":   Release,
 		"app.kubernetes.io/managed-by": "Helm",
 		"app.kubernetes.io/version":    chart.AppVersion,
 		"helm.sh/chart":                chart.Name + "-" + chart.Version,
 	}
 }
 
+// template renders the chart as `helm install -n kube-system` would, with the given flags.
+func template(t *testing.T, flags ...string) (string, error) {
+	t.Helper()
+	args := append([]string{"template", Release, Dir(t), "--namespace", harness.Namespace}, flags...)
+	return RunHelm(t, args...)
+}
+
 // render runs helm template with the flags and returns its objects with helmLabels checked
 // and removed.
-func render(t *testing.T, flags ...string) map[string]object {
+func render(t *testing.T, flags ...string) map[string]Object {
 	t.Helper()
 	out, err := template(t, flags...)
 	require.NoError(t, err)
-	objects := parseObjects(t, "helm template", []byte(out))
+	objects := ParseObjects(t, "helm template", []byte(out))
 	want := helmLabels(t)
 	for key, o := range objects {
 		labels, _ := o["metadata"].(map[string]any)["labels"].(map[string]any)
@@ -58,7 +65,7 @@ func render(t *testing.T, flags ...string) map[string]object {
 }
 
 // assertSameObjects holds got to exactly the objects of want, field by field.
-func assertSameObjects(t *testing.T, want, got map[string]object) {
+func assertSameObjects(t *testing.T, want, got map[string]Object) {
 	t.Helper()
 	assert.ElementsMatch(t, slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(got)), "objects")
 	for k, w := range want {
@@ -71,7 +78,7 @@ func assertSameObjects(t *testing.T, want, got map[string]object) {
 // TestDefaultsRenderManifests: with default values the chart renders exactly the objects of
 // manifests/*.yaml, which `kubectl apply -f manifests/` installs.
 func TestDefaultsRenderManifests(t *testing.T) {
-	assertSameObjects(t, manifestObjects(t, "*.yaml"), render(t))
+	assertSameObjects(t, ManifestObjects(t, "*.yaml"), render(t))
 }
 
 // TestSwitches: each switch adds exactly the objects of its optional part of manifests/.
@@ -92,7 +99,7 @@ func TestSwitches(t *testing.T) {
 		{"all", allSwitches, []string{"gates/*.yaml", "replace-node/*.yaml", "node-creation/*.yaml", "label-to-taint/*.yaml", "monitoring/*.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assertSameObjects(t, manifestObjects(t, append([]string{"*.yaml"}, tc.files...)...), render(t, tc.flags...))
+			assertSameObjects(t, ManifestObjects(t, append([]string{"*.yaml"}, tc.files...)...), render(t, tc.flags...))
 		})
 	}
 }
@@ -108,7 +115,7 @@ var allSwitches = []string{
 func TestLint(t *testing.T) {
 	for name, flags := range map[string][]string{"defaults": nil, "every switch on": allSwitches} {
 		t.Run(name, func(t *testing.T) {
-			out, err := runHelm(t, append([]string{"lint", "--strict", chartDir(t)}, flags...)...)
+			out, err := RunHelm(t, append([]string{"lint", "--strict", Dir(t)}, flags...)...)
 			require.NoError(t, err, out)
 			assert.Contains(t, out, "1 chart(s) linted, 0 chart(s) failed")
 		})
@@ -122,14 +129,14 @@ func TestSettingsCoverConfigMap(t *testing.T) {
 	for _, s := range settings {
 		values = append(values, s.value)
 	}
-	cm := manifestObjects(t, "02-configmap.yaml")["v1 ConfigMap kube-system/nodeready-config"]
+	cm := ManifestObjects(t, "02-configmap.yaml")["v1 ConfigMap kube-system/nodeready-config"]
 	require.NotNil(t, cm)
 	assert.ElementsMatch(t, slices.Collect(maps.Keys(cm["data"].(map[string]any))), slices.Collect(maps.Keys(settings)))
 
 	var chartValues struct {
 		Config map[string]any `json:"config"`
 	}
-	data, err := os.ReadFile(filepath.Join(chartDir(t), "values.yaml"))
+	data, err := os.ReadFile(filepath.Join(Dir(t), "values.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, yaml.Unmarshal(data, &chartValues))
 	assert.ElementsMatch(t, values, slices.Collect(maps.Keys(chartValues.Config)), "values.yaml config")
@@ -142,7 +149,7 @@ func TestSettingsCoverConfigMap(t *testing.T) {
 			} `json:"config"`
 		} `json:"properties"`
 	}
-	data, err = os.ReadFile(filepath.Join(chartDir(t), "values.schema.json"))
+	data, err = os.ReadFile(filepath.Join(Dir(t), "values.schema.json"))
 	require.NoError(t, err)
 	require.NoError(t, yaml.Unmarshal(data, &schema))
 	assert.ElementsMatch(t, values, slices.Collect(maps.Keys(schema.Properties.Config.Properties)), "values.schema.json config")
@@ -206,7 +213,7 @@ func TestBadValuesFail(t *testing.T) {
 }
 
 // decode converts a parsed object into its API type.
-func decode[T any](t *testing.T, objects map[string]object, key string) *T {
+func decode[T any](t *testing.T, objects map[string]Object, key string) *T {
 	t.Helper()
 	o, ok := objects[key]
 	require.True(t, ok, "no %s among %v", key, slices.Sorted(maps.Keys(objects)))
@@ -327,10 +334,10 @@ func assertVariables(t *testing.T, got []admissionv1.Variable, want map[string]s
 // endpoints and dns checks follow the Services the values name.
 func TestNamespaceFollowsRelease(t *testing.T) {
 	const ns = "nodeready-system"
-	out, err := runHelm(t, "template", release, chartDir(t), "--namespace", ns, "--set", "replaceNode.enabled=true",
+	out, err := RunHelm(t, "template", Release, Dir(t), "--namespace", ns, "--set", "replaceNode.enabled=true",
 		"--set", "config.endpointsService=backends/api", "--set", "config.clusterDNSService=dns/coredns")
 	require.NoError(t, err)
-	objects := parseObjects(t, "helm template", []byte(out))
+	objects := ParseObjects(t, "helm template", []byte(out))
 
 	for _, key := range []string{"v1 ServiceAccount " + ns + "/nodeready", "v1 ConfigMap " + ns + "/nodeready-config", "apps/v1 DaemonSet " + ns + "/nodeready"} {
 		assert.Contains(t, objects, key)

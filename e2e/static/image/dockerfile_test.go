@@ -1,4 +1,4 @@
-package image
+package image_test
 
 import (
 	"bufio"
@@ -10,12 +10,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nodeready/nodeready/e2e/framework/image"
 )
 
 // finalStage returns the instructions of the Dockerfile's last stage, keyword first.
 func finalStage(t *testing.T) [][2]string {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "Dockerfile"))
+	f, err := os.Open(filepath.Join("..", "..", "..", "Dockerfile"))
 	require.NoError(t, err)
 	defer f.Close()
 	var stage [][2]string
@@ -46,8 +48,8 @@ func finalStage(t *testing.T) [][2]string {
 // TestAgentMatchesDockerfile holds Agent, which the real node runs, to the image the
 // Dockerfile builds for users: base, user, entrypoint and where the binary goes.
 func TestAgentMatchesDockerfile(t *testing.T) {
-	spec := Agent("amd64", []byte("binary"), []byte("certs"))
-	files := map[string]File{}
+	spec := image.Agent("amd64", []byte("binary"), []byte("certs"))
+	files := map[string]image.File{}
 	for _, f := range spec.Files {
 		files[f.Path] = f
 	}
@@ -94,19 +96,19 @@ func TestAgentMatchesDockerfile(t *testing.T) {
 
 	// The same OCI labels as AgentIndex sets, from the same build arguments as the binary's
 	// version and revision.
-	assert.Equal(t, Release{Source: Source, Revision: "${REVISION}", Version: "${VERSION}"}.Annotations(), labels)
+	assert.Equal(t, image.Release{Source: image.Source, Revision: "${REVISION}", Version: "${VERSION}"}.Annotations(), labels)
 	assert.True(t, args["VERSION"] && args["REVISION"], "the final stage declares VERSION and REVISION, or LABEL sees them empty")
 
 	// What the distroless base brings and the agent relies on: its user by number, and the
 	// CA certificates a TLS client in the binary reads.
 	assert.Contains(t, string(files["/etc/passwd"].Data), "nonroot:x:65532:65532:")
-	assert.Equal(t, []byte("certs"), files[CABundle].Data)
+	assert.Equal(t, []byte("certs"), files[image.CABundle].Data)
 	assert.Equal(t, int64(0o1777), files["/tmp"].Mode)
 }
 
 // TestBuild reads an image back: config and the layer's files.
 func TestBuild(t *testing.T) {
-	img, err := Build(Agent("arm64", []byte("binary"), []byte("certs")))
+	img, err := image.Build(image.Agent("arm64", []byte("binary"), []byte("certs")))
 	require.NoError(t, err)
 	cf, err := img.ConfigFile()
 	require.NoError(t, err)
@@ -114,17 +116,17 @@ func TestBuild(t *testing.T) {
 	assert.Equal(t, "linux", cf.OS)
 	assert.Equal(t, "65532:65532", cf.Config.User)
 	assert.Equal(t, []string{"/nodeready"}, cf.Config.Entrypoint)
-	files, err := Files(img)
+	files, err := image.Files(img)
 	require.NoError(t, err)
 	require.Contains(t, files, "/nodeready")
 	assert.Equal(t, int64(0o755), files["/nodeready"].Mode)
 	assert.Equal(t, []byte("binary"), files["/nodeready"].Data)
 	require.Contains(t, files, "/home/nonroot")
 	assert.True(t, files["/home/nonroot"].Dir)
-	assert.Equal(t, NonrootUID, files["/home/nonroot"].UID)
+	assert.Equal(t, image.NonrootUID, files["/home/nonroot"].UID)
 	assert.Equal(t, []byte("certs"), files["/etc/ssl/certs/ca-certificates.crt"].Data)
 
-	again, err := Build(Agent("arm64", []byte("binary"), []byte("certs")))
+	again, err := image.Build(image.Agent("arm64", []byte("binary"), []byte("certs")))
 	require.NoError(t, err)
 	d1, err := img.Digest()
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package image
+package image_test
 
 import (
 	"crypto/x509"
@@ -7,11 +7,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nodeready/nodeready/e2e/framework/image"
 )
 
 // TestNSSRoots: every block is a CA certificate that parses.
 func TestNSSRoots(t *testing.T) {
-	rest := NSSRoots()
+	rest := image.NSSRoots()
 	n := 0
 	for {
 		var b *pem.Block
@@ -29,10 +31,10 @@ func TestNSSRoots(t *testing.T) {
 
 // TestAgentIndexNeedsRelease: an image that cannot say what it is a build of is refused.
 func TestAgentIndexNeedsRelease(t *testing.T) {
-	_, err := AgentIndex(Release{Source: Source}, nil, []Platform{{Arch: "amd64", Binary: []byte("b")}})
+	_, err := image.AgentIndex(image.Release{Source: image.Source}, nil, []image.Platform{{Arch: "amd64", Binary: []byte("b")}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the image's revision is empty")
 	assert.Contains(t, err.Error(), "the image's version is empty")
-	_, err = AgentIndex(Release{Source: Source, Revision: "r", Version: "v"}, nil, nil)
+	_, err = image.AgentIndex(image.Release{Source: image.Source, Revision: "r", Version: "v"}, nil, nil)
 	assert.EqualError(t, err, "no platform to build")
 }

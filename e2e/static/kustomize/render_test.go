@@ -16,18 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/nodeready/nodeready/e2e/controlplane"
-	"github.com/nodeready/nodeready/e2e/harness"
-)
-
-// The shipped keys, and what the overlays' settings.yaml change them to.
-const (
-	shippedLabel = "node-ready/verified"
-	shippedTaint = "node-ready/unverified"
-	newLabel     = "example.com/verified"
-	newTaint     = "example.com/unverified"
-	newNamespace = "nodeready"
-	newImage     = "registry.example.com/nodeready:v0.1.0"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 // TestBaseIsManifests: `kubectl kustomize manifests/` renders exactly the objects that
@@ -61,7 +50,7 @@ func TestOverlays(t *testing.T) {
 	t.Run("image", func(t *testing.T) {
 		objs := render(t, filepath.Join(overlays, "image"))
 		assert.ElementsMatch(t, ids(base), ids(objs))
-		assert.Equal(t, []string{newImage}, images(t, objs))
+		assert.Equal(t, []string{NewImage}, images(t, objs))
 	})
 	t.Run("namespace", func(t *testing.T) {
 		objs := render(t, filepath.Join(overlays, "namespace"))
@@ -101,15 +90,15 @@ func TestOverlays(t *testing.T) {
 	})
 	t.Run("example: image, namespace and keys with the optional parts", func(t *testing.T) {
 		objs := render(t, filepath.Join(overlays, "example"))
-		assert.Equal(t, []string{newImage}, images(t, objs))
+		assert.Equal(t, []string{NewImage}, images(t, objs))
 		assertNamespace(t, objs, base)
 		assertKeys(t, objs)
 		// The taint at node creation is the new one, and label-to-taint leaves it alone.
 		mp := find(t, objs, "MutatingAdmissionPolicy", "nodeready-startup-taint")
-		assert.Equal(t, "'"+newTaint+"'", variable(t, mp, "taintKey"))
+		assert.Equal(t, "'"+NewTaint+"'", variable(t, mp, "taintKey"))
 		assert.Equal(t, "'NoSchedule'", variable(t, mp, "taintEffect"))
 		l2t := find(t, objs, "MutatingAdmissionPolicy", "nodeready-label-to-taint")
-		assert.Equal(t, "'"+newTaint+"'", variable(t, l2t, "startupTaintKey"))
+		assert.Equal(t, "'"+NewTaint+"'", variable(t, l2t, "startupTaintKey"))
 	})
 	t.Run("label-to-taint: the policy with a list of rules", func(t *testing.T) {
 		objs := render(t, filepath.Join(overlays, "label-to-taint"))
@@ -120,13 +109,13 @@ func TestOverlays(t *testing.T) {
 			"  {'label': 'dedicated', 'value': 'ci', 'taintKey': 'dedicated', 'taintValue': 'ci', 'taintEffect': 'NoSchedule'},\n"+
 			"  {'label': 'example.com/pool', 'value': 'gpu', 'taintKey': 'nvidia.com/gpu', 'taintValue': 'present', 'taintEffect': 'NoSchedule'}\n"+
 			"]", variable(t, mp, "rules"))
-		assert.Equal(t, "'"+shippedTaint+"'", variable(t, mp, "startupTaintKey"))
+		assert.Equal(t, "'"+ShippedTaint+"'", variable(t, mp, "startupTaintKey"))
 	})
 
 	t.Run("a namePrefix and another namespace: the policies still guard the agent's ServiceAccount", func(t *testing.T) {
-		objs := render(t, prefixedOverlay(t, repo))
+		objs := render(t, PrefixedOverlay(t, repo))
 		sa := find(t, objs, "ServiceAccount", "prod-nodeready")
-		assert.Equal(t, newNamespace, sa.GetNamespace())
+		assert.Equal(t, NewNamespace, sa.GetNamespace())
 		for _, name := range []string{"prod-nodeready-own-node", "prod-nodeready-own-nodeclaim"} {
 			b := find(t, objs, "ValidatingAdmissionPolicyBinding", name)
 			sel, _, _ := unstructured.NestedStringMap(b.Object, "spec", "paramRef", "selector", "matchLabels")
@@ -146,11 +135,11 @@ func TestOverlays(t *testing.T) {
 	}
 }
 
-// assertNamespace: what belongs to the agent moved to newNamespace with everything that names
+// assertNamespace: what belongs to the agent moved to NewNamespace with everything that names
 // its ServiceAccount; the Roles stay where what they grant lives; nothing else changed.
 func assertNamespace(t *testing.T, objs, base []*unstructured.Unstructured) {
 	t.Helper()
-	ns := find(t, objs, "Namespace", newNamespace)
+	ns := find(t, objs, "Namespace", NewNamespace)
 	assert.Equal(t, "nodeready", ns.GetLabels()["app.kubernetes.io/name"])
 	stay := map[string]string{ // Role name -> namespace
 		"nodeready-endpoints":   "default",
@@ -162,19 +151,19 @@ func assertNamespace(t *testing.T, objs, base []*unstructured.Unstructured) {
 		case o.GetKind() == "Role" || o.GetKind() == "RoleBinding":
 			assert.Equal(t, stay[o.GetName()], o.GetNamespace(), "%s %s stays", o.GetKind(), o.GetName())
 		case o.GetNamespace() != "":
-			assert.Equal(t, newNamespace, o.GetNamespace(), "%s %s moves", o.GetKind(), o.GetName())
+			assert.Equal(t, NewNamespace, o.GetNamespace(), "%s %s moves", o.GetKind(), o.GetName())
 		}
 		if o.GetKind() == "RoleBinding" || o.GetKind() == "ClusterRoleBinding" {
 			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
 			require.NotEmpty(t, subjects)
 			for _, s := range subjects {
-				assert.Equal(t, newNamespace, s.(map[string]any)["namespace"], "subject of %s %s", o.GetKind(), o.GetName())
+				assert.Equal(t, NewNamespace, s.(map[string]any)["namespace"], "subject of %s %s", o.GetKind(), o.GetName())
 			}
 		}
 		if o.GetKind() == "ValidatingAdmissionPolicyBinding" {
 			// The own-node policies' parameter is the agent's ServiceAccount, found where it moved.
 			ns, _, _ := unstructured.NestedString(o.Object, "spec", "paramRef", "namespace")
-			assert.Equal(t, newNamespace, ns, "paramRef of %s", o.GetName())
+			assert.Equal(t, NewNamespace, ns, "paramRef of %s", o.GetName())
 		}
 	}
 	// Same objects, names and kinds as the base, wherever they live.
@@ -202,8 +191,8 @@ func assertKeys(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
 	cm := find(t, objs, "ConfigMap", "nodeready-config")
 	data := cm.Object["data"].(map[string]any)
-	assert.Equal(t, newLabel, data["VERIFIED_LABEL"])
-	assert.Equal(t, newTaint, data["TAINT_KEY"])
+	assert.Equal(t, NewLabel, data["VERIFIED_LABEL"])
+	assert.Equal(t, NewTaint, data["TAINT_KEY"])
 	assert.Equal(t, "true", data["TAINT_VALUE"])
 	assert.Equal(t, "NoSchedule", data["TAINT_EFFECT"])
 
@@ -217,35 +206,24 @@ func assertKeys(t *testing.T, objs []*unstructured.Unstructured) {
 			doesNotExist = append(doesNotExist, e.(map[string]any)["key"])
 		}
 	}
-	assert.Equal(t, []any{newLabel}, doesNotExist)
+	assert.Equal(t, []any{NewLabel}, doesNotExist)
 
 	vap := find(t, objs, "ValidatingAdmissionPolicy", "nodeready-own-node")
-	assert.Equal(t, "'"+newLabel+"'", variable(t, vap, "labelKey"))
-	assert.Equal(t, "'"+newTaint+"'", variable(t, vap, "taintKey"))
+	assert.Equal(t, "'"+NewLabel+"'", variable(t, vap, "labelKey"))
+	assert.Equal(t, "'"+NewTaint+"'", variable(t, vap, "taintKey"))
 	assert.Equal(t, "'NoSchedule'", variable(t, vap, "taintEffect"))
 
 	// No place was missed: the shipped keys are nowhere in the objects (the condition type
 	// node-ready/Verified and the opt-out label node-ready/skip-startup-taint are other names).
-	assertNowhere(t, objs, shippedLabel)
-	assertNowhere(t, objs, shippedTaint)
-}
-
-// kubectlPath is the kubectl of the control plane's build (make e2e builds it).
-func kubectlPath(t *testing.T) string {
-	t.Helper()
-	dir, err := controlplane.DefaultBinDir()
-	require.NoError(t, err)
-	path := filepath.Join(dir, "kubectl")
-	_, err = os.Stat(path)
-	require.NoError(t, err, "kubectl: run scripts/build-control-plane.sh (make e2e does)")
-	return path
+	assertNowhere(t, objs, ShippedLabel)
+	assertNowhere(t, objs, ShippedTaint)
 }
 
 // render runs `kubectl kustomize dir` and decodes its objects.
 func render(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(kubectlPath(t), "kustomize", dir)
+	cmd := exec.Command(KubectlPath(t), "kustomize", dir)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "kubectl kustomize %s:\n%s", dir, stderr.String())
 	return decode(t, &stdout, dir)
@@ -350,29 +328,4 @@ func assertNowhere(t *testing.T, objs []*unstructured.Unstructured, s string) {
 		require.NoError(t, err)
 		assert.False(t, strings.Contains(string(data), s), "%s %s still names %s", o.GetKind(), o.GetName(), s)
 	}
-}
-
-// prefixedOverlay writes an overlay of the repository's manifests/ with namePrefix prod-, the
-// replace-node component and the namespace component (namespace nodeready), as a user's own
-// overlay might, and returns its directory.
-func prefixedOverlay(t *testing.T, repo string) string {
-	t.Helper()
-	dir := t.TempDir()
-	rel := func(p string) string {
-		r, err := filepath.Rel(dir, filepath.Join(repo, p))
-		require.NoError(t, err)
-		return r
-	}
-	files := map[string]string{
-		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamePrefix: prod-\n" +
-			"resources:\n  - " + rel("manifests") + "\n  - settings.yaml\n  - namespace.yaml\n" +
-			"components:\n  - " + rel("manifests/replace-node") + "\n  - " + rel("kustomize/components/namespace") + "\n",
-		"settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: nodeready-kustomize\n  annotations:\n" +
-			"    config.kubernetes.io/local-config: \"true\"\ndata:\n  namespace: " + newNamespace + "\n",
-		"namespace.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + newNamespace + "\n  labels:\n    app.kubernetes.io/name: nodeready\n",
-	}
-	for name, data := range files {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644))
-	}
-	return dir
 }

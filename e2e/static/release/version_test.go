@@ -13,8 +13,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/mod/semver"
 
-	"github.com/nodeready/nodeready/e2e/harness"
-	"github.com/nodeready/nodeready/e2e/kubelet"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 )
 
 // ImageRepo is where the release workflow pushes the agent image.
@@ -45,8 +45,8 @@ func TestOneVersion(t *testing.T) {
 	version := releaseVersion(t, root)
 	want := imageRepo + ":" + version
 
-	assert.Equal(t, want, harness.AgentImage, "e2e/harness AgentImage")
-	assert.Equal(t, imageRepo, kubelet.DefaultAgentImage, "e2e/kubelet DefaultAgentImage")
+	assert.Equal(t, want, harness.AgentImage, "e2e/framework/harness AgentImage")
+	assert.Equal(t, imageRepo, kubelet.DefaultAgentImage, "e2e/framework/kubelet DefaultAgentImage")
 
 	// The DaemonSet that `kubectl apply -f manifests/` installs, container by container.
 	ds := readYAML(t, filepath.Join(root, "manifests", "03-daemonset.yaml"))

@@ -27,8 +27,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/nodeready/nodeready/e2e/controlplane"
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 var (
@@ -56,7 +56,7 @@ func TestStartupTaintPolicy(t *testing.T) {
 	requireMutatingAdmissionPolicyV1(t, admin)
 
 	t.Run("the default install leaves the policies out", func(t *testing.T) {
-		out := kubectl(t, cp, "apply", "-f", filepath.Join("..", "..", "manifests"), "--dry-run=client", "-o", "name")
+		out := kubectl(t, cp, "apply", "-f", filepath.Join("..", "..", "..", "manifests"), "--dry-run=client", "-o", "name")
 		assert.Contains(t, out, "daemonset.apps/nodeready")
 		assert.NotContains(t, strings.ToLower(out), "mutatingadmissionpolicy")
 	})
@@ -177,7 +177,7 @@ func TestLabelToTaintPolicy(t *testing.T) {
 	createNode(t, admin, "before-labelled", linux(dedicated), nil)
 	createNode(t, admin, "before-unlabelled", linux(nil), []corev1.Taint{dedicatedTaint})
 
-	installLabelToTaint(t, cp, filepath.Join("..", "..", "manifests", "label-to-taint"))
+	installLabelToTaint(t, cp, filepath.Join("..", "..", "..", "manifests", "label-to-taint"))
 
 	t.Run("at creation", func(t *testing.T) {
 		cases := []nodeCase{
@@ -295,7 +295,7 @@ func TestLabelToTaintRules(t *testing.T) {
 	cp := controlplane.StartForTest(t)
 	admin := cp.Client()
 	requireMutatingAdmissionPolicyV1(t, admin)
-	installLabelToTaint(t, cp, "-k", filepath.Join("..", "..", "kustomize", "label-to-taint"))
+	installLabelToTaint(t, cp, "-k", filepath.Join("..", "..", "..", "kustomize", "label-to-taint"))
 
 	gpuPool := corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
 	createNode(t, admin, "both", linux(map[string]string{"dedicated": "ci", "example.com/pool": "gpu"}), nil)
@@ -325,7 +325,7 @@ func TestLabelToTaintWithTheAgent(t *testing.T) {
 	cp := c.ControlPlane()
 	admin := c.Client()
 	requireMutatingAdmissionPolicyV1(t, admin)
-	installLabelToTaint(t, cp, filepath.Join("..", "..", "manifests", "label-to-taint"))
+	installLabelToTaint(t, cp, filepath.Join("..", "..", "..", "manifests", "label-to-taint"))
 	install(t, cp, "startup-taint.yaml", nil)
 
 	// Registered without taints of its own: both come from the policies.
@@ -453,7 +453,7 @@ func requireMutatingAdmissionPolicyV1(t *testing.T, c kubernetes.Interface) {
 func install(t *testing.T, cp *controlplane.ControlPlane, file string, canaryLabels map[string]string) {
 	t.Helper()
 	start := time.Now()
-	kubectl(t, cp, "apply", "-f", filepath.Join("..", "..", "manifests", "node-creation", file))
+	kubectl(t, cp, "apply", "-f", filepath.Join("..", "..", "..", "manifests", "node-creation", file))
 	attempts := 0
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		attempts++

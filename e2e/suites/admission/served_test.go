@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nodeready/nodeready/e2e/controlplane"
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 // The DaemonSet controller creates pods within a second or two of a node's creation.
@@ -31,7 +31,7 @@ func TestServedNodes(t *testing.T) {
 	cp := controlplane.StartForTest(t)
 	admin := cp.Client()
 	requireMutatingAdmissionPolicyV1(t, admin)
-	kubectl(t, cp, "apply", "-f", filepath.Join("..", "..", "manifests"))
+	kubectl(t, cp, "apply", "-f", filepath.Join("..", "..", "..", "manifests"))
 	install(t, cp, "startup-taint.yaml", map[string]string{"kubernetes.io/os": "linux"})
 
 	type node struct {

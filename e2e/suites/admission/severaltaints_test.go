@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodeready/nodeready/e2e/controlplane"
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 var (
@@ -32,7 +32,7 @@ var (
 // no version of the node ever carries one without the other. Another controller's
 // readiness.k8s.io/ taint stays through the release and through a re-verification, in
 // which the agent puts both of its taints back. (That the own-node policy refuses the agent
-// any write to another taint is e2e/security's; here its extraTaints is what lets the
+// any write to another taint is e2e/suites/security's; here its extraTaints is what lets the
 // release through.)
 func TestSeveralStartupTaints(t *testing.T) {
 	c := harness.StartForTest(t, harness.Options{})
@@ -89,7 +89,7 @@ func hasTaint(taints []corev1.Taint, want corev1.Taint) bool {
 // variable set to expr.
 func applyWithExtraTaints(t *testing.T, cp *controlplane.ControlPlane, file, expr string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", file))
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", file))
 	require.NoError(t, err)
 	const empty = "- name: extraTaints\n      expression: \"[]\""
 	require.Contains(t, string(data), empty, "%s has no empty extraTaints variable", file)

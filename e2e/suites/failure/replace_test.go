@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodeready/nodeready/e2e/harness"
-	"github.com/nodeready/nodeready/e2e/kubelet"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -227,7 +227,7 @@ var karpenterLabels = map[string]string{"karpenter.sh/nodepool": "default"}
 // and uid, blockOwnerDeletion) and the node is labelled karpenter.sh/registered=true.
 // Karpenter's termination finalizer is left out, so the test can remove the node. These
 // tests hold the agent's side (RBAC, the own-NodeClaim policy, a node without a NodeClaim);
-// e2e/karpenter runs replace-node against the real Karpenter.
+// e2e/suites/karpenter runs replace-node against the real Karpenter.
 func registerNode(t *testing.T, c *harness.Cluster, node string, claim *unstructured.Unstructured) {
 	t.Helper()
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{

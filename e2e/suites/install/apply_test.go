@@ -1,4 +1,4 @@
-package kustomize
+package install
 
 import (
 	"context"
@@ -17,14 +17,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeready/nodeready/checks/dnstest"
-	"github.com/nodeready/nodeready/e2e/controlplane"
-	"github.com/nodeready/nodeready/e2e/harness"
-	"github.com/nodeready/nodeready/e2e/kubelet"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/kubelet"
+	"github.com/nodeready/nodeready/e2e/static/kustomize"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
 // exampleTaint is the startup taint of kustomize/example/settings.yaml.
-var exampleTaint = corev1.Taint{Key: newTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+var exampleTaint = corev1.Taint{Key: kustomize.NewTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}
 
 // TestApplyExampleOverlay installs nodeready with `kubectl apply -k kustomize/example` (image
 // from another registry, namespace nodeready, keys example.com/verified and
@@ -47,7 +48,7 @@ func TestApplyExampleOverlay(t *testing.T) {
 	// asks the node's own server below. No endpoints check: a loopback API server publishes no
 	// endpoints for default/kubernetes (see harness.BackendService), and the harness's stand-in
 	// Service is not the point here.
-	cm, err := client.CoreV1().ConfigMaps(newNamespace).Get(ctx, "nodeready-config", metav1.GetOptions{})
+	cm, err := client.CoreV1().ConfigMaps(kustomize.NewNamespace).Get(ctx, "nodeready-config", metav1.GetOptions{})
 	require.NoError(t, err, "the ConfigMap moved to the overlay's namespace")
 	for k, v := range map[string]string{
 		"CHECKS":             "dns,tcp,apiserver",
@@ -60,7 +61,7 @@ func TestApplyExampleOverlay(t *testing.T) {
 		require.Contains(t, cm.Data, k)
 		cm.Data[k] = v
 	}
-	_, err = client.CoreV1().ConfigMaps(newNamespace).Update(ctx, cm, metav1.UpdateOptions{})
+	_, err = client.CoreV1().ConfigMaps(kustomize.NewNamespace).Update(ctx, cm, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
 	dns, err := dnstest.NewServer(map[string][]netip.Addr{harness.DNSName: {netip.MustParseAddr("10.96.0.1")}})
@@ -70,7 +71,7 @@ func TestApplyExampleOverlay(t *testing.T) {
 	logDir := filepath.Join(cp.LogDir(), "kubelet") // kept with the control plane's after a failure
 	k, err := kubelet.New(client, kubelet.Options{
 		AgentBinary:   agent,
-		AgentImage:    strings.Split(newImage, ":")[0],
+		AgentImage:    strings.Split(kustomize.NewImage, ":")[0],
 		APIServerURL:  cp.APIServerURL(),
 		CAFile:        cp.CAFile(),
 		APIServerHost: host,
@@ -118,32 +119,32 @@ func TestApplyExampleOverlay(t *testing.T) {
 			return false, nil
 		}
 		last = n
-		return n.Labels[newLabel] == "true" && len(n.Spec.Taints) == 1, nil
+		return n.Labels[kustomize.NewLabel] == "true" && len(n.Spec.Taints) == 1, nil
 	})
 	require.NoError(t, err, "node not released; last seen %+v", last)
 	assert.Equal(t, []corev1.Taint{foreign}, last.Spec.Taints)
-	assert.NotContains(t, last.Labels, shippedLabel)
-	assert.Contains(t, last.Annotations, newLabel+"-at", "the completion record follows the label")
+	assert.NotContains(t, last.Labels, kustomize.ShippedLabel)
+	assert.Contains(t, last.Annotations, kustomize.NewLabel+"-at", "the completion record follows the label")
 	cond := harness.AgentCondition(last)
 	require.NotNil(t, cond)
 	assert.Equal(t, corev1.ConditionTrue, cond.Status)
 	assert.Equal(t, nodepatch.ReasonVerified, cond.Reason)
 
 	// The agent ran in the overlay's namespace, and its pod is gone.
-	logs, err := filepath.Glob(filepath.Join(logDir, newNamespace+"_nodeready-*.log"))
+	logs, err := filepath.Glob(filepath.Join(logDir, kustomize.NewNamespace+"_nodeready-*.log"))
 	require.NoError(t, err)
-	assert.NotEmpty(t, logs, "no log of an agent pod in namespace %s in %s", newNamespace, logDir)
+	assert.NotEmpty(t, logs, "no log of an agent pod in namespace %s in %s", kustomize.NewNamespace, logDir)
 	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
-		pods, err := client.CoreV1().Pods(newNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		pods, err := client.CoreV1().Pods(kustomize.NewNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 		return err == nil && len(pods.Items) == 0, nil
 	})
 	require.NoError(t, err, "the agent pod is deleted once the node is labelled")
 
 	// The own-node policy follows the ServiceAccount to its namespace: the agent's identity,
 	// as if from another node's pod, is refused a write that RBAC alone would let through.
-	sa := "system:serviceaccount:" + newNamespace + ":nodeready"
+	sa := "system:serviceaccount:" + kustomize.NewNamespace + ":nodeready"
 	out, err = kubectlErr(t, cp, "--as", sa, "--as-group", "system:serviceaccounts", "--as-group", "system:authenticated",
-		"--as-user-extra", "authentication.kubernetes.io/node-name=another-node", "label", "node", node, newLabel+"-")
+		"--as-user-extra", "authentication.kubernetes.io/node-name=another-node", "label", "node", node, kustomize.NewLabel+"-")
 	require.Error(t, err, out)
 	assert.Contains(t, out, "nodeready: write to node "+node+" refused: the agent on node another-node may change only its own node")
 }
@@ -155,14 +156,14 @@ func TestApplyExampleOverlay(t *testing.T) {
 func TestApplyPrefixedOverlay(t *testing.T) {
 	repo := harness.RepoRootForTest(t)
 	cp := controlplane.StartForTest(t)
-	out := kubectl(t, cp, "apply", "-k", prefixedOverlay(t, repo))
+	out := kubectl(t, cp, "apply", "-k", kustomize.PrefixedOverlay(t, repo))
 	t.Logf("kubectl apply -k of the prefixed overlay:\n%s", out)
 	_, err := cp.Client().CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "prefixed-0"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	// As the renamed agent's pod-bound token on another node would: RBAC lets it through,
 	// the policy (loaded in the background) refuses it.
-	sa := "system:serviceaccount:" + newNamespace + ":prod-nodeready"
+	sa := "system:serviceaccount:" + kustomize.NewNamespace + ":prod-nodeready"
 	var last string
 	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
 		out, err := kubectlErr(t, cp, "--as", sa, "--as-group", "system:serviceaccounts", "--as-group", "system:authenticated",
@@ -190,6 +191,6 @@ func kubectlErr(t *testing.T, cp *controlplane.ControlPlane, args ...string) (st
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, kubectlPath(t), append([]string{"--kubeconfig", cp.Kubeconfig()}, args...)...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, kustomize.KubectlPath(t), append([]string{"--kubeconfig", cp.Kubeconfig()}, args...)...).CombinedOutput()
 	return string(out), err
 }

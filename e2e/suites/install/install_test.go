@@ -1,4 +1,4 @@
-package chart
+package install
 
 import (
 	"strings"
@@ -9,7 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/static/chart"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -24,18 +25,18 @@ func TestHelmInstall(t *testing.T) {
 	cluster := []string{"--kubeconfig", c.ControlPlane().Kubeconfig(), "--namespace", harness.Namespace}
 
 	// A bad value: refused before anything reaches the cluster.
-	_, err := runHelm(t, append([]string{"install", release, chartDir(t), "--set", "config.taintEffect=Sometimes"}, cluster...)...)
+	_, err := chart.RunHelm(t, append([]string{"install", chart.Release, chart.Dir(t), "--set", "config.taintEffect=Sometimes"}, cluster...)...)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "/config/taintEffect")
-	releases, err := runHelm(t, append([]string{"list", "--short", "--deployed", "--failed", "--pending"}, cluster...)...)
+	releases, err := chart.RunHelm(t, append([]string{"list", "--short", "--deployed", "--failed", "--pending"}, cluster...)...)
 	require.NoError(t, err)
 	assert.Empty(t, strings.TrimSpace(releases), "a release was recorded")
 	_, err = c.Client().AppsV1().DaemonSets(harness.Namespace).Get(ctx, harness.DaemonSetName, metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "DaemonSet after a refused install: %v", err)
 
 	// The install, with the settings the harness gives manifests/ on loopback.
-	args := append([]string{"install", release, chartDir(t)}, cluster...)
-	out, err := runHelm(t, append(args, setFlags(t, harness.LoopbackConfig())...)...)
+	args := append([]string{"install", chart.Release, chart.Dir(t)}, cluster...)
+	out, err := chart.RunHelm(t, append(args, chart.SetFlags(t, harness.LoopbackConfig())...)...)
 	require.NoError(t, err)
 	t.Logf("helm install:\n%s", out)
 	ds, err := c.Client().AppsV1().DaemonSets(harness.Namespace).Get(ctx, harness.DaemonSetName, metav1.GetOptions{})
@@ -61,11 +62,11 @@ func TestHelmInstall(t *testing.T) {
 	assert.Contains(t, out, "may change only its own node")
 
 	// helm uninstall removes everything the release installed.
-	manifest, err := runHelm(t, append([]string{"get", "manifest", release}, cluster...)...)
+	manifest, err := chart.RunHelm(t, append([]string{"get", "manifest", chart.Release}, cluster...)...)
 	require.NoError(t, err)
-	installed := parseObjects(t, "helm get manifest", []byte(manifest))
-	assert.Len(t, installed, len(manifestObjects(t, "*.yaml")), "the release holds the objects of manifests/")
-	out, err = runHelm(t, append([]string{"uninstall", release, "--wait", "--timeout", "2m"}, cluster...)...)
+	installed := chart.ParseObjects(t, "helm get manifest", []byte(manifest))
+	assert.Len(t, installed, len(chart.ManifestObjects(t, "*.yaml")), "the release holds the objects of manifests/")
+	out, err = chart.RunHelm(t, append([]string{"uninstall", chart.Release, "--wait", "--timeout", "2m"}, cluster...)...)
 	require.NoError(t, err)
 	t.Logf("helm uninstall:\n%s", out)
 	for key, o := range installed {

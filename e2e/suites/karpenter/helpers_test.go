@@ -1,4 +1,4 @@
-package karpenter
+package karpenter_test
 
 import (
 	"context"
@@ -14,15 +14,16 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodeready/nodeready/e2e/controlplane"
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/karpenter"
 )
 
 // startForTest starts Karpenter for the test and stops it at cleanup; after a failure it
 // reports the end of Karpenter's log.
-func startForTest(t *testing.T, c *harness.Cluster) *Karpenter {
+func startForTest(t *testing.T, c *harness.Cluster) *karpenter.Karpenter {
 	t.Helper()
-	k, err := Start(t.Context(), c)
+	k, err := karpenter.Start(t.Context(), c)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		k.Stop()
@@ -38,18 +39,18 @@ func startForTest(t *testing.T, c *harness.Cluster) *Karpenter {
 // test does not share the machine with them.
 func createNodePool(t *testing.T, dyn dynamic.Interface, pool *unstructured.Unstructured) {
 	t.Helper()
-	_, err := dyn.Resource(NodePools).Create(t.Context(), pool, metav1.CreateOptions{})
+	_, err := dyn.Resource(karpenter.NodePools).Create(t.Context(), pool, metav1.CreateOptions{})
 	require.NoError(t, err, "create NodePool %s", pool.GetName())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		err := dyn.Resource(NodePools).Delete(ctx, pool.GetName(), metav1.DeleteOptions{})
+		err := dyn.Resource(karpenter.NodePools).Delete(ctx, pool.GetName(), metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("cleanup: delete NodePool %s: %v", pool.GetName(), err)
 			return
 		}
 		for ctx.Err() == nil {
-			list, err := dyn.Resource(NodeClaims).List(ctx, metav1.ListOptions{LabelSelector: NodePoolLabel + "=" + pool.GetName()})
+			list, err := dyn.Resource(karpenter.NodeClaims).List(ctx, metav1.ListOptions{LabelSelector: karpenter.NodePoolLabel + "=" + pool.GetName()})
 			if err == nil && len(list.Items) == 0 {
 				return
 			}
@@ -62,7 +63,7 @@ func createNodePool(t *testing.T, dyn dynamic.Interface, pool *unstructured.Unst
 // deploy creates the Workload and deletes it at cleanup.
 func deploy(t *testing.T, c *harness.Cluster, app, pool string, replicas int32) {
 	t.Helper()
-	_, err := c.Client().AppsV1().Deployments(metav1.NamespaceDefault).Create(t.Context(), Workload(app, pool, replicas), metav1.CreateOptions{})
+	_, err := c.Client().AppsV1().Deployments(metav1.NamespaceDefault).Create(t.Context(), karpenter.Workload(app, pool, replicas), metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		err := c.Client().AppsV1().Deployments(metav1.NamespaceDefault).Delete(context.Background(), app, metav1.DeleteOptions{
@@ -126,7 +127,7 @@ func claimOf(tl *timeline, node string) launch {
 // initialized reports the status of the NodeClaim's Initialized condition ("" when absent).
 func initialized(t *testing.T, dyn dynamic.Interface, claim string) string {
 	t.Helper()
-	u, err := dyn.Resource(NodeClaims).Get(t.Context(), claim, metav1.GetOptions{})
+	u, err := dyn.Resource(karpenter.NodeClaims).Get(t.Context(), claim, metav1.GetOptions{})
 	require.NoError(t, err, "get NodeClaim %s", claim)
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {

@@ -1,4 +1,4 @@
-package karpenter
+package karpenter_test
 
 import (
 	"context"
@@ -13,7 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/karpenter"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestKarpenter(t *testing.T) {
 	c := harness.StartForTest(t, harness.Options{})
 	k := startForTest(t, c)
-	dyn, err := Dynamic(c)
+	dyn, err := karpenter.Dynamic(c)
 	require.NoError(t, err)
 	// replace-node needs its RBAC and policy, and they name Karpenter's NodeClaims.
 	out, err := c.Kubectl(t.Context(), "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "replace-node"))
@@ -52,7 +53,7 @@ func TestKarpenter(t *testing.T) {
 	})
 	logComparison(t, runs...)
 	t.Run("replace-node with a readiness.k8s.io/ taint", func(t *testing.T) {
-		testReplace(t, c, dyn, ReadinessTaintKey)
+		testReplace(t, c, dyn, karpenter.ReadinessTaintKey)
 	})
 }
 
@@ -63,10 +64,10 @@ func testLaunch(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) {
 	ctx := t.Context()
 	const pool, app, replicas = "launch", "launch", 3
 	f := harness.NewFleetForTest(t, c, pool)
-	require.NoError(t, f.Adopt(ctx, NodePoolLabel, func(*corev1.Node) harness.NodeOptions {
+	require.NoError(t, f.Adopt(ctx, karpenter.NodePoolLabel, func(*corev1.Node) harness.NodeOptions {
 		return harness.NodeOptions{Env: map[string]string{"REVERIFY_TAINT": "true"}}
 	}))
-	createNodePool(t, dyn, NodePool(pool, f.Name()))
+	createNodePool(t, dyn, karpenter.NodePool(pool, f.Name()))
 	tl := watchTimeline(t, c, dyn, pool, app)
 	deploy(t, c, app, pool, replicas)
 
@@ -78,7 +79,7 @@ func testLaunch(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) {
 		waitInitialized(t, dyn, l.claim)
 		requireNeverHalfReleased(t, f, tl, node)
 		n := harness.RequireNode(t, c, node)
-		assert.Equal(t, "true", n.Labels[RegisteredLabel], "node %s", node)
+		assert.Equal(t, "true", n.Labels[karpenter.RegisteredLabel], "node %s", node)
 		assert.Equal(t, l.claim, l.owner, "node %s: the ownerReference names its NodeClaim", node)
 		assert.Equal(t, nodepatch.ReasonVerified, harness.RequireAgentCondition(t, c, node, nodepatch.ReasonVerified).Reason)
 	}
@@ -110,10 +111,10 @@ func testHeld(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) {
 	ctx := t.Context()
 	const pool, app, replicas = "held", "held", 2
 	f := harness.NewFleetForTest(t, c, pool)
-	require.NoError(t, f.Adopt(ctx, NodePoolLabel, func(*corev1.Node) harness.NodeOptions {
+	require.NoError(t, f.Adopt(ctx, karpenter.NodePoolLabel, func(*corev1.Node) harness.NodeOptions {
 		return harness.NodeOptions{BrokenDNS: true, Env: map[string]string{"MAX_RETRIES": "2"}}
 	}))
-	createNodePool(t, dyn, NodePool(pool, f.Name()))
+	createNodePool(t, dyn, karpenter.NodePool(pool, f.Name()))
 	tl := watchTimeline(t, c, dyn, pool, app)
 	deploy(t, c, app, pool, replicas)
 
@@ -131,8 +132,8 @@ func testHeld(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) {
 		n := harness.RequireNode(t, c, node)
 		assert.True(t, harness.IsTainted(n), "node %s lost its startup taint", node)
 		assert.Empty(t, n.Labels[harness.VerifiedLabel], "node %s", node)
-		assert.Equal(t, "true", n.Labels[RegisteredLabel], "node %s", node)
-		assert.Empty(t, n.Labels[InitializedLabel], "node %s", node)
+		assert.Equal(t, "true", n.Labels[karpenter.RegisteredLabel], "node %s", node)
+		assert.Empty(t, n.Labels[karpenter.InitializedLabel], "node %s", node)
 		l := claimOf(tl, node)
 		assert.NotEqual(t, "True", initialized(t, dyn, l.claim), "NodeClaim %s of held node %s is Initialized", l.claim, node)
 		t.Logf("NodeClaim %s of held node %s: conditions %v", l.claim, node, l.conditions)
@@ -161,14 +162,14 @@ func testHeld(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) {
 // registers it, so the agent starts on a node without the startup taint and without
 // karpenter.sh/registered. The agent must neither label it (Karpenter would then merge the
 // taint into a labelled node, which no agent would ever release) nor count it as not held.
-func testBeforeRegistration(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, k *Karpenter) {
+func testBeforeRegistration(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, k *karpenter.Karpenter) {
 	ctx := t.Context()
 	const pool, app = "early", "early"
 	f := harness.NewFleetForTest(t, c, pool)
 	var mu sync.Mutex
 	var paused []string
-	require.NoError(t, f.Adopt(ctx, NodePoolLabel, func(n *corev1.Node) harness.NodeOptions {
-		if n.Labels[RegisteredLabel] != "true" {
+	require.NoError(t, f.Adopt(ctx, karpenter.NodePoolLabel, func(n *corev1.Node) harness.NodeOptions {
+		if n.Labels[karpenter.RegisteredLabel] != "true" {
 			if err := k.Pause(); err == nil {
 				mu.Lock()
 				paused = append(paused, n.Name)
@@ -178,7 +179,7 @@ func testBeforeRegistration(t *testing.T, c *harness.Cluster, dyn dynamic.Interf
 		return harness.NodeOptions{}
 	}))
 	t.Cleanup(func() { _ = k.Resume() })
-	createNodePool(t, dyn, NodePool(pool, f.Name()))
+	createNodePool(t, dyn, karpenter.NodePool(pool, f.Name()))
 	tl := watchTimeline(t, c, dyn, pool, app)
 	deploy(t, c, app, pool, 1)
 
@@ -192,7 +193,7 @@ func testBeforeRegistration(t *testing.T, c *harness.Cluster, dyn dynamic.Interf
 	require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 5))
 	n := harness.RequireNode(t, c, node)
 	assert.Empty(t, n.Labels[harness.VerifiedLabel], "node %s labelled before its registration", node)
-	assert.Empty(t, n.Labels[RegisteredLabel])
+	assert.Empty(t, n.Labels[karpenter.RegisteredLabel])
 	assert.False(t, harness.IsTainted(n), "the startup taint comes with the registration")
 
 	require.NoError(t, k.Resume())
@@ -213,17 +214,17 @@ func testBeforeRegistration(t *testing.T, c *harness.Cluster, dyn dynamic.Interf
 func testReplace(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, key string) {
 	ctx := t.Context()
 	pool, app := "replace", "replace"
-	np, taint := NodePool, harness.StartupTaint
+	np, taint := karpenter.NodePool, harness.StartupTaint
 	env := map[string]string{"FAILURE_ACTION": "replace-node", "MAX_RETRIES": "2"}
 	if key != harness.StartupTaint.Key {
 		pool, app = "replace-readiness", "replace-readiness"
-		np, taint.Key, env["TAINT_KEY"] = NodePoolWithoutStartupTaints, key, key
+		np, taint.Key, env["TAINT_KEY"] = karpenter.NodePoolWithoutStartupTaints, key, key
 		useTaintKey(t, c, key)
 	}
 	f := harness.NewFleetForTest(t, c, pool)
 	var mu sync.Mutex
 	adopted := 0
-	require.NoError(t, f.Adopt(ctx, NodePoolLabel, func(*corev1.Node) harness.NodeOptions {
+	require.NoError(t, f.Adopt(ctx, karpenter.NodePoolLabel, func(*corev1.Node) harness.NodeOptions {
 		mu.Lock()
 		defer mu.Unlock()
 		adopted++
@@ -245,7 +246,7 @@ func testReplace(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, key st
 	require.NoError(t, err)
 	assert.Contains(t, ev, "Deleted NodeClaim "+firstClaim+" because checks failed: dns ")
 	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
-		_, err := dyn.Resource(NodeClaims).Get(ctx, firstClaim, metav1.GetOptions{})
+		_, err := dyn.Resource(karpenter.NodeClaims).Get(ctx, firstClaim, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	require.NoError(t, err, "NodeClaim %s of the failing node was not deleted", firstClaim)

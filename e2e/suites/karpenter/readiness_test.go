@@ -1,4 +1,4 @@
-package karpenter
+package karpenter_test
 
 import (
 	"context"
@@ -15,7 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/karpenter"
 )
 
 // heldRun is what one held launch showed from the API, for the assertions and the table.
@@ -50,10 +51,10 @@ func heldLaunch(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool, k
 	useTaintKey(t, c, key)
 	f := harness.NewFleetForTest(t, c, pool)
 	var healed atomic.Bool // nodes adopted from then on pass their checks
-	require.NoError(t, f.Adopt(ctx, NodePoolLabel, func(*corev1.Node) harness.NodeOptions {
+	require.NoError(t, f.Adopt(ctx, karpenter.NodePoolLabel, func(*corev1.Node) harness.NodeOptions {
 		return harness.NodeOptions{BrokenDNS: !healed.Load(), Env: map[string]string{"TAINT_KEY": key, "MAX_RETRIES": "2"}}
 	}))
-	np := NodePoolWithoutStartupTaints(pool, f.Name())
+	np := karpenter.NodePoolWithoutStartupTaints(pool, f.Name())
 	// Bounds what a Karpenter that takes held nodes for ready ones launches: three times
 	// the nodes needed, of 2 CPUs each.
 	require.NoError(t, unstructured.SetNestedField(np.Object, fmt.Sprint(3*replicas*2), "spec", "limits", "cpu"))
@@ -136,7 +137,7 @@ func heldLaunch(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool, k
 // is Initialized before its node's release, no pod is bound to a held node, and a node whose
 // checks keep failing stays uninitialized with its pod pending.
 func testZeroChange(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) heldRun {
-	r := heldLaunch(t, c, dyn, "zero-change", ReadinessTaintKey)
+	r := heldLaunch(t, c, dyn, "zero-change", karpenter.ReadinessTaintKey)
 	assert.Equal(t, r.needed, r.claimsHeld, "NodeClaims while every node was held")
 	for i, status := range r.initializedHeld {
 		assert.NotEqual(t, "True", status, "NodeClaim %d Initialized while its node was held", i)

@@ -1,4 +1,4 @@
-package karpenter
+package karpenter_test
 
 import (
 	"context"
@@ -18,7 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/karpenter"
 )
 
 // The policies that name the startup taint key: the creation-time MutatingAdmissionPolicy
@@ -108,7 +109,7 @@ func withTaintKey(t *testing.T, file, text, key string) string {
 func waitTaintPolicies(ctx context.Context, t *testing.T, c *harness.Cluster, created, removable string) error {
 	t.Helper()
 	agent := impersonateAgent(t, c, probeNode)
-	keys := []string{harness.StartupTaint.Key, ReadinessTaintKey}
+	keys := []string{harness.StartupTaint.Key, karpenter.ReadinessTaintKey}
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		canary := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "nodeready-policy-canary", Labels: map[string]string{corev1.LabelOSStable: "linux"}}}
 		n, err := c.Client().CoreV1().Nodes().Create(ctx, canary, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})

@@ -1,4 +1,4 @@
-package karpenter
+package karpenter_test
 
 import (
 	"fmt"
@@ -18,7 +18,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/karpenter"
 )
 
 // launch is what the timeline saw of one NodeClaim and its Node, each the first time it was
@@ -68,10 +69,10 @@ func watchTimelineTaint(t *testing.T, c *harness.Cluster, dyn dynamic.Interface,
 	tl := &timeline{start: time.Now(), taint: taint, launches: map[string]*launch{}, pending: map[string]time.Time{}, running: map[string]time.Time{}, podNode: map[string]string{}}
 	ctx := t.Context()
 	claims := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
-		o.LabelSelector = NodePoolLabel + "=" + pool
+		o.LabelSelector = karpenter.NodePoolLabel + "=" + pool
 	})
 	nodes := informers.NewSharedInformerFactoryWithOptions(c.Client(), 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = NodePoolLabel + "=" + pool
+		o.LabelSelector = karpenter.NodePoolLabel + "=" + pool
 	}))
 	pods := informers.NewSharedInformerFactoryWithOptions(c.Client(), 0, informers.WithNamespace(metav1.NamespaceDefault),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = "app=" + app }))
@@ -79,7 +80,7 @@ func watchTimelineTaint(t *testing.T, c *harness.Cluster, dyn dynamic.Interface,
 		informer cache.SharedIndexInformer
 		fn       func(any, bool)
 	}{
-		{claims.ForResource(NodeClaims).Informer(), tl.claim},
+		{claims.ForResource(karpenter.NodeClaims).Informer(), tl.claim},
 		{nodes.Core().V1().Nodes().Informer(), tl.node},
 		{pods.Core().V1().Pods().Informer(), tl.pod},
 	}
@@ -163,7 +164,7 @@ func (tl *timeline) node(obj any, deleted bool) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	l := tl.get(n.Labels[corev1.LabelHostname])
-	registered := n.Labels[RegisteredLabel] == "true"
+	registered := n.Labels[karpenter.RegisteredLabel] == "true"
 	verified := n.Labels[harness.VerifiedLabel] == "true"
 	if l.created.IsZero() {
 		l.createdTainted = tl.tainted(n)
@@ -185,7 +186,7 @@ func (tl *timeline) node(obj any, deleted bool) {
 	if verified && tl.tainted(n) {
 		l.bothAtOnce = true
 	}
-	if n.Labels[InitializedLabel] == "true" {
+	if n.Labels[karpenter.InitializedLabel] == "true" {
 		mark(&l.initialized, now)
 		if tl.tainted(n) {
 			l.initializedTainted = true

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/nodeready/nodeready/e2e/realnode"
+	"github.com/nodeready/nodeready/e2e/framework/realnode"
 )
 
 const (

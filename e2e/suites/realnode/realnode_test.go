@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/nodeready/nodeready/e2e/harness"
-	"github.com/nodeready/nodeready/e2e/realnode"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/realnode"
 )
 
 // missingName is a name the cluster DNS does not know until the test creates its Service.
@@ -218,7 +218,7 @@ func asNewNode(t *testing.T, c *realnode.Cluster) {
 func buildDRAPlugin(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "draplugin")
-	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "../cmd/draplugin").CombinedOutput()
+	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "../../cmd/draplugin").CombinedOutput()
 	require.NoError(t, err, "go build ./cmd/draplugin: %s", out)
 	return bin
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/nodeready/nodeready/checks/dnstest"
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 // dnsIP is what the test's nameservers answer for harness.DNSName, as the fleets' do.

@@ -12,5 +12,5 @@
 //
 // Run them with make e2e, or:
 //
-//	cd e2e && NODEREADY_BIN=$PWD/../bin/nodeready go test -count=1 -timeout 15m -v ./reliability/
+//	cd e2e && NODEREADY_BIN=$PWD/../bin/nodeready go test -count=1 -timeout 15m -v ./suites/reliability/
 package reliability

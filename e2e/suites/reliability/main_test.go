@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeready/nodeready/e2e/controlplane"
-	"github.com/nodeready/nodeready/e2e/harness"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 // agentUser is who the agents are to the API server: the ServiceAccount of

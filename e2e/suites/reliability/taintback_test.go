@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodeready/nodeready/e2e/harness"
-	"github.com/nodeready/nodeready/e2e/kubelet"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 )
 
 // settleTime is the agents' SETTLE_TIME: the shipped default, which the harness keeps.

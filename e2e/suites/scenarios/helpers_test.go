@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"github.com/nodeready/nodeready/e2e/harness"
-	"github.com/nodeready/nodeready/e2e/kubelet"
+	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 )
 
 // assertVerifiedBy asserts that the node ran exactly pods agent pods, each started once

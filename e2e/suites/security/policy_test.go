@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/nodeready/nodeready/e2e/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -280,7 +280,7 @@ func applyManifests(t *testing.T, cp *controlplane.ControlPlane) {
 	binDir, err := controlplane.DefaultBinDir()
 	require.NoError(t, err)
 	out, err := exec.CommandContext(t.Context(), filepath.Join(binDir, "kubectl"), "--kubeconfig", cp.Kubeconfig(),
-		"apply", "-f", filepath.Join("..", "..", "manifests")).CombinedOutput()
+		"apply", "-f", filepath.Join("..", "..", "..", "manifests")).CombinedOutput()
 	require.NoError(t, err, "kubectl apply -f manifests/: %s", out)
 }
 

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodeready/nodeready/e2e/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 )
 
 // access is one request the agent's ServiceAccount might make.
@@ -84,6 +84,6 @@ func apply(t *testing.T, cp *controlplane.ControlPlane, gateFile string) {
 	binDir, err := controlplane.DefaultBinDir()
 	require.NoError(t, err)
 	out, err := exec.CommandContext(t.Context(), filepath.Join(binDir, "kubectl"), "--kubeconfig", cp.Kubeconfig(),
-		"apply", "-f", filepath.Join("..", "..", "manifests", "gates", gateFile)).CombinedOutput()
+		"apply", "-f", filepath.Join("..", "..", "..", "manifests", "gates", gateFile)).CombinedOutput()
 	require.NoError(t, err, "kubectl apply -f manifests/gates/%s: %s", gateFile, out)
 }

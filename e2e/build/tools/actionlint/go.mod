@@ -1,6 +1,6 @@
 // This module exists only to build actionlint, which `make vet` runs on .github/workflows,
 // at the versions actionlint pins. scripts/build-tools.sh builds it.
-module github.com/nodeready/nodeready/e2e/tools/actionlint
+module github.com/nodeready/nodeready/e2e/build/tools/actionlint
 
 go 1.26.0
 

@@ -2,7 +2,7 @@
 // and the e2e tests run to render and install it, at the versions Helm pins.
 // scripts/build-tools.sh builds it. Helm 4: the current major release, whose values
 // schema validation names the offending value.
-module github.com/nodeready/nodeready/e2e/tools/helm
+module github.com/nodeready/nodeready/e2e/build/tools/helm
 
 go 1.26.0
 

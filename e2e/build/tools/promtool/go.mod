@@ -1,10 +1,10 @@
-// This module exists only to build promtool, which `make vet` (check rules) and e2e/alerts
+// This module exists only to build promtool, which `make vet` (check rules) and e2e/static/alerts
 // (test rules) run, at the versions Prometheus pins. scripts/build-tools.sh builds it with the
 // tag in build-tags, remove_all_sd: Prometheus' own switch that leaves out its
 // service-discovery plugins, which promtool does not need to check or test rules. One of them
 // (nomad) pins a module version the Go module proxy does not serve, so `go mod tidy` needs -e
 // here; the build with the tag never reads that module.
-module github.com/nodeready/nodeready/e2e/tools/promtool
+module github.com/nodeready/nodeready/e2e/build/tools/promtool
 
 go 1.26.7
 
