@@ -119,6 +119,7 @@ func New(cfg Config, log zerolog.Logger, clients Clients, build BuildInfo, start
 		Taints:     taints,
 		LabelKey:   cfg.VerifiedLabel,
 		LabelValue: cfg.VerifiedLabelValue,
+		KeepTaints: cfg.ExternalTaint(),
 	}
 	node, recorder, shutdown := newWriters(cfg, log, clients.Kube, spec)
 	return &Agent{

@@ -37,6 +37,7 @@ type Config struct {
 	TaintValue         string `envconfig:"TAINT_VALUE" default:"true" desc:"Value of the startup taint (informational: every taint with the key and effect is removed)"`
 	TaintEffect        string `envconfig:"TAINT_EFFECT" default:"NoSchedule" desc:"Effect of the startup taint: NoSchedule, PreferNoSchedule or NoExecute"`
 	ExtraTaints        List   `envconfig:"EXTRA_TAINTS" desc:"More startup taints, removed in the same write as TAINT_KEY's and held on the same terms: key[=value]:effect, comma-separated (the kubelet's --register-with-taints form); for a node held under several names, such as a readiness.k8s.io/ taint and a startup-taint.cluster-autoscaler.kubernetes.io/ one"`
+	TaintOwner         string `envconfig:"TAINT_OWNER" default:"nodeready" desc:"Who removes the startup taint: nodeready, in the release's write, or external: a controller such as node-readiness-controller (a NodeReadinessRule on node-ready/Verified) removes TAINT_KEY's taint when the condition turns True; nodeready writes the condition, then the label, and never a taint (TAINT_KEY still tells a node it holds)"`
 	VerifiedLabel      string `envconfig:"VERIFIED_LABEL" default:"node-ready/verified" desc:"Label added to a verified node; the DaemonSet's node affinity must use the same key"`
 	VerifiedLabelValue string `envconfig:"VERIFIED_LABEL_VALUE" default:"true" desc:"Value of the verified label"`
 
@@ -240,6 +241,7 @@ func (c *Config) validators(dryRun bool) []func() error {
 		func() error { return labelValue("TAINT_VALUE", c.TaintValue) },
 		func() error { return oneOf("TAINT_EFFECT", c.TaintEffect, taintEffects) },
 		func() error { _, err := c.StartupTaints(); return err },
+		func() error { return oneOf("TAINT_OWNER", c.TaintOwner, taintOwners) },
 		func() error {
 			if err := qualifiedName("VERIFIED_LABEL", c.VerifiedLabel); err != nil {
 				return err
@@ -383,6 +385,7 @@ func (c *Config) validators(dryRun bool) []func() error {
 			return nil
 		},
 		c.validateFailureAction,
+		c.validateExternalTaint,
 		func() error { return oneOf("LOG_LEVEL", c.LogLevel, logLevels) },
 		func() error { return oneOf("LOG_FORMAT", c.LogFormat, logFormats) },
 	}
@@ -411,6 +414,35 @@ func (c *Config) validateFailureAction() error {
 	}
 	if c.FailureAction == FailOpen {
 		return positive("FAIL_OPEN_AFTER", c.FailOpenAfter)
+	}
+	return nil
+}
+
+// Owners of the startup taint, as TAINT_OWNER takes them.
+const (
+	TaintOwnerNodeready = "nodeready"
+	TaintOwnerExternal  = "external"
+)
+
+var taintOwners = []string{TaintOwnerNodeready, TaintOwnerExternal}
+
+// ExternalTaint reports whether another controller removes the startup taint
+// (TAINT_OWNER=external): nodeready's condition is then what releases the node.
+func (c *Config) ExternalTaint() bool { return c.TaintOwner == TaintOwnerExternal }
+
+// validateExternalTaint refuses the settings that write the startup taint
+// when it is another controller's; it runs after validateFailureAction, which
+// resolves DELETE_FAILED_NODE.
+func (c *Config) validateExternalTaint() error {
+	switch {
+	case !c.ExternalTaint():
+		return nil
+	case len(c.ExtraTaints) > 0:
+		return &ConfigError{"EXTRA_TAINTS", c.ExtraTaints.String(), "names taints nodeready removes, and with TAINT_OWNER=external it removes none: leave it empty"}
+	case c.ReverifyTaint:
+		return &ConfigError{"REVERIFY_TAINT", "true", "puts the startup taint back, and with TAINT_OWNER=external that taint is another controller's: leave it false"}
+	case c.FailureAction == FailOpen:
+		return &ConfigError{"FAILURE_ACTION", FailOpen, "releases a node with failing checks by removing the taint, and with TAINT_OWNER=external its owner removes it only when node-ready/Verified is True: use keep-tainted or replace-node"}
 	}
 	return nil
 }

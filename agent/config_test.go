@@ -293,3 +293,34 @@ func TestExtraTaints(t *testing.T) {
 		})
 	}
 }
+
+// TestTaintOwner: TAINT_OWNER is nodeready or external; with external, the settings that
+// would write the taint another controller owns stop the agent naming the variable.
+func TestTaintOwner(t *testing.T) {
+	assert.Equal(t, TaintOwnerNodeready, defaultConfig(t).TaintOwner)
+	base := map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1", "TAINT_OWNER": "external"}
+	clearEnv(t, base)
+	cfg, err := LoadConfig(false)
+	require.NoError(t, err)
+	assert.True(t, cfg.ExternalTaint())
+
+	for _, tt := range []struct{ name, value, refused string }{
+		{"TAINT_OWNER", "nrc", "TAINT_OWNER"},
+		{"EXTRA_TAINTS", "readiness.k8s.io/x:NoSchedule", "EXTRA_TAINTS"},
+		{"REVERIFY_TAINT", "true", "REVERIFY_TAINT"},
+		{"FAILURE_ACTION", "fail-open", "FAILURE_ACTION"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t, base)
+			t.Setenv(tt.name, tt.value)
+			_, err := LoadConfig(false)
+			var ce *ConfigError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, tt.refused, ce.Var)
+		})
+	}
+	clearEnv(t, base)
+	t.Setenv("FAILURE_ACTION", "replace-node")
+	_, err = LoadConfig(false)
+	assert.NoError(t, err, "replace-node acts only on a node that still carries TAINT_KEY's taint, whoever owns it")
+}

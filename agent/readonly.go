@@ -63,7 +63,7 @@ func (r *readOnlyNode) Release(ctx context.Context, annotations map[string]strin
 	if _, managed := node.Labels[karpenterNodePoolLabel]; managed && node.Labels[karpenterRegisteredLabel] != "true" {
 		return "", nodepatch.ErrNotRegistered
 	}
-	r.log.Info().Bool("remove_taint", r.tainted(node)).Bool("add_label", !r.labelled(node)).Interface("annotations", annotations).
+	r.log.Info().Bool("remove_taint", !r.spec.KeepTaints && r.tainted(node)).Bool("add_label", !r.labelled(node)).Interface("annotations", annotations).
 		Msg("Would release node, left it as it is (DRY_RUN=true)")
 	return nodepatch.Unchanged, nil
 }

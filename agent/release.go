@@ -35,7 +35,11 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.
 	if cond.Reason == nodepatch.ReasonFailedOpen {
 		releaseNode = a.node.FailOpen // the label says so, in the release's own write
 	}
-	outcome, err := releaseNode(write, r.annotations)
+	var outcome nodepatch.Outcome
+	err := a.conditionFirst(write, cond)
+	if err == nil {
+		outcome, err = releaseNode(write, r.annotations)
+	}
 	cancelWrite()
 	if errors.Is(err, nodepatch.ErrUnknownOutcome) {
 		outcome, err = a.confirm(ctx, log, err, r.annotations)
@@ -52,6 +56,31 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.
 	}
 	a.unconfirmed = nil
 	a.finish(ctx, log, r, outcome)
+	return nil
+}
+
+// conditionFirst writes the release's condition before the label when another
+// controller owns the startup taint (TAINT_OWNER=external): that controller
+// removes the taint when the condition turns True, and the label ends the
+// agent, so a label that landed without the condition would leave the node
+// held with no agent left to say why. Like the release, it waits for
+// Karpenter to register the node: a taint removed before that comes back.
+func (a *Agent) conditionFirst(ctx context.Context, cond nodepatch.Condition) error {
+	if !a.cfg.ExternalTaint() {
+		return nil
+	}
+	state, err := a.node.State(ctx)
+	switch {
+	case err != nil:
+		return err
+	case !state.Registered:
+		return nodepatch.ErrNotRegistered
+	}
+	a.pending = nil // this condition replaces one not yet written
+	if _, err := a.node.SetCondition(ctx, cond); err != nil {
+		return err
+	}
+	a.shown = cond
 	return nil
 }
 

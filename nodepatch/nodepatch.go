@@ -71,6 +71,11 @@ type Spec struct {
 	Taints []corev1.Taint
 	// Label to set.
 	LabelKey, LabelValue string
+	// KeepTaints: the startup taints are another controller's, which removes
+	// them when nodeready's condition turns True (a NodeReadinessRule). A
+	// release sets the label only and never writes a taint; the taints still
+	// tell a held node (State, Replace).
+	KeepTaints bool
 }
 
 // FailedOpenValue is the verified label's value on a node released with failing checks
@@ -186,7 +191,7 @@ func (p *Patcher) release(ctx context.Context, value string, annotations map[str
 // Verified reports whether node is released: it carries the label, as verified or failed
 // open, and none of the startup taints.
 func (p *Patcher) Verified(node *corev1.Node) bool {
-	return p.labelled(node) && !p.hasTaint(node)
+	return p.labelled(node) && (p.spec.KeepTaints || !p.hasTaint(node))
 }
 
 // labelled reports whether node carries the verified label, as verified or failed open.
@@ -225,6 +230,9 @@ func (p *Patcher) hasTaint(node *corev1.Node) bool {
 }
 
 func (p *Patcher) matches(t corev1.Taint) bool { return p.spec.IsStartupTaint(t) }
+
+// removes tells a taint the release removes: a startup taint, unless they are kept.
+func (p *Patcher) removes(t corev1.Taint) bool { return !p.spec.KeepTaints && p.matches(t) }
 
 // IsStartupTaint reports whether t has the key and effect of one of the startup taints.
 func (s Spec) IsStartupTaint(t corev1.Taint) bool {

@@ -30,7 +30,7 @@ func (p *Patcher) plan(node *corev1.Node, value string, annotations map[string]s
 	if p.Verified(node) {
 		return nil
 	}
-	return releaseOps(p, node.ResourceVersion, node.Spec.Taints, p.matches, node.Labels, node.Annotations, value, annotations)
+	return releaseOps(p, node.ResourceVersion, node.Spec.Taints, p.removes, node.Labels, node.Annotations, value, annotations)
 }
 
 // releaseOps returns the JSON Patch of a release over the node's state: the taint list

@@ -46,12 +46,12 @@ func (p *Patcher) rawPlan(ctx context.Context, value string, annotations map[str
 	}
 	var decodeErr error
 	startup := func(t json.RawMessage) bool {
-		var known corev1.Taint // the fields matches reads: key and effect
+		var known corev1.Taint // the fields removes reads: key and effect
 		if err := json.Unmarshal(t, &known); err != nil {
 			decodeErr = err
 			return false
 		}
-		return p.matches(known)
+		return p.removes(known)
 	}
 	patch := releaseOps(p, node.Metadata.ResourceVersion, node.Spec.Taints, startup, node.Metadata.Labels, node.Metadata.Annotations, value, annotations)
 	if decodeErr != nil {

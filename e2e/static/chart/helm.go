@@ -146,6 +146,7 @@ var settings = map[string]setting{
 	"TAINT_VALUE":             {"taintValue", text},
 	"TAINT_EFFECT":            {"taintEffect", text},
 	"EXTRA_TAINTS":            {"extraTaints", list},
+	"TAINT_OWNER":             {"taintOwner", text},
 	"VERIFIED_LABEL":          {"verifiedLabel", text},
 	"VERIFIED_LABEL_VALUE":    {"verifiedLabelValue", text},
 	"INITIAL_TIMEOUT":         {"initialTimeout", text},

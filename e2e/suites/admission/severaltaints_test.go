@@ -5,16 +5,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
@@ -45,7 +40,7 @@ func TestSeveralStartupTaints(t *testing.T) {
 	waitPolicy(t, cp, nil, readinessTaint)
 
 	const name = "two-taints"
-	versions := recordTaints(t, admin, name)
+	versions := recordNodes(t, admin, name)
 	f := harness.NewFleetForTest(t, c, "taints")
 	require.NoError(t, f.AddNode(t.Context(), name, harness.NodeOptions{Untainted: true, Taints: []corev1.Taint{foreignReadinessTaint},
 		Env: map[string]string{"EXTRA_TAINTS": "readiness.k8s.io/nodeready-unverified=true:NoSchedule", "REVERIFY_TAINT": "true"}}))
@@ -68,7 +63,8 @@ func TestSeveralStartupTaints(t *testing.T) {
 	// Every version: both startup taints or neither, the other readiness taint always; and
 	// the taints went both, neither (released), both (put back), neither (released again).
 	var steps []string
-	for _, taints := range versions() {
+	for _, v := range versions() {
+		taints := v.Spec.Taints
 		startup, readiness := hasTaint(taints, startupTaint), hasTaint(taints, readinessTaint)
 		assert.Equal(t, startup, readiness, "a version of node %s carries one startup taint without the other: %v", name, taints)
 		assert.True(t, hasTaint(taints, foreignReadinessTaint), "a version of node %s lost the other readiness taint: %v", name, taints)
@@ -97,29 +93,4 @@ func applyWithExtraTaints(t *testing.T, cp *controlplane.ControlPlane, file, exp
 	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(data), empty, `- name: extraTaints
       expression: "`+expr+`"`, 1)), 0o644))
 	kubectl(t, cp, "apply", "-f", path)
-}
-
-// recordTaints watches the node named name from before its creation and returns a function
-// that gives the taints of every version seen so far.
-func recordTaints(t *testing.T, c kubernetes.Interface, name string) func() [][]corev1.Taint {
-	t.Helper()
-	w, err := c.CoreV1().Nodes().Watch(t.Context(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
-	require.NoError(t, err)
-	t.Cleanup(w.Stop)
-	var mu sync.Mutex
-	var seen [][]corev1.Taint
-	go func() {
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok && ev.Type != watch.Deleted {
-				mu.Lock()
-				seen = append(seen, n.Spec.Taints)
-				mu.Unlock()
-			}
-		}
-	}()
-	return func() [][]corev1.Taint {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(seen)
-	}
 }

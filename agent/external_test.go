@@ -1,0 +1,122 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodeready/nodeready/nodepatch"
+)
+
+const readinessTaint = "readiness.k8s.io/nodeready-unverified"
+
+// externalAgent runs an agent built by New with TAINT_OWNER=external on a node held by
+// readinessTaint (a NodeReadinessRule's) and the kubelet's not-ready taint, with one
+// check that passes.
+func externalAgent(t *testing.T, client *fake.Clientset) *Agent {
+	t.Helper()
+	cfg := defaultConfig(t)
+	cfg.TaintOwner, cfg.TaintKey = TaintOwnerExternal, readinessTaint
+	cfg.Checks, cfg.CommandPath = List{CheckCommand}, "/bin/true"
+	cfg.SettleTime = 0
+	cfg.RetryBackoffBase, cfg.RetryBackoffMax = time.Millisecond, 5*time.Millisecond
+	require.NoError(t, cfg.Validate(false))
+	cfg.MetricsPort = 0 // any free port
+	a, err := New(cfg, zerolog.New(io.Discard), Clients{Kube: client}, BuildInfo{Version: "test"}, time.Now())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	go func() { _ = a.Run(ctx) }()
+	return a
+}
+
+func externalNode() *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a",
+		Labels: map[string]string{"kubernetes.io/hostname": "node-a"}, Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0"}}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+		{Key: readinessTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule},
+	}}}
+}
+
+// TestExternalTaintOwner: with TAINT_OWNER=external the node is released by another
+// controller (NRC) when node-ready/Verified turns True. The agent writes that condition
+// before the label that ends it, and never writes a taint: the node keeps both taints.
+func TestExternalTaintOwner(t *testing.T) {
+	client := fake.NewClientset(externalNode())
+	a := externalAgent(t, client)
+	waitFor(t, "verified", a.verified.Load)
+
+	condition, label := -1, -1
+	for i, act := range client.Actions() {
+		p, ok := act.(k8stesting.PatchAction)
+		if !ok || act.GetResource().Resource != "nodes" {
+			continue
+		}
+		switch patch := string(p.GetPatch()); {
+		case act.GetSubresource() == "status" && strings.Contains(patch, `"status":"True"`) && condition < 0:
+			condition = i
+		case act.GetSubresource() == "":
+			assert.NotContains(t, patch, "/spec/taints", "a write of the taints")
+			if strings.Contains(patch, "node-ready~1verified") && label < 0 {
+				label = i
+			}
+		}
+	}
+	require.GreaterOrEqual(t, condition, 0, "no True condition written")
+	require.GreaterOrEqual(t, label, 0, "no label written")
+	assert.Less(t, condition, label, "the label, which ends the agent, was written before the condition that releases the node")
+
+	node, err := client.CoreV1().Nodes().Get(t.Context(), "node-a", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, externalNode().Spec.Taints, node.Spec.Taints, "the taints are the other controller's")
+	assert.Equal(t, "true", node.Labels["node-ready/verified"])
+	require.Len(t, node.Status.Conditions, 1)
+	assert.Equal(t, corev1.ConditionTrue, node.Status.Conditions[0].Status)
+	assert.Equal(t, nodepatch.ReasonVerified, node.Status.Conditions[0].Reason)
+}
+
+// TestExternalTaintOwnerConditionRefused: when the condition cannot be written, the label
+// is not written either (it would end the agent and leave the node held by a taint whose
+// owner waits for the condition); the refusal is reported as a failed release.
+func TestExternalTaintOwnerConditionRefused(t *testing.T) {
+	client := fake.NewClientset(externalNode())
+	client.PrependReactor("patch", "nodes", func(act k8stesting.Action) (bool, runtime.Object, error) {
+		if act.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewForbidden(corev1.Resource("nodes/status"), "node-a", assert.AnError)
+	})
+	a := externalAgent(t, client)
+
+	var reasons []string
+	require.Eventually(t, func() bool {
+		list, err := client.EventsV1().Events("").List(t.Context(), metav1.ListOptions{})
+		require.NoError(t, err)
+		reasons = reasons[:0]
+		for _, e := range list.Items {
+			reasons = append(reasons, e.Reason)
+		}
+		return assert.ObjectsAreEqual([]string{"ReleaseFailed"}, reasons)
+	}, 5*time.Second, 10*time.Millisecond, "Events: %v", reasons)
+	assert.False(t, a.verified.Load())
+	node, err := client.CoreV1().Nodes().Get(t.Context(), "node-a", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, node.Labels, "node-ready/verified", "labelled without the condition")
+	for _, act := range client.Actions() {
+		if act.GetVerb() == "patch" && act.GetResource().Resource == "nodes" {
+			assert.Equal(t, "status", act.GetSubresource(), "a write of the node itself")
+		}
+	}
+}
