@@ -38,20 +38,52 @@ func NewUnlessNoClusterDNS(dns Check, client kubernetes.Interface, namespace, se
 	return &UnlessNoClusterDNS{Check: dns, client: client, namespace: namespace, service: service}
 }
 
-// Run implements Check. The Service is looked at only after the DNS query
-// failed, so a healthy node pays no request for it.
+// lookupDelay is how long the query has to answer before the Service is looked at beside
+// it. A working resolver answers in milliseconds, so a healthy node pays no request for the
+// Service; on the first node of a cluster, the query waits for its whole deadline (kube-proxy
+// rejects packets to a Service without endpoints, and the Go resolver retries) while the
+// EndpointSlices already say that no cluster DNS runs anywhere.
+const lookupDelay = time.Second
+
+// Run implements Check. The Service is looked at when the query failed, or beside it when it
+// has not answered within lookupDelay; then a Service known to have no ready endpoint ends
+// the query at once.
 func (c *UnlessNoClusterDNS) Run(ctx context.Context) error {
-	err := c.Check.Run(ctx)
-	if err == nil || errors.Is(err, ErrSkipped) {
-		return err
-	}
-	lookupCtx, cancel := lookupContext(ctx)
+	query, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ready, n, lerr := readyEndpoints(lookupCtx, c.client, c.namespace, c.service)
-	if lerr != nil || n == 0 || ready {
+	answer := make(chan error, 1)
+	go func() { answer <- c.Check.Run(query) }()
+	wait := time.NewTimer(lookupDelay)
+	defer wait.Stop()
+	select {
+	case err := <-answer:
+		if err == nil || errors.Is(err, ErrSkipped) {
+			return err
+		}
+		lookupCtx, cancelLookup := lookupContext(ctx)
+		defer cancelLookup()
+		if down, reason := c.down(lookupCtx); down {
+			return fmt.Errorf("%w (%s): %w", ErrNoClusterDNS, reason, err)
+		}
 		return err
+	case <-wait.C:
 	}
-	return fmt.Errorf("%w (%s/%s has no ready endpoint): %w", ErrNoClusterDNS, c.namespace, c.service, err)
+	down, reason := c.down(ctx)
+	if !down {
+		return <-answer // the Service was looked at: a later failure stands without a second look
+	}
+	cancel()
+	if err := <-answer; err == nil {
+		return nil // it answered after all
+	}
+	return fmt.Errorf("%w (%s): the query got no answer in %s", ErrNoClusterDNS, reason, lookupDelay)
+}
+
+// down reports whether the Service is known to have no ready endpoint: it has
+// EndpointSlices and none holds one. A failed lookup knows nothing.
+func (c *UnlessNoClusterDNS) down(ctx context.Context) (bool, string) {
+	ready, n, err := readyEndpoints(ctx, c.client, c.namespace, c.service)
+	return err == nil && n > 0 && !ready, fmt.Sprintf("%s/%s has no ready endpoint", c.namespace, c.service)
 }
 
 // lookupBudget bounds the EndpointSlices lookup after a DNS query that used up

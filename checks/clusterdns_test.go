@@ -132,3 +132,41 @@ func TestUnlessNoClusterDNSAfterTheDeadline(t *testing.T) {
 	assert.NotErrorIs(t, res.Err, checks.ErrNoClusterDNS)
 	assert.EqualValues(t, 1, lists.Load(), "no lookup after an abort")
 }
+
+// endingDNS is a dns check that gets no answer until its context ends, and says how it ended.
+type endingDNS struct{ ended chan error }
+
+func (endingDNS) Name() string   { return "dns" }
+func (endingDNS) Target() string { return "kubernetes.default.svc.cluster.local" }
+func (d endingDNS) Run(ctx context.Context) error {
+	<-ctx.Done()
+	d.ended <- ctx.Err()
+	return ctx.Err()
+}
+
+// TestUnlessNoClusterDNSBesideASlowQuery: a query that has not answered soon is not waited
+// for to its deadline when the EndpointSlices, looked at beside it, say that no cluster DNS
+// runs: the query is ended (cancelled, not timed out) and the check excused, one lookup in
+// all. When the Service has a ready endpoint, the slow query's failure stands, with no second
+// lookup.
+func TestUnlessNoClusterDNSBesideASlowQuery(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		slice   *discoveryv1.EndpointSlice
+		timeout time.Duration
+		excused bool
+		ended   error
+	}{
+		{"no ready endpoint anywhere", kubeDNSSlice(endpoint("10.244.0.5", new(false))), time.Minute, true, context.Canceled},
+		{"cluster DNS runs", kubeDNSSlice(endpoint("10.244.0.5", new(true))), 1500 * time.Millisecond, false, context.DeadlineExceeded},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset(tt.slice)
+			dns := endingDNS{ended: make(chan error, 1)}
+			res := checks.Execute(t.Context(), checks.NewUnlessNoClusterDNS(dns, client, "kube-system", "kube-dns"), tt.timeout)
+			assert.ErrorIs(t, <-dns.ended, tt.ended, "how the query ended")
+			assert.Equal(t, tt.excused, errors.Is(res.Err, checks.ErrNoClusterDNS), "excused: %v", res.Err)
+			assert.Len(t, client.Actions(), 1, "lookups of the Service")
+		})
+	}
+}
