@@ -1,0 +1,254 @@
+package checks
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+)
+
+var _ Check = (*PodNetwork)(nil)
+
+// ErrNoPodsElsewhere marks a pod-network check that cannot be checked: the Service has no
+// ready endpoint on another node (the first node of a cluster, a one-node cluster). No node
+// could pass it then, so it never holds a node, as the cluster-DNS bootstrap rule.
+var ErrNoPodsElsewhere = fmt.Errorf("%w: cannot be checked: no ready endpoint on another node", ErrSkipped)
+
+// PodNetwork reaches pods on other nodes directly by pod IP: ready endpoints of a Service
+// that run on other nodes, one on each of up to Nodes nodes, spread over zones, probed at
+// once. No Service address and no kube-proxy rule is on the way, only this node's pod
+// network to theirs (the CNI's routes, tunnels and policies), which a node whose CNI agent
+// runs and which is Ready may not have yet. Dual-stack endpoints are probed in each family.
+type PodNetwork struct {
+	client             kubernetes.Interface
+	node               string
+	namespace, service string
+	probe              PodProbe
+	nodes              int
+
+	mu      sync.Mutex
+	reached []string // the pods the last pass reached, as "IP on node"
+}
+
+// PodProbe is how each pod is probed.
+type PodProbe struct {
+	// DNSName, when set, is asked of each pod (a DNS query over UDP): any answer, NXDOMAIN
+	// included, proves the path. Otherwise each pod gets a TCP connection, or with HTTPPath an
+	// HTTP GET that any status answers.
+	DNSName  string
+	HTTPPath string
+	// Port is the port's name or number in the EndpointSlices; empty for the first port of
+	// the probe's protocol (UDP for DNS, TCP otherwise).
+	Port string
+	// Dialer dials every probe; a zero net.Dialer when nil.
+	Dialer *net.Dialer
+}
+
+// NewPodNetwork returns a check, run on node, of the pods of namespace/service on up to
+// nodes other nodes.
+func NewPodNetwork(client kubernetes.Interface, node, namespace, service string, nodes int, p PodProbe) *PodNetwork {
+	if p.Dialer == nil {
+		p.Dialer = &net.Dialer{}
+	}
+	if p.DNSName != "" && !strings.HasSuffix(p.DNSName, ".") {
+		p.DNSName += "." // asked as written: the pod's search list would send several questions
+	}
+	return &PodNetwork{client: client, node: node, namespace: namespace, service: service, nodes: max(nodes, 1), probe: p}
+}
+
+// Name implements Check.
+func (c *PodNetwork) Name() string { return "podnetwork" }
+
+// Target implements Check.
+func (c *PodNetwork) Target() string {
+	return fmt.Sprintf("pods of %s/%s on up to %d other nodes", c.namespace, c.service, c.nodes)
+}
+
+// Reached lists the pods the last passing run reached, as "IP on node".
+func (c *PodNetwork) Reached() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.reached)
+}
+
+// podTarget is one pod IP to probe.
+type podTarget struct {
+	addr, node, zone string
+	port             int32
+}
+
+func (t podTarget) String() string { return t.addr + " on " + t.node }
+
+// Run implements Check.
+func (c *PodNetwork) Run(ctx context.Context) error {
+	list, err := c.client.DiscoveryV1().EndpointSlices(c.namespace).List(ctx, metav1.ListOptions{
+		LabelSelector:   labels.Set{discoveryv1.LabelServiceName: c.service}.String(),
+		ResourceVersion: "0", // the watch cache: see Endpoints.Run
+	})
+	if err != nil {
+		return fmt.Errorf("list EndpointSlices of %s/%s: %w", c.namespace, c.service, explainForbidden(err))
+	}
+	targets, err := c.choose(list.Items)
+	if err != nil {
+		return err
+	}
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Go(func() { errs[i] = c.reach(ctx, t) })
+	}
+	wg.Wait()
+	var failed []string
+	reached := make([]string, 0, len(targets))
+	for i, t := range targets {
+		if errs[i] != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", t, errs[i]))
+		} else {
+			reached = append(reached, t.String())
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("cannot reach %d of %d pods of %s/%s on other nodes: %s",
+			len(failed), len(targets), c.namespace, c.service, strings.Join(failed, "; "))
+	}
+	c.mu.Lock()
+	c.reached = reached
+	c.mu.Unlock()
+	return nil
+}
+
+// choose picks the pods to probe: ready endpoints on other nodes, the nodes taken in turn
+// from each zone so that up to c.nodes of them spread over the zones, and on each chosen
+// node one endpoint of each address family.
+func (c *PodNetwork) choose(items []discoveryv1.EndpointSlice) ([]podTarget, error) {
+	byNode := map[string][]podTarget{} // node -> one target per address family
+	for i := range items {
+		s := &items[i]
+		port, ok := c.port(s)
+		if !ok {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			if len(ep.Addresses) == 0 || ep.NodeName == nil || *ep.NodeName == c.node ||
+				(ep.Conditions.Ready != nil && !*ep.Conditions.Ready) {
+				continue
+			}
+			node := *ep.NodeName
+			if slices.ContainsFunc(byNode[node], func(t podTarget) bool { return sameFamily(t.addr, ep.Addresses[0]) }) {
+				continue
+			}
+			byNode[node] = append(byNode[node], podTarget{addr: ep.Addresses[0], node: node, zone: ptrValue(ep.Zone), port: port})
+		}
+	}
+	if len(byNode) == 0 {
+		return nil, fmt.Errorf("%w (%s/%s, this node %s)", ErrNoPodsElsewhere, c.namespace, c.service, c.node)
+	}
+	zones := map[string][]string{}
+	for node, ts := range byNode {
+		zones[ts[0].zone] = append(zones[ts[0].zone], node)
+	}
+	order := slices.Sorted(func(yield func(string) bool) {
+		for z := range zones {
+			if !yield(z) {
+				return
+			}
+		}
+	})
+	for _, z := range order {
+		slices.Sort(zones[z])
+	}
+	var chosen []podTarget
+	for n := 0; n < c.nodes && len(order) > 0; {
+		for _, z := range slices.Clone(order) {
+			if n == c.nodes {
+				break
+			}
+			nodes := zones[z]
+			chosen = append(chosen, byNode[nodes[0]]...)
+			n++
+			if zones[z] = nodes[1:]; len(zones[z]) == 0 {
+				order = slices.DeleteFunc(order, func(o string) bool { return o == z })
+			}
+		}
+	}
+	slices.SortFunc(chosen, func(a, b podTarget) int { return cmp.Or(cmp.Compare(a.node, b.node), cmp.Compare(a.addr, b.addr)) })
+	return chosen, nil
+}
+
+// port finds the slice's port for the probe: by name or number when one is set, else the
+// first of the probe's protocol.
+func (c *PodNetwork) port(s *discoveryv1.EndpointSlice) (int32, bool) {
+	protocol := corev1.ProtocolTCP
+	if c.probe.DNSName != "" {
+		protocol = corev1.ProtocolUDP
+	}
+	for _, p := range s.Ports {
+		if p.Port == nil || cmp.Or(ptrValue(p.Protocol), corev1.ProtocolTCP) != protocol {
+			continue
+		}
+		if c.probe.Port == "" || c.probe.Port == ptrValue(p.Name) || c.probe.Port == strconv.Itoa(int(*p.Port)) {
+			return *p.Port, true
+		}
+	}
+	if n, err := strconv.Atoi(c.probe.Port); err == nil && n > 0 && n < 65536 {
+		return int32(n), true // a port by number that the slice does not list: a targetPort
+	}
+	return 0, false
+}
+
+// reach probes one pod.
+func (c *PodNetwork) reach(ctx context.Context, t podTarget) error {
+	addr := net.JoinHostPort(t.addr, strconv.Itoa(int(t.port)))
+	switch {
+	case c.probe.DNSName != "":
+		r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return c.probe.Dialer.DialContext(ctx, network, addr)
+		}}
+		_, err := r.LookupHost(ctx, c.probe.DNSName)
+		if dnsErr := (*net.DNSError)(nil); errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+			return nil // an answer: the pod was reached
+		}
+		return err
+	case c.probe.HTTPPath != "":
+		client := &http.Client{Transport: &http.Transport{DialContext: c.probe.Dialer.DialContext, DisableKeepAlives: true}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+c.probe.HTTPPath, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
+	default:
+		conn, err := dialTCP(ctx, c.probe.Dialer, addr)
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}
+}
+
+func sameFamily(a, b string) bool {
+	return strings.Contains(a, ":") == strings.Contains(b, ":")
+}
+
+func ptrValue[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
