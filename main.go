@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodeready/nodeready/agent"
 	"github.com/nodeready/nodeready/agent/sigterm"
+	"github.com/nodeready/nodeready/config"
 )
 
 // Set with -ldflags "-X main.version=... -X main.revision=...".
@@ -68,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 		fmt.Fprintf(stderr, "Usage: nodeready [--dry-run | --version | noop | copy-binary PATH | probe healthz|readyz]\n\n"+
 			"Verifies this node and releases it for workloads. Configured through environment\n"+
 			"variables only:\n\n")
-		agent.PrintVariables(stderr)
+		config.PrintVariables(stderr)
 		fmt.Fprintf(stderr, "\nFlags:\n")
 		fs.PrintDefaults()
 	}
@@ -87,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 		return exitOK
 	}
 
-	cfg, err := agent.LoadConfig(*dryRun)
+	cfg, err := config.Load(os.LookupEnv, *dryRun)
 	if err != nil {
 		fmt.Fprintf(stderr, "nodeready: %v\n", err)
 		return exitConfig

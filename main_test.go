@@ -12,14 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeready/nodeready/agent"
+	"github.com/nodeready/nodeready/config"
 )
 
 // cleanEnv unsets every variable the agent reads, then sets base, so a test
 // sees only what it sets (an empty variable is not the same as an unset one).
 func cleanEnv(t *testing.T, base map[string]string) {
 	t.Helper()
-	names := []string{"KUBECONFIG", "HOME"}
-	for _, v := range agent.Variables() {
+	names := []string{"KUBECONFIG", "HOME", "ENABLE_CONNECTIVITY_MATRIX", "CLUSTER_DNS_IP", "KLOG_VERBOSITY"}
+	for _, v := range config.Variables() {
 		names = append(names, v.Name)
 	}
 	for _, name := range names {
@@ -67,6 +68,7 @@ func TestBadConfigurationStopsBeforeAnyClient(t *testing.T) {
 		{"check timeout without unit", map[string]string{"CHECK_TIMEOUT": "10"}, "CHECK_TIMEOUT"},
 		{"unknown check", map[string]string{"CHECKS": "dns,ping"}, "CHECKS"},
 		{"no checks", map[string]string{"CHECKS": " , "}, "CHECKS"}, // empty means the default
+		{"connectivity matrix neither true nor false", map[string]string{"ENABLE_CONNECTIVITY_MATRIX": "maybe"}, "ENABLE_CONNECTIVITY_MATRIX"},
 		{"check twice", map[string]string{"CHECKS": "dns,tcp,dns"}, "CHECKS"},
 		{"dns without names", map[string]string{"DNS_TEST_DOMAINS": " , "}, "DNS_TEST_DOMAINS"},
 		{"dns name invalid", map[string]string{"DNS_TEST_DOMAINS": "kubernetes.default,bad_name!.com"}, "DNS_TEST_DOMAINS"},
@@ -236,4 +238,16 @@ func TestDryRunWithoutKubeconfig(t *testing.T) {
 			assert.Contains(t, out, tt.result)
 		})
 	}
+}
+
+// TestDryRunConnectivityMatrix: kube-node-ready's ENABLE_CONNECTIVITY_MATRIX=true adds the
+// podnetwork check, which the dry-run table shows (a skip without a kubeconfig, as the
+// other checks that read the API).
+func TestDryRunConnectivityMatrix(t *testing.T) {
+	cleanEnv(t, map[string]string{"HOME": t.TempDir(), "CHECKS": "apiserver", "ENABLE_CONNECTIVITY_MATRIX": "true"})
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"--dry-run"}, &stdout, &stderr, newClient, time.Now())
+	assert.Equal(t, exitOK, code, "stderr: %s", stderr.String())
+	assert.Regexp(t, `(?m)^podnetwork\s+kube-system/kube-dns\s+skip\s.*no kubeconfig`, stdout.String())
+	assert.Contains(t, stdout.String(), "0 passed, 0 failed, 2 skipped")
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodeready/nodeready/agent"
+	"github.com/nodeready/nodeready/config"
 )
 
 // probeTimeout stays below the probes' timeoutSeconds in 03-daemonset.yaml, so a slow
@@ -28,7 +28,7 @@ func probe(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Usage: nodeready probe healthz|readyz")
 		return exitConfig
 	}
-	port, err := metricsPort()
+	port, err := config.MetricsPort(os.LookupEnv)
 	if err != nil {
 		fmt.Fprintf(stderr, "nodeready: %v\n", err)
 		return exitConfig
@@ -47,22 +47,4 @@ func probe(args []string, stderr io.Writer) int {
 	line, _ := bufio.NewReader(io.LimitReader(resp.Body, 256)).ReadString('\n')
 	fmt.Fprintf(stderr, "nodeready: probe GET %s: %s: %s\n", url, resp.Status, strings.TrimSpace(line))
 	return exitFailed
-}
-
-// metricsPort reads METRICS_PORT with the agent's default, also for an empty value, with
-// the agent's own parser, so the probe dials the port the agent listens on.
-func metricsPort() (int, error) {
-	v := os.Getenv("METRICS_PORT")
-	if v == "" {
-		for _, d := range agent.Variables() {
-			if d.Name == "METRICS_PORT" {
-				v = d.Default
-			}
-		}
-	}
-	port, err := agent.ParsePort(v)
-	if err != nil {
-		return 0, &agent.ConfigError{Var: "METRICS_PORT", Value: v, Accepted: err.Error()}
-	}
-	return port, nil
 }

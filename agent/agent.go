@@ -1,3 +1,7 @@
+// Package agent runs nodeready on one node: from its configuration (package
+// config) it builds the checks, runs rounds of them with backoff, releases the
+// node through nodepatch, serves health and metrics, and waits for the SIGTERM
+// that the DaemonSet controller's deletion of its pod brings.
 package agent
 
 import (
@@ -17,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -42,7 +47,7 @@ type Clients struct {
 
 // Agent verifies and releases one node.
 type Agent struct {
-	cfg     Config
+	cfg     config.Config
 	log     zerolog.Logger
 	checks  []checks.Check
 	node    nodeWriter
@@ -98,11 +103,8 @@ type pendingCondition struct {
 // New wires an agent for the node in cfg. started is the process start; the
 // timers and the time to verified count from the pod's first start when
 // STATE_DIR records one (firstStart).
-func New(cfg Config, log zerolog.Logger, clients Clients, build BuildInfo, started time.Time) (*Agent, error) {
-	list, err := buildChecks(cfg, clients.Kube)
-	if err != nil {
-		return nil, err
-	}
+func New(cfg config.Config, log zerolog.Logger, clients Clients, build BuildInfo, started time.Time) (*Agent, error) {
+	list := buildChecks(cfg, clients.Kube)
 	first, err := firstStart(cfg.StateDir, started)
 	switch {
 	case err != nil:
@@ -111,12 +113,8 @@ func New(cfg Config, log zerolog.Logger, clients Clients, build BuildInfo, start
 		log.Info().Time("first_start", first).Dur("since", started.Sub(first).Round(time.Millisecond)).
 			Msg("Restarted in the same pod, the timers count from its first start")
 	}
-	taints, err := cfg.StartupTaints()
-	if err != nil {
-		return nil, err
-	}
 	spec := nodepatch.Spec{
-		Taints:     taints,
+		Taints:     cfg.StartupTaints,
 		LabelKey:   cfg.VerifiedLabel,
 		LabelValue: cfg.VerifiedLabelValue,
 		KeepTaints: cfg.ExternalTaint(),
@@ -303,7 +301,8 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 	}
 	a.checked, a.unread = time.Now(), false
 	a.metrics.recordRound(results)
-	var notChecked []string
+	var notChecked, reached []string
+	unchecked := map[string][]string{} // the Event's reason -> the checks it tells of
 	for _, r := range results {
 		ev := log.Debug()
 		problem := fmt.Sprintf("%s %s: %v", r.Name, r.Target, r.Err)
@@ -311,12 +310,17 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 		case apierrors.IsForbidden(r.Err):
 			ev = log.Error()
 			misconfigured = append(misconfigured, problem)
-		case errors.Is(r.Err, checks.ErrNoClusterDNS):
+		case uncheckable(r.Err) != "":
 			ev = log.Warn()
 			notChecked = append(notChecked, problem)
+			unchecked[uncheckable(r.Err)] = append(unchecked[uncheckable(r.Err)], problem)
 		case !r.Passed() && !r.Skipped():
 			ev = log.Warn()
 			failing = append(failing, problem)
+		}
+		if len(r.Reached) > 0 {
+			ev = ev.Strs("reached", r.Reached)
+			reached = append(reached, fmt.Sprintf("%s reached %s", r.Name, strings.Join(r.Reached, ", ")))
 		}
 		ev.Str("check", r.Name).Str("target", r.Target).Str("result", r.Status()).
 			Float64("duration_seconds", r.Duration.Seconds()).AnErr("error", r.Err).Msg("Ran check")
@@ -339,7 +343,15 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 	msg := fmt.Sprintf("All %d checks passed", len(results))
 	if len(notChecked) > 0 {
 		msg = fmt.Sprintf("%d of %d checks passed, %s", len(results)-len(notChecked), len(results), strings.Join(notChecked, "; "))
-		log.Warn().Strs("not_checked", notChecked).Msg("Cluster DNS is not running anywhere, releasing without the dns check")
+	}
+	if p := unchecked[dnsNotChecked]; len(p) > 0 {
+		log.Warn().Strs("not_checked", p).Msg("Cluster DNS is not running anywhere, releasing without the dns check")
+	}
+	if p := unchecked[podNetworkNotChecked]; len(p) > 0 {
+		log.Warn().Strs("not_checked", p).Msg("No pod of the Service runs on another node, releasing without the podnetwork check")
+	}
+	if len(reached) > 0 {
+		msg += "; " + strings.Join(reached, "; ")
 	}
 	if a.failed {
 		msg += " after a failed verification"
@@ -353,11 +365,31 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 		return false, nil, []string{"release: " + err.Error()}
 	}
 	// Said once, when the release happened: not by rounds that then waited or failed.
-	if len(notChecked) > 0 {
-		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "DNSNotChecked", "Verify",
-			"Released without the dns check: %s", strings.Join(notChecked, "; "))
+	for _, reason := range []string{dnsNotChecked, podNetworkNotChecked} {
+		if p := unchecked[reason]; len(p) > 0 {
+			a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, reason, "Verify",
+				"Released without the %s check: %s", strings.SplitN(p[0], " ", 2)[0], strings.Join(p, "; "))
+		}
 	}
 	return true, nil, nil
+}
+
+// Reasons of the Events that say a check could not be checked where no node could pass it.
+const (
+	dnsNotChecked        = "DNSNotChecked"        // no cluster DNS runs anywhere (bootstrap)
+	podNetworkNotChecked = "PodNetworkNotChecked" // no pod of the Service runs on another node
+)
+
+// uncheckable returns the reason of the Event for a check that cannot be checked because
+// no node could pass it, or "" for any other result.
+func uncheckable(err error) string {
+	switch {
+	case errors.Is(err, checks.ErrNoClusterDNS):
+		return dnsNotChecked
+	case errors.Is(err, checks.ErrNoPodsElsewhere):
+		return podNetworkNotChecked
+	}
+	return ""
 }
 
 // runChecks runs every check once and returns the results, or aborted when
@@ -428,7 +460,8 @@ func (a *Agent) flushCondition(ctx context.Context, log zerolog.Logger) bool {
 }
 
 func (a *Agent) taint() string {
-	return a.cfg.TaintKey + "=" + a.cfg.TaintValue + ":" + a.cfg.TaintEffect
+	t := a.cfg.StartupTaints[0] // TAINT_KEY's
+	return t.Key + "=" + t.Value + ":" + string(t.Effect)
 }
 
 // cause names why ctx ended, for the log.

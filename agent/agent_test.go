@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -157,6 +158,21 @@ func drain(r *events.FakeRecorder) []string {
 			return out
 		}
 	}
+}
+
+// loadConfig is config.Load of exactly the variables in env, as the agent's
+// process would see them; the test fails if they are refused.
+func loadConfig(t *testing.T, env map[string]string, dryRun bool) config.Config {
+	t.Helper()
+	cfg, err := config.Load(config.MapLookup(env), dryRun)
+	require.NoError(t, err)
+	return cfg
+}
+
+// defaultConfig is the configuration with every default and NODE_NAME set.
+func defaultConfig(t *testing.T) config.Config {
+	t.Helper()
+	return loadConfig(t, map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1"}, false)
 }
 
 func testAgent(t *testing.T, node nodeWriter, cs ...checks.Check) *Agent {
@@ -370,7 +386,7 @@ func TestBackoffShapes(t *testing.T) {
 	}
 	for kind, want := range tests {
 		t.Run(kind, func(t *testing.T) {
-			b := newBackoff(Config{RetryBackoff: kind, RetryBackoffBase: s, RetryBackoffMax: 10 * s})
+			b := newBackoff(config.Config{RetryBackoff: kind, RetryBackoffBase: s, RetryBackoffMax: 10 * s})
 			for i, w := range want {
 				got := b.Step()
 				t.Logf("round %d: %s", i+1, got)
@@ -426,7 +442,7 @@ func TestFailOpenReleasesAfterItsTime(t *testing.T) {
 	broken.fail.Store(true)
 	a := testAgent(t, node, broken)
 	a.cfg.MaxRetries = 1
-	a.cfg.FailureAction = FailOpen
+	a.cfg.FailureAction = config.FailOpen
 	a.cfg.FailOpenAfter = 100 * time.Millisecond
 	var logs syncBuffer
 	a.log = zerolog.New(&logs)
@@ -458,7 +474,7 @@ func TestReplaceNodeOnceAfterFailure(t *testing.T) {
 	broken.fail.Store(true)
 	a := testAgent(t, node, broken)
 	a.cfg.MaxRetries = 2
-	a.cfg.FailureAction = ReplaceNode
+	a.cfg.FailureAction = config.ReplaceNode
 	_, _ = runAgent(t, a)
 
 	waitFor(t, "replaced", func() bool { return node.replaced() == 1 })
@@ -473,7 +489,7 @@ func TestReplaceNodeNeverOnAbort(t *testing.T) {
 	blocking := &fakeCheck{name: "dns", block: true}
 	a := testAgent(t, node, blocking)
 	a.cfg.MaxRetries = 1
-	a.cfg.FailureAction = ReplaceNode
+	a.cfg.FailureAction = config.ReplaceNode
 	a.cfg.CheckTimeout = time.Minute
 	cancel, done := runAgent(t, a)
 
@@ -637,7 +653,7 @@ func TestWaitingForKarpenterIsNotFailing(t *testing.T) {
 	node.set(nodepatch.ErrNotRegistered)
 	a := testAgent(t, node, &fakeCheck{name: "dns"})
 	a.cfg.MaxRetries = 2
-	a.cfg.FailureAction = ReplaceNode
+	a.cfg.FailureAction = config.ReplaceNode
 	_, _ = runAgent(t, a)
 
 	waitFor(t, "rounds beyond MAX_RETRIES", func() bool { return node.count() >= 6 })

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nodeready/nodeready/config"
 )
 
 // stepper yields the delay before each next round of checks.
@@ -17,9 +19,9 @@ const jitter = 0.1
 // newBackoff returns the delays of RETRY_BACKOFF: exponential doubles from
 // the base up to the cap; constant and linear always wait the base. linear
 // is kube-node-ready's name for a constant delay (its checker waited 5s
-// every time), so it keeps that meaning, and fromKubeNodeReady makes 5s its
-// base when RETRY_BACKOFF_BASE is unset.
-func newBackoff(c Config) stepper {
+// every time), so it keeps that meaning, and config makes 5s its base when
+// RETRY_BACKOFF_BASE is unset.
+func newBackoff(c config.Config) stepper {
 	switch c.RetryBackoff {
 	case "constant", "linear":
 		return &wait.Backoff{Duration: c.RetryBackoffBase, Steps: math.MaxInt32, Jitter: jitter}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -29,7 +30,7 @@ func TestMustSendBudgetFitsTheGracePeriod(t *testing.T) {
 	}{
 		{settle: 0, want: 17 * time.Second},
 		{settle: 2 * time.Second, want: 15 * time.Second}, // the default
-		{settle: maxSettleTime, want: 2 * time.Second},
+		{settle: config.MaxSettleTime, want: 2 * time.Second},
 	} {
 		t.Run(tt.settle.String(), func(t *testing.T) {
 			cfg := defaultConfig(t)

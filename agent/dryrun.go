@@ -11,19 +11,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/config"
 )
 
 // DryRun runs every check that can run from here once, prints a table to
 // out, and returns the exit code: 0 when every check that ran passed, 1
 // otherwise. It never writes to a cluster: it has no patcher at all. client
 // may be nil, and then the API checks are shown as skipped.
-func DryRun(ctx context.Context, cfg Config, client kubernetes.Interface, out io.Writer) int {
-	list, err := buildChecks(cfg, client)
-	if err != nil {
-		fmt.Fprintf(out, "nodeready: %v\n", err)
-		return 2
-	}
-	return printDryRun(out, checks.RunAll(ctx, list, cfg.CheckTimeout))
+func DryRun(ctx context.Context, cfg config.Config, client kubernetes.Interface, out io.Writer) int {
+	return printDryRun(out, checks.RunAll(ctx, buildChecks(cfg, client), cfg.CheckTimeout))
 }
 
 // printDryRun writes the table and returns the exit code.

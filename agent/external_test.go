@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"io"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -27,12 +29,18 @@ const readinessTaint = "readiness.k8s.io/nodeready-unverified"
 // check that passes.
 func externalAgent(t *testing.T, client *fake.Clientset) *Agent {
 	t.Helper()
-	cfg := defaultConfig(t)
-	cfg.TaintOwner, cfg.TaintKey = TaintOwnerExternal, readinessTaint
-	cfg.Checks, cfg.CommandPath = List{CheckCommand}, "/bin/true"
-	cfg.SettleTime = 0
-	cfg.RetryBackoffBase, cfg.RetryBackoffMax = time.Millisecond, 5*time.Millisecond
-	require.NoError(t, cfg.Validate(false))
+	return runNew(t, client, map[string]string{
+		"TAINT_OWNER": config.TaintOwnerExternal, "TAINT_KEY": readinessTaint,
+		"CHECKS": "command", "CHECK_COMMAND": "/bin/true",
+	})
+}
+
+// runNew runs, until the test ends, an agent that New built for node-a from env, on short
+// delays between rounds and with no settle window.
+func runNew(t *testing.T, client *fake.Clientset, env map[string]string) *Agent {
+	t.Helper()
+	cfg := loadConfig(t, with(map[string]string{"NODE_NAME": "node-a", "SETTLE_TIME": "0s",
+		"RETRY_BACKOFF_BASE": "1ms", "RETRY_BACKOFF_MAX": "5ms"}, env), false)
 	cfg.MetricsPort = 0 // any free port
 	a, err := New(cfg, zerolog.New(io.Discard), Clients{Kube: client}, BuildInfo{Version: "test"}, time.Now())
 	require.NoError(t, err)
@@ -40,6 +48,13 @@ func externalAgent(t *testing.T, client *fake.Clientset) *Agent {
 	t.Cleanup(cancel)
 	go func() { _ = a.Run(ctx) }()
 	return a
+}
+
+// with returns base with more variables set.
+func with(base, more map[string]string) map[string]string {
+	env := maps.Clone(base)
+	maps.Copy(env, more)
+	return env
 }
 
 func externalNode() *corev1.Node {

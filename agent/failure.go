@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -56,8 +57,8 @@ func (a *Agent) problemCondition(failing, misconfigured []string) nodepatch.Cond
 // starts before the registration, and the startup taint comes with it.
 func (a *Agent) failureAction(misconfigured []string) string {
 	switch {
-	case a.cfg.FailureAction == KeepTainted:
-		return KeepTainted
+	case a.cfg.FailureAction == config.KeepTainted:
+		return config.KeepTainted
 	case !a.observed:
 		return "none yet, the node's state is not known (a Karpenter node is read once Karpenter has registered it); " +
 			a.cfg.FailureAction + " once it is known to be held"
@@ -80,7 +81,7 @@ func (a *Agent) act(ctx context.Context, log zerolog.Logger, problems []string) 
 		return false
 	}
 	switch a.cfg.FailureAction {
-	case FailOpen:
+	case config.FailOpen:
 		if time.Since(a.started) < a.cfg.FailOpenAfter {
 			return false
 		}
@@ -89,7 +90,7 @@ func (a *Agent) act(ctx context.Context, log zerolog.Logger, problems []string) 
 		err := a.release(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonFailedOpen, Message: msg},
 			corev1.EventTypeWarning, "FailedOpen")
 		return err == nil
-	case ReplaceNode:
+	case config.ReplaceNode:
 		if a.replaced {
 			return false
 		}

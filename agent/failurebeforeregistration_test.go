@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -22,7 +23,7 @@ func TestFailureBeforeRegistration(t *testing.T) {
 	broken.fail.Store(true)
 	a := testAgent(t, node, broken)
 	a.cfg.MaxRetries = 1
-	a.cfg.FailureAction = ReplaceNode
+	a.cfg.FailureAction = config.ReplaceNode
 	_, _ = runAgent(t, a)
 
 	waitFor(t, "failure recorded", func() bool { return testutil.ToFloat64(a.metrics.failures) == 1 })

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -82,7 +83,7 @@ func TestTimersSurviveContainerRestart(t *testing.T) {
 	b := testAgent(t, node, broken)
 	b.started = restarted.started
 	b.cfg.MaxRetries = 100
-	b.cfg.FailureAction = FailOpen
+	b.cfg.FailureAction = config.FailOpen
 	b.cfg.FailOpenAfter = 30 * time.Minute
 	_, _ = runAgent(t, b)
 	waitFor(t, "failed open", b.verified.Load)

@@ -20,40 +20,6 @@ func names(list []checks.Check) []string {
 	return out
 }
 
-func TestGateConfigAccepted(t *testing.T) {
-	clearEnv(t, map[string]string{
-		"NODE_NAME":               "node-a",
-		"CHECKS":                  "daemonsets,conditions,resources,csi,dra,command",
-		"DRA_DEVICES":             "gpu.nvidia.com>=8, gpu.nvidia.com[productName=NVIDIA A100-SXM4-80GB]>=4",
-		"DAEMONSETS_SELECTOR":     "tier in (cni,csi),!example.com/optional",
-		"DAEMONSETS_EXCLUDE":      "kube-system/nodeready, monitoring/node-exporter",
-		"NODE_CONDITIONS":         "Ready=True, NetworkUnavailable=False,example.com/GPUHealthy=True",
-		"REQUIRED_RESOURCES":      "nvidia.com/gpu>=1,example.com/fpga>=2,hugepages-2Mi>=512Mi",
-		"CSI_DRIVERS":             "ebs.csi.aws.com,efs.csi.aws.com",
-		"CSI_REQUIRE_ALLOCATABLE": "false",
-		"CHECK_COMMAND":           "/etc/nodeready/warmup.sh",
-		"CHECK_COMMAND_ARGS":      "--cache,/var/cache/models",
-		"MIN_HOLD_TIME":           "30m", // waiting, not failing: no limit from the retries
-	})
-	cfg, err := LoadConfig(false)
-	require.NoError(t, err)
-	assert.Equal(t, List{"--cache", "/var/cache/models"}, cfg.CommandArgs)
-	assert.Equal(t, 30*time.Minute, cfg.MinHoldTime)
-	assert.False(t, cfg.CSIRequireAllocatable)
-}
-
-func TestGateDefaults(t *testing.T) {
-	cfg := defaultConfig(t)
-	assert.Equal(t, List{"Ready=True"}, cfg.NodeConditions)
-	assert.True(t, cfg.CSIRequireAllocatable)
-	assert.Zero(t, cfg.MinHoldTime)
-	assert.Empty(t, cfg.DaemonSets)
-	for _, gate := range []string{CheckDaemonSets, CheckConditions, CheckResources, CheckCSI, CheckDRA, CheckCommand} {
-		assert.Contains(t, KnownChecks, gate)
-		assert.NotContains(t, cfg.Checks, gate, "gates are opt-in")
-	}
-}
-
 func TestBuildGateChecks(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -110,13 +76,10 @@ func TestBuildGateChecks(t *testing.T) {
 			for k, v := range tt.env {
 				env[k] = v
 			}
-			clearEnv(t, env)
-			cfg, err := LoadConfig(false)
-			require.NoError(t, err)
+			cfg := loadConfig(t, env, false)
 
-			list, err := buildChecks(cfg, fake.NewClientset())
+			list := buildChecks(cfg, fake.NewClientset())
 
-			require.NoError(t, err)
 			assert.Equal(t, tt.want, names(list))
 			require.Len(t, list, len(tt.types))
 			for i := range list {
@@ -129,19 +92,16 @@ func TestBuildGateChecks(t *testing.T) {
 // TestBuildGateChecksWithoutCluster is the dry run on a laptop: every API
 // gate is a skip that says why, per target; command runs.
 func TestBuildGateChecksWithoutCluster(t *testing.T) {
-	clearEnv(t, map[string]string{
+	cfg := loadConfig(t, map[string]string{
 		"CHECKS":             "daemonsets,conditions,resources,csi,dra,command",
 		"REQUIRED_RESOURCES": "nvidia.com/gpu>=1",
 		"CSI_DRIVERS":        "ebs.csi.aws.com",
 		"DRA_DEVICES":        "gpu.nvidia.com>=8",
 		"CHECK_COMMAND":      "/bin/true",
-	})
-	cfg, err := LoadConfig(true)
-	require.NoError(t, err)
+	}, true)
 
 	t.Run("no kubeconfig", func(t *testing.T) {
-		list, err := buildChecks(cfg, nil)
-		require.NoError(t, err)
+		list := buildChecks(cfg, nil)
 		assert.Equal(t, []string{"daemonsets all", "conditions Ready=True", "resources nvidia.com/gpu>=1", "csi ebs.csi.aws.com", "dra gpu.nvidia.com>=8", "command /bin/true"}, names(list))
 		for _, c := range list[:5] {
 			res := checks.Execute(t.Context(), c, time.Second)
@@ -150,8 +110,7 @@ func TestBuildGateChecksWithoutCluster(t *testing.T) {
 		}
 	})
 	t.Run("no node name", func(t *testing.T) {
-		list, err := buildChecks(cfg, fake.NewClientset())
-		require.NoError(t, err)
+		list := buildChecks(cfg, fake.NewClientset())
 		for _, c := range list[:5] {
 			res := checks.Execute(t.Context(), c, time.Second)
 			assert.True(t, res.Skipped(), c.Name())

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -37,7 +38,7 @@ func eventsWith(r *events.FakeRecorder, prefix string) []string {
 // nor replaced, however its checks fail; the failure is still recorded and
 // says why no action follows.
 func TestFailureActionsOnlyOnHeldNodes(t *testing.T) {
-	for _, action := range []string{FailOpen, ReplaceNode} {
+	for _, action := range []string{config.FailOpen, config.ReplaceNode} {
 		t.Run(action, func(t *testing.T) {
 			node := &fakeNode{notHeld: true}
 			broken := &fakeCheck{name: "dns"}
@@ -69,7 +70,7 @@ func TestFailureActionsOnlyOnHeldNodes(t *testing.T) {
 // policy, say). That is reported as a misconfiguration, once per error, and
 // never brings on the failure action, on a held node either.
 func TestRefusedReleaseIsAMisconfiguration(t *testing.T) {
-	for _, action := range []string{FailOpen, ReplaceNode} {
+	for _, action := range []string{config.FailOpen, config.ReplaceNode} {
 		t.Run(action, func(t *testing.T) {
 			node := &fakeNode{}
 			node.set(fmt.Errorf("patch node node-a: %w: check the ClusterRole and the admission policy", nodepatch.ErrForbidden))
@@ -129,7 +130,7 @@ func TestForbiddenCheckIsAMisconfiguration(t *testing.T) {
 	broken.fail.Store(true)
 	a := testAgent(t, node, refused, broken)
 	a.cfg.MaxRetries = 1
-	a.cfg.FailureAction = ReplaceNode
+	a.cfg.FailureAction = config.ReplaceNode
 	_, _ = runAgent(t, a)
 
 	waitFor(t, "failure recorded", func() bool { return testutil.ToFloat64(a.metrics.failures) == 1 })
@@ -222,7 +223,7 @@ func TestReplaceRefusals(t *testing.T) {
 			broken.fail.Store(true)
 			a := testAgent(t, node, broken)
 			a.cfg.MaxRetries = 1
-			a.cfg.FailureAction = ReplaceNode
+			a.cfg.FailureAction = config.ReplaceNode
 			_, _ = runAgent(t, a)
 
 			waitFor(t, "rounds go on", func() bool { return broken.runs.Load() >= 6 })

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -21,7 +22,7 @@ import (
 // an Event recorder with its shutdown. With DRY_RUN=true it returns
 // read-only stand-ins that log each write instead of making it, as
 // kube-node-ready stayed read-only with its dry run.
-func newWriters(cfg Config, log zerolog.Logger, client kubernetes.Interface, spec nodepatch.Spec) (nodeWriter, events.EventRecorder, func()) {
+func newWriters(cfg config.Config, log zerolog.Logger, client kubernetes.Interface, spec nodepatch.Spec) (nodeWriter, events.EventRecorder, func()) {
 	p := nodepatch.New(client, cfg.NodeName, spec)
 	if !cfg.ReadOnly {
 		recorder, shutdown := newRecorder(client, log, mustSendBudget(cfg.SettleTime))

@@ -62,9 +62,7 @@ func TestDryRunVariableIsReadOnly(t *testing.T) {
 			for k, v := range tt.env {
 				env[k] = v
 			}
-			clearEnv(t, env)
-			cfg, err := LoadConfig(false)
-			require.NoError(t, err)
+			cfg := loadConfig(t, env, false)
 			cfg.MetricsPort = 0 // any free port
 
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"pool": "a"}, Annotations: tt.annotations},

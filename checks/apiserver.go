@@ -44,7 +44,7 @@ func NewAPIServer(client kubernetes.Interface, mode string, nodeName string) *AP
 }
 
 // Name implements Check.
-func (c *APIServer) Name() string { return "apiserver" }
+func (c *APIServer) Name() string { return string(NameAPIServer) }
 
 // Target implements Check.
 func (c *APIServer) Target() string {

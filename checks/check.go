@@ -16,9 +16,8 @@ import (
 
 // Check is one probe against one target.
 type Check interface {
-	// Name is the stable snake_case kind of the check: dns, tcp, http,
-	// apiserver, endpoints, or a gate (daemonsets, conditions, resources, csi,
-	// command). It is used as a metric label, so it must come from a closed set.
+	// Name is the stable snake_case kind of the check, one of the Name
+	// constants. It is used as a metric label, so it must come from a closed set.
 	Name() string
 	// Target is what the check probes (a host name, an address, a URL), for
 	// people: logs and the dry-run table. Never a metric label.
@@ -27,6 +26,28 @@ type Check interface {
 	// retries, sleeps or metrics inside.
 	Run(ctx context.Context) error
 }
+
+// Name is the name of a kind of check: what Check.Name returns (as the metrics'
+// check label) and what the agent's CHECKS setting lists.
+type Name string
+
+// The names of the checks.
+const (
+	NameDNS        Name = "dns"
+	NameTCP        Name = "tcp"
+	NameHTTP       Name = "http"
+	NameAPIServer  Name = "apiserver"
+	NameEndpoints  Name = "endpoints"
+	NamePodNetwork Name = "podnetwork"
+
+	// The gates: the node's own readiness beyond the network.
+	NameDaemonSets Name = "daemonsets"
+	NameConditions Name = "conditions"
+	NameResources  Name = "resources"
+	NameCSI        Name = "csi"
+	NameDRA        Name = "dra"
+	NameCommand    Name = "command"
+)
 
 // ErrSkipped marks a check that could not run where it is (for example an API
 // check in --dry-run without a kubeconfig). Wrap it with the reason.
@@ -38,6 +59,15 @@ type Result struct {
 	Target   string
 	Err      error // nil on pass; wraps ErrSkipped when the check did not run
 	Duration time.Duration
+	// Reached is what a passing check reached, when it says (Reporter): for
+	// people, in the log and the Verified Event.
+	Reached []string
+}
+
+// Reporter is a check that says what its last passing run reached, such as
+// the pods of PodNetwork.
+type Reporter interface {
+	Reached() []string
 }
 
 // Passed reports whether the check ran and passed.
@@ -91,6 +121,9 @@ func Execute(ctx context.Context, c Check, timeout time.Duration) (res Result) {
 		}
 	}
 	res.Err = err
+	if r, ok := c.(Reporter); ok && err == nil {
+		res.Reached = r.Reached()
+	}
 	return res
 }
 

@@ -162,3 +162,24 @@ func BenchmarkRunAll(b *testing.B) {
 		checks.RunAll(b.Context(), cs, 5*time.Second)
 	}
 }
+
+// TestNames: every check reports the Name constant of its kind, the one the agent's
+// CHECKS setting selects it by.
+func TestNames(t *testing.T) {
+	for want, c := range map[checks.Name]checks.Check{
+		checks.NameDNS:        checks.NewDNS("example.com", nil),
+		checks.NameTCP:        checks.NewTCP("127.0.0.1:1", nil),
+		checks.NameHTTP:       checks.NewHTTP("http://127.0.0.1:1/", checks.StatusMatcher{}, nil),
+		checks.NameAPIServer:  checks.NewAPIServer(nil, checks.APIServerReadyz, ""),
+		checks.NameEndpoints:  checks.NewEndpoints(nil, "default", "kubernetes", false, nil),
+		checks.NamePodNetwork: checks.NewPodNetwork(nil, "node-a", "kube-system", "kube-dns", 1, checks.PodProbe{}),
+		checks.NameDaemonSets: checks.NewDaemonSets(nil, "node-a", checks.DaemonSetsOptions{}),
+		checks.NameConditions: checks.NewNodeCondition(nil, "node-a", checks.ConditionWant{Type: "Ready", Status: "True"}),
+		checks.NameResources:  checks.NewResource(nil, "node-a", checks.ResourceMinimum{Name: "nvidia.com/gpu"}),
+		checks.NameCSI:        checks.NewCSIDriver(nil, "node-a", "ebs.csi.aws.com", true),
+		checks.NameDRA:        checks.NewDRADevices(nil, checks.NewDRAAPI(nil), "node-a", checks.DeviceMinimum{Driver: "gpu.nvidia.com", Min: 1}),
+		checks.NameCommand:    checks.NewCommand("/bin/true", nil),
+	} {
+		assert.Equal(t, string(want), c.Name())
+	}
+}

@@ -43,7 +43,7 @@ func NewCommand(path string, args []string) *Command {
 }
 
 // Name implements Check.
-func (c *Command) Name() string { return "command" }
+func (c *Command) Name() string { return string(NameCommand) }
 
 // Target implements Check.
 func (c *Command) Target() string { return strings.Join(append([]string{c.path}, c.args...), " ") }

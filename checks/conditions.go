@@ -44,7 +44,7 @@ type NodeCondition struct{ nodeGate[ConditionWant] }
 
 // NewNodeCondition returns a check that the node nodeName reports want.
 func NewNodeCondition(client kubernetes.Interface, nodeName string, want ConditionWant) *NodeCondition {
-	return &NodeCondition{nodeGate[ConditionWant]{name: "conditions", client: client, nodeName: nodeName, want: want}}
+	return &NodeCondition{nodeGate[ConditionWant]{name: NameConditions, client: client, nodeName: nodeName, want: want}}
 }
 
 // judge implements nodeWant.

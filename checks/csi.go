@@ -47,7 +47,7 @@ func NewCSIDriver(client kubernetes.Interface, nodeName, driver string, requireA
 }
 
 // Name implements Check.
-func (c *CSIDriver) Name() string { return "csi" }
+func (c *CSIDriver) Name() string { return string(NameCSI) }
 
 // Target implements Check.
 func (c *CSIDriver) Target() string { return c.driver }

@@ -73,7 +73,7 @@ func NewDaemonSets(client kubernetes.Interface, nodeName string, opts DaemonSets
 }
 
 // Name implements Check.
-func (c *DaemonSets) Name() string { return "daemonsets" }
+func (c *DaemonSets) Name() string { return string(NameDaemonSets) }
 
 // Target implements Check: the listed DaemonSets, or what discovery covers.
 func (c *DaemonSets) Target() string {

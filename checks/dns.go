@@ -32,7 +32,7 @@ func NewDNS(name string, r *net.Resolver) *DNS {
 }
 
 // Name implements Check.
-func (c *DNS) Name() string { return "dns" }
+func (c *DNS) Name() string { return string(NameDNS) }
 
 // Target implements Check.
 func (c *DNS) Target() string { return c.name }

@@ -160,7 +160,7 @@ func NewDRADevices(client kubernetes.Interface, api *DRAAPI, nodeName string, mi
 }
 
 // Name implements Check.
-func (c *DRADevices) Name() string { return "dra" }
+func (c *DRADevices) Name() string { return string(NameDRA) }
 
 // Target implements Check.
 func (c *DRADevices) Target() string { return c.min.String() }

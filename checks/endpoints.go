@@ -42,7 +42,7 @@ func NewEndpoints(client kubernetes.Interface, namespace, service string, connec
 }
 
 // Name implements Check.
-func (c *Endpoints) Name() string { return "endpoints" }
+func (c *Endpoints) Name() string { return string(NameEndpoints) }
 
 // Target implements Check.
 func (c *Endpoints) Target() string { return c.namespace + "/" + c.service }

@@ -41,7 +41,7 @@ func NewHTTP(url string, expect StatusMatcher, client *http.Client) *HTTP {
 }
 
 // Name implements Check.
-func (c *HTTP) Name() string { return "http" }
+func (c *HTTP) Name() string { return string(NameHTTP) }
 
 // Target implements Check.
 func (c *HTTP) Target() string { return c.url }

@@ -50,14 +50,14 @@ type nodeWant interface {
 // judge it. The gates of one node object (conditions, resources) embed it, so
 // reading and naming the node are written once.
 type nodeGate[W nodeWant] struct {
-	name     string
+	name     Name
 	client   kubernetes.Interface
 	nodeName string
 	want     W
 }
 
 // Name implements Check.
-func (g *nodeGate[W]) Name() string { return g.name }
+func (g *nodeGate[W]) Name() string { return string(g.name) }
 
 // Target implements Check.
 func (g *nodeGate[W]) Target() string { return g.want.String() }

@@ -19,7 +19,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-var _ Check = (*PodNetwork)(nil)
+var (
+	_ Check    = (*PodNetwork)(nil)
+	_ Reporter = (*PodNetwork)(nil)
+)
 
 // ErrNoPodsElsewhere marks a pod-network check that cannot be checked: the Service has no
 // ready endpoint on another node (the first node of a cluster, a one-node cluster). No node
@@ -69,7 +72,7 @@ func NewPodNetwork(client kubernetes.Interface, node, namespace, service string,
 }
 
 // Name implements Check.
-func (c *PodNetwork) Name() string { return "podnetwork" }
+func (c *PodNetwork) Name() string { return string(NamePodNetwork) }
 
 // Target implements Check.
 func (c *PodNetwork) Target() string {

@@ -46,7 +46,7 @@ type Resource struct{ nodeGate[ResourceMinimum] }
 
 // NewResource returns a check that the node nodeName has at least min.
 func NewResource(client kubernetes.Interface, nodeName string, min ResourceMinimum) *Resource {
-	return &Resource{nodeGate[ResourceMinimum]{name: "resources", client: client, nodeName: nodeName, want: min}}
+	return &Resource{nodeGate[ResourceMinimum]{name: NameResources, client: client, nodeName: nodeName, want: min}}
 }
 
 // judge implements nodeWant.

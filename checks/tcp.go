@@ -26,7 +26,7 @@ func NewTCP(addr string, d *net.Dialer) *TCP {
 }
 
 // Name implements Check.
-func (c *TCP) Name() string { return "tcp" }
+func (c *TCP) Name() string { return string(NameTCP) }
 
 // Target implements Check.
 func (c *TCP) Target() string { return c.addr }

@@ -116,6 +116,12 @@ func released(t *testing.T, node *corev1.Node) (*Patcher, *fake.Clientset) {
 func watching(t *testing.T, p *Patcher) {
 	t.Helper()
 	t.Cleanup(p.Watch(t.Context()))
+	// Until the watch shows the node, State reads it instead: wait for the watch, so that
+	// the requests a test counts afterwards are its own.
+	require.Eventually(t, func() bool {
+		_, ok, _ := p.view.store.GetByKey(nodeName)
+		return ok
+	}, 5*time.Second, time.Millisecond, "the watch shows the node")
 	_, err := p.State(t.Context())
 	require.NoError(t, err)
 }

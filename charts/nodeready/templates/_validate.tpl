@@ -16,6 +16,12 @@ at start (exit 2); the chart refuses them at install, naming the value.
 {{- if and $c.daemonSets $c.daemonSetsExclude -}}
 {{- fail "config.daemonSetsExclude: limits discovery only: leave it empty when config.daemonSets lists the DaemonSets" -}}
 {{- end -}}
+{{- if and $c.podNetworkHTTPPath (empty $c.podNetworkService) -}}
+{{- fail "config.podNetworkHTTPPath: applies to the pods of config.podNetworkService; the cluster DNS pods are asked a DNS query: set config.podNetworkService too, or leave it empty" -}}
+{{- end -}}
+{{- if and (has "podnetwork" $c.checks) (empty $c.podNetworkService) (empty $c.clusterDNSService) -}}
+{{- fail "config.podNetworkService: required when config.checks has podnetwork and config.clusterDNSService is empty" -}}
+{{- end -}}
 {{- if and $c.deleteFailedNode (eq $c.failureAction "fail-open") -}}
 {{- fail "config.deleteFailedNode: true contradicts config.failureAction fail-open: set one of them" -}}
 {{- end -}}

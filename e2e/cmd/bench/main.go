@@ -36,8 +36,8 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodeready/nodeready/agent"
 	"github.com/nodeready/nodeready/checks/dnstest"
+	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
@@ -413,7 +413,7 @@ func scaleBenchmark(ctx context.Context, o options, m *machine, nodes int, settl
 // shippedSettleTime is SETTLE_TIME as nodeready ships it: the agent's default, which
 // manifests/02-configmap.yaml sets too.
 func shippedSettleTime() string {
-	for _, v := range agent.Variables() {
+	for _, v := range config.Variables() {
 		if v.Name == "SETTLE_TIME" {
 			return v.Default
 		}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeready/nodeready/agent"
+	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
@@ -157,7 +158,7 @@ func profileAPIServer(ctx context.Context, admin kubernetes.Interface, path stri
 //
 // With a profile path, the API server's CPU profile of the burst's first scaleProfileTime is
 // written there (go tool pprof reads it), to show where its time goes.
-func benchScale(ctx context.Context, c *harness.Cluster, base agent.Config, nodes int, settle time.Duration, run, profile string) (*section, *scaleResult) {
+func benchScale(ctx context.Context, c *harness.Cluster, base config.Config, nodes int, settle time.Duration, run, profile string) (*section, *scaleResult) {
 	title := fmt.Sprintf("scale %d, SETTLE_TIME=%s", nodes, settle)
 	s := &section{Title: title}
 	res := &scaleResult{settle: settle, nodes: nodes}
@@ -567,7 +568,7 @@ func compareScale(results []*scaleResult) *section {
 // runInProcess registers the node, creates its pod and token, and runs an agent for it in
 // this process until agentCtx ends (the node is verified) and its release is complete.
 // ctx bounds the registration.
-func runInProcess(agentCtx, ctx context.Context, fast kubernetes.Interface, server, caFile string, base agent.Config,
+func runInProcess(agentCtx, ctx context.Context, fast kubernetes.Interface, server, caFile string, base config.Config,
 	settle time.Duration, a *inProcessAgent, run string, running *gauge) error {
 	a.created = time.Now()
 	if _, err := fast.CoreV1().Nodes().Create(ctx, newNode(a.node, run), metav1.CreateOptions{}); err != nil {
@@ -607,11 +608,11 @@ func runInProcess(agentCtx, ctx context.Context, fast kubernetes.Interface, serv
 }
 
 // configFromCluster builds the agents' configuration as main does, from the installed
-// nodeready-config and what the kubelet adds, through agent.LoadConfig.
-func configFromCluster(ctx context.Context, c *harness.Cluster, dns string) (agent.Config, error) {
+// nodeready-config and what the kubelet adds, through config.Load.
+func configFromCluster(ctx context.Context, c *harness.Cluster, dns string) (config.Config, error) {
 	cm, err := c.Client().CoreV1().ConfigMaps(harness.Namespace).Get(ctx, harness.ConfigMapName, metav1.GetOptions{})
 	if err != nil {
-		return agent.Config{}, fmt.Errorf("read %s: %w", harness.ConfigMapName, err)
+		return config.Config{}, fmt.Errorf("read %s: %w", harness.ConfigMapName, err)
 	}
 	host, port := c.ControlPlane().APIServerHostPort()
 	env := maps.Clone(cm.Data)
@@ -621,25 +622,8 @@ func configFromCluster(ctx context.Context, c *harness.Cluster, dns string) (age
 		"KUBERNETES_SERVICE_PORT": port,
 		"DNS_NAMESERVER":          dns,
 	})
-	// LoadConfig reads the environment; this process sets it only here, and puts it back.
-	saved := map[string]*string{}
-	for k, v := range env {
-		if old, ok := os.LookupEnv(k); ok {
-			saved[k] = &old
-		} else {
-			saved[k] = nil
-		}
-		os.Setenv(k, v)
-	}
-	cfg, err := agent.LoadConfig(false)
-	for k, old := range saved {
-		if old == nil {
-			os.Unsetenv(k)
-		} else {
-			os.Setenv(k, *old)
-		}
-	}
-	return cfg, err
+	// The agent pod's environment is exactly env: nothing of this process's.
+	return config.Load(config.MapLookup(env), false)
 }
 
 // linesWith returns the last n lines of log that contain sub.

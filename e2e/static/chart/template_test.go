@@ -190,6 +190,10 @@ func TestBadValuesFail(t *testing.T) {
 		{"config.checks={dra}", []string{"config.draDevices: required when config.checks has dra"}},
 		{"config.draDevices={gpu.nvidia.com>=0}", []string{"/config/draDevices/0", "does not match pattern"}},
 		{"config.checks={command}", []string{"config.checkCommand: required when config.checks has command"}},
+		{"config.podNetworkNodes=0", []string{"/config/podNetworkNodes", "minimum: got 0, want 1"}},
+		{"config.podNetworkHTTPPath=healthz", []string{"/config/podNetworkHTTPPath", "does not match pattern"}},
+		{"config.podNetworkHTTPPath=/healthz", []string{"config.podNetworkHTTPPath: applies to the pods of config.podNetworkService"}},
+		{"config.checks={podnetwork},config.clusterDNSService=", []string{"config.podNetworkService: required when config.checks has podnetwork"}},
 		{"config.daemonSets={kube-system/cilium},config.daemonSetsSelector=tier=node", []string{"config.daemonSetsSelector: limits discovery only"}},
 		{"config.deleteFailedNode=true,config.failureAction=fail-open", []string{"config.deleteFailedNode: true contradicts config.failureAction fail-open"}},
 		{"config.verifiedLabel=example.com/" + strings.Repeat("v", 55), []string{"config.verifiedLabel: example.com/vvv", "at most 54 characters"}},
@@ -398,4 +402,23 @@ func TestMetricsPortFollowsValues(t *testing.T) {
 
 func metav1LabelSelectorRequirement(key string) metav1.LabelSelectorRequirement {
 	return metav1.LabelSelectorRequirement{Key: key, Operator: metav1.LabelSelectorOpDoesNotExist}
+}
+
+// TestPodNetworkServiceRole: the podnetwork check reads the EndpointSlices of
+// config.podNetworkService, so its namespace gets a Role for that; without it, the check
+// reads the cluster DNS Service's, whose Role is there already.
+func TestPodNetworkServiceRole(t *testing.T) {
+	objects := render(t, "--set", "config.podNetworkService=apps/web", "--set", "config.checks={dns,podnetwork}")
+	for _, key := range []string{"rbac.authorization.k8s.io/v1 Role apps/nodeready-pod-network", "rbac.authorization.k8s.io/v1 RoleBinding apps/nodeready-pod-network"} {
+		assert.Contains(t, objects, key)
+	}
+	role := decode[rbacv1.Role](t, objects, "rbac.authorization.k8s.io/v1 Role apps/nodeready-pod-network")
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list"}}}, role.Rules)
+	cm := decode[corev1.ConfigMap](t, objects, "v1 ConfigMap kube-system/nodeready-config")
+	assert.Equal(t, "apps/web", cm.Data["POD_NETWORK_SERVICE"])
+	assert.Equal(t, "dns,podnetwork", cm.Data["CHECKS"])
+
+	for key := range render(t) {
+		assert.NotContains(t, key, "nodeready-pod-network")
+	}
 }

@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"os"
@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/nodeready/nodeready/checks"
 )
 
 // chartDaemonSetEnv is what the DaemonSet of kube-node-ready's chart set
@@ -24,21 +26,17 @@ var chartDaemonSetEnv = map[string]string{
 	"KUBERNETES_SERVICE_PORT": "443",
 }
 
-// loadConfigMap sets the environment from a ConfigMap in testdata, as
-// envFrom would, on top of the chart's DaemonSet environment, and returns
-// its data.
-func loadConfigMap(t *testing.T, name string) map[string]string {
+// loadConfigMap returns the environment of a ConfigMap in testdata, as
+// envFrom would set it, on top of the chart's DaemonSet environment, and the
+// ConfigMap's data.
+func loadConfigMap(t *testing.T, name string) (env, data map[string]string) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("testdata", name))
 	require.NoError(t, err)
 	var cm corev1.ConfigMap
 	require.NoError(t, yaml.Unmarshal(raw, &cm))
 	require.NotEmpty(t, cm.Data)
-	clearEnv(t, chartDaemonSetEnv)
-	for k, v := range cm.Data {
-		t.Setenv(k, v)
-	}
-	return cm.Data
+	return with(chartDaemonSetEnv, cm.Data), cm.Data
 }
 
 // TestKubeNodeReadyConfigMapWorksUnchanged loads ConfigMaps shaped like the
@@ -57,16 +55,14 @@ func TestKubeNodeReadyConfigMapWorksUnchanged(t *testing.T) {
 			assert.Equal(t, 10*time.Second, c.CheckTimeout)
 			assert.Equal(t, 5, c.MaxRetries)
 			assert.Equal(t, "exponential", c.RetryBackoff)
-			assert.Equal(t, List{"kubernetes.default.svc.cluster.local", "google.com"}, c.DNSTestDomains)
-			assert.Equal(t, []string{"kubernetes.default.svc.cluster.local:443"}, c.TCPAddresses())
-			assert.Equal(t, "node-ready/unverified", c.TaintKey)
-			assert.Equal(t, "true", c.TaintValue)
-			assert.Equal(t, "NoSchedule", c.TaintEffect)
+			assert.Equal(t, []string{"kubernetes.default.svc.cluster.local", "google.com"}, c.DNSTestDomains)
+			assert.Equal(t, []string{"kubernetes.default.svc.cluster.local:443"}, c.TCPTargets)
+			assert.Equal(t, []corev1.Taint{{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule}}, c.StartupTaints)
 			assert.Equal(t, "node-ready/verified", c.VerifiedLabel)
 			assert.Equal(t, "true", c.VerifiedLabelValue)
 			assert.Equal(t, KeepTainted, c.FailureAction)
 			assert.True(t, c.EnableMetrics)
-			assert.Equal(t, Port(8080), c.MetricsPort)
+			assert.Equal(t, 8080, c.MetricsPort)
 			assert.Equal(t, "info", c.LogLevel)
 			assert.Equal(t, "json", c.LogFormat)
 		}},
@@ -75,19 +71,19 @@ func TestKubeNodeReadyConfigMapWorksUnchanged(t *testing.T) {
 			assert.Equal(t, 10, c.MaxRetries)
 			assert.Equal(t, "linear", c.RetryBackoff)
 			assert.Equal(t, 5*time.Second, c.RetryBackoffBase, "linear waits kube-node-ready's 5s")
-			assert.Equal(t, List{"kubernetes.default.svc.cluster.local", "cloudflare.com", "1.1.1.1"}, c.DNSTestDomains)
-			assert.Equal(t, "custom/unverified", c.TaintKey)
-			assert.Equal(t, "pending", c.TaintValue)
+			assert.Equal(t, []string{"kubernetes.default.svc.cluster.local", "cloudflare.com", "1.1.1.1"}, c.DNSTestDomains)
+			assert.Equal(t, "custom/unverified", c.StartupTaints[0].Key)
+			assert.Equal(t, "pending", c.StartupTaints[0].Value)
 			assert.Equal(t, "custom/verified", c.VerifiedLabel)
 			assert.Equal(t, ReplaceNode, c.FailureAction, "DELETE_FAILED_NODE=true")
-			assert.Equal(t, Port(9090), c.MetricsPort)
+			assert.Equal(t, 9090, c.MetricsPort)
 			assert.Equal(t, "debug", c.LogLevel)
 			assert.Equal(t, "console", c.LogFormat)
 		}},
 		{file: "kube-node-ready-edited.yaml", want: func(t *testing.T, c Config) {
 			assert.Equal(t, 300*time.Second, c.InitialTimeout, "empty means the default")
 			assert.Equal(t, 5, c.MaxRetries, "empty means the default")
-			assert.Equal(t, Port(8080), c.MetricsPort, "empty means the default")
+			assert.Equal(t, 8080, c.MetricsPort, "empty means the default")
 			assert.Equal(t, KeepTainted, c.FailureAction, "an empty DELETE_FAILED_NODE is false")
 			assert.Equal(t, "info", c.LogLevel)
 			assert.Equal(t, "console", c.LogFormat, "text is console")
@@ -97,7 +93,7 @@ func TestKubeNodeReadyConfigMapWorksUnchanged(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			data := loadConfigMap(t, tt.file)
+			env, data := loadConfigMap(t, tt.file)
 			known := map[string]bool{}
 			for _, v := range KubeNodeReadyVariables {
 				known[v.Name] = true
@@ -106,10 +102,10 @@ func TestKubeNodeReadyConfigMapWorksUnchanged(t *testing.T) {
 				assert.True(t, known[k], "%s is not a kube-node-ready variable nodeready accounts for", k)
 			}
 
-			cfg, err := LoadConfig(false)
+			cfg, err := load(env, false)
 
 			if tt.refused != "" {
-				var ce *ConfigError
+				var ce *Error
 				require.ErrorAs(t, err, &ce)
 				assert.Equal(t, tt.refused, ce.Var)
 				return
@@ -149,12 +145,14 @@ func TestREADMEMatchesKubeNodeReadyVariables(t *testing.T) {
 // nodeready reads is one it reads, and every refused one is refused by name
 // for a value that had an effect in kube-node-ready.
 func TestKubeNodeReadyVariablesAreAccountedFor(t *testing.T) {
-	read := map[string]bool{"KUBECONFIG": true} // read by main for the client
+	// KUBECONFIG is read by main for the client; ENABLE_CONNECTIVITY_MATRIX by compat.go
+	// (TestConnectivityMatrix).
+	read := map[string]bool{"KUBECONFIG": true, "ENABLE_CONNECTIVITY_MATRIX": true}
 	for _, v := range Variables() {
 		read[v.Name] = true
 	}
 	effective := map[string]string{"CLUSTER_DNS_IP": "10.96.0.10", "KLOG_VERBOSITY": "4"}
-	require.Len(t, KubeNodeReadyVariables, 23, "kube-node-ready's DaemonSet mode read 23 variables")
+	require.Len(t, KubeNodeReadyVariables, 24, "kube-node-ready's DaemonSet mode read 23 variables; its configuration reference sets one more")
 	for _, v := range KubeNodeReadyVariables {
 		t.Run(v.Name, func(t *testing.T) {
 			assert.NotEmpty(t, v.Note)
@@ -164,11 +162,47 @@ func TestKubeNodeReadyVariablesAreAccountedFor(t *testing.T) {
 			}
 			require.Equal(t, Refused, v.Handling)
 			assert.False(t, read[v.Name], "%s is read, not refused", v.Name)
-			clearEnv(t, map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1", v.Name: effective[v.Name]})
-			_, err := LoadConfig(false)
-			var ce *ConfigError
+			_, err := load(with(inPod, map[string]string{v.Name: effective[v.Name]}), false)
+			var ce *Error
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, v.Name, ce.Var)
 		})
 	}
+}
+
+// TestLinearBackoffBelowItsCap: a RETRY_BACKOFF_MAX below kube-node-ready's
+// 5s is refused by name rather than shortening the delay silently.
+func TestLinearBackoffBelowItsCap(t *testing.T) {
+	_, err := load(with(inPod, map[string]string{"RETRY_BACKOFF": "linear", "RETRY_BACKOFF_MAX": "3s"}), false)
+	var ce *Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "RETRY_BACKOFF_MAX", ce.Var)
+	assert.Contains(t, ce.Accepted, "5s")
+}
+
+// TestConnectivityMatrix: ENABLE_CONNECTIVITY_MATRIX, which kube-node-ready's configuration
+// reference sets for production ("test pod-to-pod"), turns the podnetwork check on (once,
+// after CHECKS); false or empty leaves CHECKS as it is; anything else stops the agent naming
+// the variable.
+func TestConnectivityMatrix(t *testing.T) {
+	for value, want := range map[string][]checks.Name{
+		"true":  {checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints, checks.NamePodNetwork},
+		"TRUE":  {checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints, checks.NamePodNetwork},
+		"false": {checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints},
+		"":      {checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints},
+	} {
+		t.Run(value, func(t *testing.T) {
+			cfg, err := load(with(inPod, map[string]string{"ENABLE_CONNECTIVITY_MATRIX": value}), false)
+			require.NoError(t, err)
+			assert.Equal(t, want, cfg.Checks)
+		})
+	}
+	cfg, err := load(with(inPod, map[string]string{"ENABLE_CONNECTIVITY_MATRIX": "true", "CHECKS": "podnetwork,dns"}), false)
+	require.NoError(t, err)
+	assert.Equal(t, []checks.Name{checks.NamePodNetwork, checks.NameDNS}, cfg.Checks, "named once")
+
+	_, err = load(with(inPod, map[string]string{"ENABLE_CONNECTIVITY_MATRIX": "maybe"}), false)
+	var ce *Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "ENABLE_CONNECTIVITY_MATRIX", ce.Var)
 }

@@ -1,8 +1,14 @@
-package agent
+package config
 
 import (
+	"bytes"
+	"encoding/pem"
 	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -11,47 +17,57 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeready/nodeready/checks"
 )
 
-// clearEnv unsets every variable the agent reads, then sets env.
-func clearEnv(t *testing.T, env map[string]string) {
-	t.Helper()
-	for _, v := range Variables() {
-		t.Setenv(v.Name, "")
-		require.NoError(t, os.Unsetenv(v.Name))
-	}
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
+// load is Load of exactly the variables in env, as the agent's process would
+// see them.
+func load(env map[string]string, dryRun bool) (Config, error) {
+	return Load(MapLookup(env), dryRun)
 }
+
+// with returns base with more variables set.
+func with(base map[string]string, more map[string]string) map[string]string {
+	env := maps.Clone(base)
+	maps.Copy(env, more)
+	return env
+}
+
+// inPod is what every agent's pod sets: its node, and the API server's service address.
+var inPod = map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1"}
 
 // defaultConfig is the configuration with every default and NODE_NAME set.
 func defaultConfig(t *testing.T) Config {
 	t.Helper()
-	clearEnv(t, map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1"})
-	cfg, err := LoadConfig(false)
+	cfg, err := load(inPod, false)
 	require.NoError(t, err)
 	return cfg
 }
 
 func TestDefaults(t *testing.T) {
 	cfg := defaultConfig(t)
-	assert.Equal(t, "node-ready/unverified", cfg.TaintKey)
-	assert.Equal(t, "NoSchedule", cfg.TaintEffect)
+	assert.Equal(t, "node-ready/unverified", cfg.StartupTaints[0].Key)
+	assert.Equal(t, corev1.TaintEffectNoSchedule, cfg.StartupTaints[0].Effect)
 	assert.Equal(t, "node-ready/verified", cfg.VerifiedLabel)
 	assert.Equal(t, 300*time.Second, cfg.InitialTimeout)
 	assert.Equal(t, 5, cfg.MaxRetries)
 	assert.Equal(t, 10*time.Second, cfg.CheckTimeout)
-	assert.Equal(t, List{"dns", "tcp", "apiserver", "endpoints"}, cfg.Checks)
-	assert.Equal(t, []string{"10.96.0.1:443"}, cfg.TCPAddresses(), "tcp defaults to the API server's service IP")
-	ns, name := cfg.EndpointsRef()
-	assert.Equal(t, "default/kubernetes", ns+"/"+name)
+	assert.Equal(t, []checks.Name{checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints}, cfg.Checks)
+	assert.Equal(t, []string{"10.96.0.1:443"}, cfg.TCPTargets, "tcp defaults to the API server's service IP")
+	assert.Equal(t, "default/kubernetes", cfg.EndpointsService.String())
+	assert.Equal(t, "kube-system/kube-dns", cfg.ClusterDNSService.String())
+	assert.Equal(t, "2xx", cfg.HTTPExpectedStatus.String())
+	assert.NotNil(t, cfg.HTTPClient)
+	assert.True(t, cfg.DaemonSetsSelector.Empty())
+	assert.Equal(t, 8080, cfg.MetricsPort)
 }
 
 // TestOriginalConfigMap loads the ConfigMap of kube-node-ready's DaemonSet
 // mode as it is, through envFrom.
 func TestOriginalConfigMap(t *testing.T) {
-	clearEnv(t, map[string]string{
+	cfg, err := load(map[string]string{
 		"NODE_NAME":               "ip-10-0-1-100.ec2.internal",
 		"KUBERNETES_SERVICE_HOST": "10.100.0.1",
 		"INITIAL_TIMEOUT":         "300s",
@@ -67,42 +83,36 @@ func TestOriginalConfigMap(t *testing.T) {
 		"METRICS_PORT":            "8080",
 		"LOG_LEVEL":               "info",
 		"LOG_FORMAT":              "json",
-	})
-	cfg, err := LoadConfig(false)
+	}, false)
 	require.NoError(t, err)
-	assert.Equal(t, List{"kubernetes.default.svc.cluster.local", "google.com"}, cfg.DNSTestDomains)
+	assert.Equal(t, []string{"kubernetes.default.svc.cluster.local", "google.com"}, cfg.DNSTestDomains)
 }
 
-func TestListDecode(t *testing.T) {
-	var l List
-	require.NoError(t, l.Decode(" a, b,,c ,"))
-	assert.Equal(t, List{"a", "b", "c"}, l)
-	require.NoError(t, l.Decode(""))
-	assert.Empty(t, l)
+func TestSplitList(t *testing.T) {
+	assert.Equal(t, []string{"a", "b", "c"}, splitList(" a, b,,c ,"))
+	assert.Empty(t, splitList(""))
 }
 
 func TestAcceptedSpellings(t *testing.T) {
-	clearEnv(t, map[string]string{
+	cfg, err := load(map[string]string{
 		"NODE_NAME":         "node-a",
 		"CHECKS":            "dns, http ,tcp",
 		"DNS_TEST_DOMAINS":  "Kubernetes.Default.SVC.cluster.local.,example.com.,10.96.0.10,fd00::10",
 		"TCP_TARGETS":       "[fd00::1]:443,db.example:5432",
 		"HTTP_URLS":         "https://example.com/healthz,http://10.0.0.1:8080/",
 		"ENDPOINTS_SERVICE": "kubernetes",
-	})
-	cfg, err := LoadConfig(false)
+	}, false)
 	require.NoError(t, err)
-	ns, name := cfg.EndpointsRef()
-	assert.Equal(t, "default/kubernetes", ns+"/"+name, "a bare service name is in default")
-	assert.Equal(t, []string{"[fd00::1]:443", "db.example:5432"}, cfg.TCPAddresses())
+	assert.Equal(t, "default/kubernetes", cfg.EndpointsService.String(), "a bare service name is in default")
+	assert.Equal(t, []string{"[fd00::1]:443", "db.example:5432"}, cfg.TCPTargets)
+	assert.Equal(t, []checks.Name{checks.NameDNS, checks.NameHTTP, checks.NameTCP}, cfg.Checks)
 }
 
 func TestDryRunNeedsNoNodeName(t *testing.T) {
-	clearEnv(t, nil)
-	_, err := LoadConfig(true)
+	_, err := load(nil, true)
 	require.NoError(t, err)
-	_, err = LoadConfig(false)
-	var ce *ConfigError
+	_, err = load(nil, false)
+	var ce *Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "NODE_NAME", ce.Var)
 }
@@ -131,7 +141,6 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 // kube-node-ready never used, take their defaults too. An empty value of
 // other text is the value, and is refused where it is not allowed.
 func TestEmptyValueMeansDefault(t *testing.T) {
-	base := map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1"}
 	tests := []struct {
 		name    string
 		refused string // empty when the agent starts
@@ -140,9 +149,9 @@ func TestEmptyValueMeansDefault(t *testing.T) {
 		{name: "MAX_RETRIES", want: func(t *testing.T, c Config) { assert.Equal(t, 5, c.MaxRetries) }},
 		{name: "INITIAL_TIMEOUT", want: func(t *testing.T, c Config) { assert.Equal(t, 300*time.Second, c.InitialTimeout) }},
 		{name: "CHECK_TIMEOUT", want: func(t *testing.T, c Config) { assert.Equal(t, 10*time.Second, c.CheckTimeout) }},
-		{name: "METRICS_PORT", want: func(t *testing.T, c Config) { assert.Equal(t, Port(8080), c.MetricsPort) }},
+		{name: "METRICS_PORT", want: func(t *testing.T, c Config) { assert.Equal(t, 8080, c.MetricsPort) }},
 		{name: "DNS_TEST_DOMAINS", want: func(t *testing.T, c Config) {
-			assert.Equal(t, List{"kubernetes.default.svc.cluster.local"}, c.DNSTestDomains)
+			assert.Equal(t, []string{"kubernetes.default.svc.cluster.local"}, c.DNSTestDomains)
 		}},
 		{name: "ENABLE_METRICS", want: func(t *testing.T, c Config) {
 			assert.False(t, c.EnableMetrics, "kube-node-ready read an empty boolean as false")
@@ -156,7 +165,12 @@ func TestEmptyValueMeansDefault(t *testing.T) {
 		{name: "RETRY_BACKOFF_BASE", want: func(t *testing.T, c Config) { assert.Equal(t, time.Second, c.RetryBackoffBase) }},
 		{name: "ENDPOINTS_CONNECT", want: func(t *testing.T, c Config) { assert.True(t, c.EndpointsConnect) }},
 		{name: "MIN_HOLD_TIME", want: func(t *testing.T, c Config) { assert.Zero(t, c.MinHoldTime) }},
-		{name: "CHECKS", want: func(t *testing.T, c Config) { assert.Equal(t, List{"dns", "tcp", "apiserver", "endpoints"}, c.Checks) }},
+		{name: "CHECKS", want: func(t *testing.T, c Config) {
+			assert.Equal(t, []checks.Name{checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints}, c.Checks)
+		}},
+		{name: "NODE_CONDITIONS", want: func(t *testing.T, c Config) {
+			assert.Equal(t, []checks.ConditionWant{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}, c.NodeConditions)
+		}},
 		{name: "RETRY_BACKOFF", refused: "RETRY_BACKOFF"}, // as in kube-node-ready, which stopped too
 		{name: "TAINT_KEY", refused: "TAINT_KEY"},
 		{name: "TAINT_EFFECT", refused: "TAINT_EFFECT"},
@@ -165,13 +179,10 @@ func TestEmptyValueMeansDefault(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clearEnv(t, base)
-			t.Setenv(tt.name, "")
-
-			cfg, err := LoadConfig(false)
+			cfg, err := load(with(inPod, map[string]string{tt.name: ""}), false)
 
 			if tt.refused != "" {
-				var ce *ConfigError
+				var ce *Error
 				require.ErrorAs(t, err, &ce)
 				assert.Equal(t, tt.refused, ce.Var)
 				return
@@ -204,15 +215,10 @@ func TestLogSettingsOfKubeNodeReady(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.env), func(t *testing.T) {
-			clearEnv(t, map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1"})
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-
-			cfg, err := LoadConfig(false)
+			cfg, err := load(with(inPod, tt.env), false)
 
 			if tt.refused != "" {
-				var ce *ConfigError
+				var ce *Error
 				require.ErrorAs(t, err, &ce)
 				assert.Equal(t, tt.refused, ce.Var)
 				return
@@ -241,15 +247,13 @@ func TestUnimplementedKubeNodeReadyVariablesAreRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
-			clearEnv(t, map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1", tt.name: tt.value})
-
-			_, err := LoadConfig(false)
+			_, err := load(with(inPod, map[string]string{tt.name: tt.value}), false)
 
 			if !tt.refused {
 				require.NoError(t, err)
 				return
 			}
-			var ce *ConfigError
+			var ce *Error
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, tt.name, ce.Var)
 			assert.Contains(t, ce.Error(), tt.instead)
@@ -261,18 +265,14 @@ func TestUnimplementedKubeNodeReadyVariablesAreRefused(t *testing.T) {
 // after TAINT_KEY's; a malformed one, or one naming a taint twice, stops the agent naming
 // the variable.
 func TestExtraTaints(t *testing.T) {
-	base := map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1"}
-	clearEnv(t, base)
-	t.Setenv("EXTRA_TAINTS", "readiness.k8s.io/nodeready=true:NoSchedule, startup-taint.cluster-autoscaler.kubernetes.io/nodeready:NoExecute")
-	cfg, err := LoadConfig(false)
-	require.NoError(t, err)
-	taints, err := cfg.StartupTaints()
+	cfg, err := load(with(inPod, map[string]string{
+		"EXTRA_TAINTS": "readiness.k8s.io/nodeready=true:NoSchedule, startup-taint.cluster-autoscaler.kubernetes.io/nodeready:NoExecute"}), false)
 	require.NoError(t, err)
 	assert.Equal(t, []corev1.Taint{
 		{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule},
 		{Key: "readiness.k8s.io/nodeready", Value: "true", Effect: corev1.TaintEffectNoSchedule},
 		{Key: "startup-taint.cluster-autoscaler.kubernetes.io/nodeready", Effect: corev1.TaintEffectNoExecute},
-	}, taints)
+	}, cfg.StartupTaints)
 
 	for value, says := range map[string]string{
 		"readiness.k8s.io/nodeready":                "key[=value]:effect",
@@ -283,10 +283,8 @@ func TestExtraTaints(t *testing.T) {
 		"a.io/x:NoSchedule,a.io/x=again:NoSchedule": "named twice",
 	} {
 		t.Run(value, func(t *testing.T) {
-			clearEnv(t, base)
-			t.Setenv("EXTRA_TAINTS", value)
-			_, err := LoadConfig(false)
-			var ce *ConfigError
+			_, err := load(with(inPod, map[string]string{"EXTRA_TAINTS": value}), false)
+			var ce *Error
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, "EXTRA_TAINTS", ce.Var)
 			assert.Contains(t, ce.Error(), says)
@@ -298,9 +296,8 @@ func TestExtraTaints(t *testing.T) {
 // would write the taint another controller owns stop the agent naming the variable.
 func TestTaintOwner(t *testing.T) {
 	assert.Equal(t, TaintOwnerNodeready, defaultConfig(t).TaintOwner)
-	base := map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1", "TAINT_OWNER": "external"}
-	clearEnv(t, base)
-	cfg, err := LoadConfig(false)
+	base := with(inPod, map[string]string{"TAINT_OWNER": "external"})
+	cfg, err := load(base, false)
 	require.NoError(t, err)
 	assert.True(t, cfg.ExternalTaint())
 
@@ -311,16 +308,140 @@ func TestTaintOwner(t *testing.T) {
 		{"FAILURE_ACTION", "fail-open", "FAILURE_ACTION"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clearEnv(t, base)
-			t.Setenv(tt.name, tt.value)
-			_, err := LoadConfig(false)
-			var ce *ConfigError
+			_, err := load(with(base, map[string]string{tt.name: tt.value}), false)
+			var ce *Error
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, tt.refused, ce.Var)
 		})
 	}
-	clearEnv(t, base)
-	t.Setenv("FAILURE_ACTION", "replace-node")
-	_, err = LoadConfig(false)
+	_, err = load(with(base, map[string]string{"FAILURE_ACTION": "replace-node"}), false)
 	assert.NoError(t, err, "replace-node acts only on a node that still carries TAINT_KEY's taint, whoever owns it")
+}
+
+// TestMetricsPort: `nodeready probe` reads METRICS_PORT as Load does, default and empty
+// value included, and no other variable.
+func TestMetricsPort(t *testing.T) {
+	for _, tt := range []struct {
+		env     map[string]string
+		port    int
+		refused bool
+	}{
+		{env: nil, port: 8080},
+		{env: map[string]string{"METRICS_PORT": ""}, port: 8080},
+		{env: map[string]string{"METRICS_PORT": "9090"}, port: 9090},
+		{env: map[string]string{"METRICS_PORT": "9090", "CHECKS": "ping", "MAX_RETRIES": "many"}, port: 9090},
+		{env: map[string]string{"METRICS_PORT": "010"}, refused: true},
+		{env: map[string]string{"METRICS_PORT": "0x1F90"}, refused: true},
+		{env: map[string]string{"METRICS_PORT": "65536"}, refused: true},
+	} {
+		t.Run(fmt.Sprint(tt.env), func(t *testing.T) {
+			port, err := MetricsPort(MapLookup(tt.env))
+			if tt.refused {
+				var ce *Error
+				require.ErrorAs(t, err, &ce)
+				assert.Equal(t, "METRICS_PORT", ce.Var)
+				assert.Contains(t, ce.Error(), "in decimal without leading zeros")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.port, port)
+			if _, set := tt.env["MAX_RETRIES"]; !set {
+				cfg, err := load(with(inPod, tt.env), false)
+				require.NoError(t, err)
+				assert.Equal(t, cfg.MetricsPort, port, "the agent listens where the probe dials")
+			}
+		})
+	}
+}
+
+// TestPrintVariables is the table of `nodeready --help`: every variable with its default.
+func TestPrintVariables(t *testing.T) {
+	var out bytes.Buffer
+	PrintVariables(&out)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, len(Variables())+1)
+	assert.Regexp(t, `^VARIABLE\s+DEFAULT\s+MEANING$`, lines[0])
+	for i, v := range Variables() {
+		assert.True(t, strings.HasPrefix(lines[i+1], v.Name+" "), lines[i+1])
+		assert.Contains(t, lines[i+1], v.Default)
+	}
+}
+
+// TestLoadReadsOnlyItsVariables: Load asks lookup for the variables it documents and the
+// kube-node-ready ones it refuses or translates, nothing else.
+func TestLoadReadsOnlyItsVariables(t *testing.T) {
+	known := map[string]bool{"CLUSTER_DNS_IP": true, "KLOG_VERBOSITY": true, "ENABLE_CONNECTIVITY_MATRIX": true}
+	for _, v := range Variables() {
+		known[v.Name] = true
+	}
+	var asked []string
+	_, err := Load(func(name string) (string, bool) {
+		asked = append(asked, name)
+		v, ok := inPod[name]
+		return v, ok
+	}, false)
+	require.NoError(t, err)
+	for _, name := range asked {
+		assert.True(t, known[name], "Load read %s", name)
+	}
+}
+
+// TestHTTPCAFileReadOnce: Load reads HTTP_CA_FILE once, and the http checks use what it
+// read: the client trusts the file's CA after the file is gone.
+func TestHTTPCAFileReadOnce(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(srv.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))
+
+	cfg, err := load(with(inPod, map[string]string{"CHECKS": "http", "HTTP_URLS": srv.URL, "HTTP_CA_FILE": ca}), false)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(ca))
+
+	res := checks.Execute(t.Context(), checks.NewHTTP(srv.URL, cfg.HTTPExpectedStatus, cfg.HTTPClient), 5*time.Second)
+	assert.NoError(t, res.Err, "the client trusts the CA read at load")
+
+	_, err = load(with(inPod, map[string]string{"HTTP_CA_FILE": ca}), false)
+	var ce *Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "HTTP_CA_FILE", ce.Var)
+}
+
+// TestPodNetwork: the podnetwork check asks the cluster DNS pods a DNS query by default (the
+// first name of DNS_TEST_DOMAINS that is not an address), or reaches another Service's pods
+// by TCP or HTTP; every bad value stops the agent naming its variable.
+func TestPodNetwork(t *testing.T) {
+	cfg := defaultConfig(t)
+	assert.Equal(t, types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}, cfg.PodNetworkService)
+	assert.Equal(t, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local"}, cfg.PodNetworkProbe)
+	assert.Equal(t, 3, cfg.PodNetworkNodes)
+
+	cfg, err := load(with(inPod, map[string]string{"DNS_TEST_DOMAINS": "1.1.1.1,example.org", "POD_NETWORK_PORT": "dns-tcp"}), false)
+	require.NoError(t, err)
+	assert.Equal(t, checks.PodProbe{DNSName: "example.org", Port: "dns-tcp"}, cfg.PodNetworkProbe)
+
+	cfg, err = load(with(inPod, map[string]string{"POD_NETWORK_SERVICE": "apps/web", "POD_NETWORK_HTTP_PATH": "/healthz", "POD_NETWORK_NODES": "5"}), false)
+	require.NoError(t, err)
+	assert.Equal(t, types.NamespacedName{Namespace: "apps", Name: "web"}, cfg.PodNetworkService)
+	assert.Equal(t, checks.PodProbe{HTTPPath: "/healthz"}, cfg.PodNetworkProbe)
+	assert.Equal(t, 5, cfg.PodNetworkNodes)
+
+	for _, tt := range []struct {
+		env     map[string]string
+		refused string
+	}{
+		{map[string]string{"POD_NETWORK_NODES": "0"}, "POD_NETWORK_NODES"},
+		{map[string]string{"POD_NETWORK_PORT": "70000"}, "POD_NETWORK_PORT"},
+		{map[string]string{"POD_NETWORK_PORT": "no such port!"}, "POD_NETWORK_PORT"},
+		{map[string]string{"POD_NETWORK_SERVICE": "a/b/c"}, "POD_NETWORK_SERVICE"},
+		{map[string]string{"POD_NETWORK_SERVICE": "apps/web", "POD_NETWORK_HTTP_PATH": "healthz"}, "POD_NETWORK_HTTP_PATH"},
+		{map[string]string{"POD_NETWORK_HTTP_PATH": "/healthz"}, "POD_NETWORK_HTTP_PATH"},
+		{map[string]string{"CHECKS": "podnetwork", "CLUSTER_DNS_SERVICE": ""}, "POD_NETWORK_SERVICE"},
+	} {
+		_, err := load(with(inPod, tt.env), false)
+		var ce *Error
+		if assert.ErrorAs(t, err, &ce, "%v", tt.env) {
+			assert.Equal(t, tt.refused, ce.Var, "%v", tt.env)
+		}
+	}
 }

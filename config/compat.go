@@ -1,10 +1,13 @@
-package agent
+package config
 
 import (
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nodeready/nodeready/checks"
 )
 
 // Handling says what nodeready does with a variable of kube-node-ready.
@@ -31,7 +34,8 @@ type KubeNodeReadyVariable struct {
 
 // KubeNodeReadyVariables lists every environment variable that
 // kube-node-ready's DaemonSet mode read (cmd/kube-node-ready/main.go, its
-// urfave/cli flags, before commit 94fc291 removed that mode), in its order.
+// urfave/cli flags, before commit 94fc291 removed that mode), in its order,
+// then those its configuration reference sets without the code reading them.
 // The README's "Coming from kube-node-ready" table is checked against it.
 var KubeNodeReadyVariables = []KubeNodeReadyVariable{
 	{"NODE_NAME", Same, "Required. kube-node-ready's dry run made it optional; here only `--dry-run` does."},
@@ -57,6 +61,17 @@ var KubeNodeReadyVariables = []KubeNodeReadyVariable{
 	{"DRY_RUN", Translated, "`true` runs the agent read-only: rounds of checks as usual, and a log line for each write it would make, but no label, taint, condition, Event or deletion. Empty means `false`."},
 	{"KUBECONFIG", Same, "A kubeconfig file instead of the in-cluster configuration."},
 	{"DELETE_FAILED_NODE", Translated, "`true` selects `FAILURE_ACTION=replace-node`, which needs `manifests/replace-node/`. Empty means `false`."},
+	{"ENABLE_CONNECTIVITY_MATRIX", Translated, "Its configuration reference sets it for production (\"test pod-to-pod\"); kube-node-ready never read it. `true` adds the `podnetwork` check to `CHECKS`; `false` or empty leaves `CHECKS` as it is; anything else stops the agent."},
+}
+
+// emptyMeans is what an empty value means where that is neither the default
+// (numbers, durations, booleans, lists) nor the empty text itself, the rule of
+// kube-node-ready's flags that Load follows: an empty ENABLE_METRICS was false
+// there, and kube-node-ready never used LOG_LEVEL or LOG_FORMAT at all.
+var emptyMeans = map[string]string{
+	"ENABLE_METRICS": "false",
+	"LOG_LEVEL":      "info",
+	"LOG_FORMAT":     "json",
 }
 
 // linearDelay is the delay kube-node-ready's checker waited between
@@ -64,9 +79,10 @@ var KubeNodeReadyVariables = []KubeNodeReadyVariable{
 const linearDelay = 5 * time.Second
 
 // fromKubeNodeReady carries out what KubeNodeReadyVariables promises beyond
-// the struct tags: the log spellings, linear's delay, and the refusal of the
-// variables nodeready has no use for.
-func (c *Config) fromKubeNodeReady(lookup lookupFunc) error {
+// reading the variables: the log spellings, linear's delay, and the refusal
+// of the variables nodeready has no use for. It runs before validate.
+func (l *loader) fromKubeNodeReady(lookup Lookup) error {
+	c := &l.c
 	c.LogLevel = strings.ToLower(c.LogLevel)
 	if c.LogLevel == "warning" {
 		c.LogLevel = "warn"
@@ -78,18 +94,40 @@ func (c *Config) fromKubeNodeReady(lookup lookupFunc) error {
 	if base, _ := lookup("RETRY_BACKOFF_BASE"); c.RetryBackoff == "linear" && base == "" {
 		c.RetryBackoffBase = linearDelay
 	}
+	if v, _ := lookup("ENABLE_CONNECTIVITY_MATRIX"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return &Error{"ENABLE_CONNECTIVITY_MATRIX", v, "use true (adds the podnetwork check to CHECKS) or false"}
+		}
+		if on && !slices.Contains(l.checks, string(checks.NamePodNetwork)) {
+			l.checks = append(l.checks, string(checks.NamePodNetwork))
+		}
+	}
 	if ip, _ := lookup("CLUSTER_DNS_IP"); ip != "" {
-		return &ConfigError{"CLUSTER_DNS_IP", ip, "kube-node-ready read it but never used it (its dns check asked the pod's resolv.conf, as nodeready does): " +
+		return &Error{"CLUSTER_DNS_IP", ip, "kube-node-ready read it but never used it (its dns check asked the pod's resolv.conf, as nodeready does): " +
 			"remove it, or write DNS_NAMESERVER=" + net.JoinHostPort(ip, "53") + " to ask that server"}
 	}
 	if v, _ := lookup("KLOG_VERBOSITY"); v != "" {
 		n, err := strconv.ParseInt(v, 0, strconv.IntSize)
 		if err != nil {
-			return &ConfigError{"KLOG_VERBOSITY", v, acceptedType("int")}
+			return &Error{"KLOG_VERBOSITY", v, wholeNumber}
 		}
 		if n > 0 {
-			return &ConfigError{"KLOG_VERBOSITY", v, "nodeready does not log through klog: remove it, and write LOG_LEVEL=debug for more detail"}
+			return &Error{"KLOG_VERBOSITY", v, "nodeready does not log through klog: remove it, and write LOG_LEVEL=debug for more detail"}
 		}
 	}
+	return nil
+}
+
+// fromDeleteFailedNode resolves DELETE_FAILED_NODE, the original
+// kube-node-ready switch, into FAILURE_ACTION=replace-node.
+func (l *loader) fromDeleteFailedNode() error {
+	if !l.deleteFailedNode {
+		return nil
+	}
+	if l.c.FailureAction == FailOpen {
+		return &Error{"DELETE_FAILED_NODE", "true", "contradicts FAILURE_ACTION=fail-open: set one of them"}
+	}
+	l.c.FailureAction = ReplaceNode
 	return nil
 }
