@@ -1,27 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeready/nodeready/e2e/framework/promtext"
 )
 
-// sample is one series of a Prometheus text exposition: name, labels, value.
-type sample struct {
-	Name   string
-	Labels map[string]string
-	Value  float64
-}
-
-// metricSet is a scrape: every sample, by series key.
-type metricSet map[string]sample
+// metricSet is a scrape: every sample, by series key (promtext.Sample.Key).
+type metricSet map[string]promtext.Sample
 
 // scrapeAPIServer reads the API server's /metrics with the admin client.
 func scrapeAPIServer(ctx context.Context, client kubernetes.Interface) (metricSet, error) {
@@ -37,97 +27,17 @@ func scrapeAPIServer(ctx context.Context, client kubernetes.Interface) (metricSe
 }
 
 // parseMetrics parses the samples of the named metrics (all when none is named) from the
-// Prometheus text format. Comments, and series it cannot read, are skipped.
+// Prometheus text format.
 func parseMetrics(body []byte, names ...string) (metricSet, error) {
-	set := metricSet{}
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		s, ok := parseSample(line)
-		if !ok || (len(names) > 0 && !slices.Contains(names, s.Name)) {
-			continue
-		}
-		set[seriesKey(s.Name, s.Labels)] = s
-	}
-	return set, sc.Err()
-}
-
-// parseSample parses `name{a="x",b="y"} value [timestamp]`.
-func parseSample(line string) (sample, bool) {
-	s := sample{Labels: map[string]string{}}
-	i := strings.IndexAny(line, "{ ")
-	if i <= 0 {
-		return s, false
-	}
-	s.Name, line = line[:i], line[i:]
-	if line[0] == '{' {
-		line = line[1:]
-		for {
-			line = strings.TrimLeft(line, " ,")
-			if strings.HasPrefix(line, "}") {
-				line = line[1:]
-				break
-			}
-			eq := strings.Index(line, `="`)
-			if eq <= 0 {
-				return s, false
-			}
-			key := line[:eq]
-			value, rest, ok := unquote(line[eq+2:])
-			if !ok {
-				return s, false
-			}
-			s.Labels[key], line = value, rest
-		}
-	}
-	fields := strings.Fields(line)
-	if len(fields) == 0 {
-		return s, false
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
+	samples, err := promtext.Parse(bytes.NewReader(body), names...)
 	if err != nil {
-		return s, false
+		return nil, err
 	}
-	s.Value = v
-	return s, true
-}
-
-// unquote reads a label value up to its closing quote, undoing the format's escapes.
-func unquote(s string) (value, rest string, ok bool) {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '"':
-			return b.String(), s[i+1:], true
-		case '\\':
-			if i+1 == len(s) {
-				return "", "", false
-			}
-			i++
-			switch s[i] {
-			case 'n':
-				b.WriteByte('\n')
-			default:
-				b.WriteByte(s[i])
-			}
-		default:
-			b.WriteByte(c)
-		}
+	set := metricSet{}
+	for _, s := range samples {
+		set[s.Key()] = s
 	}
-	return "", "", false
-}
-
-func seriesKey(name string, labels map[string]string) string {
-	var b strings.Builder
-	b.WriteString(name)
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		fmt.Fprintf(&b, ",%s=%s", k, labels[k])
-	}
-	return b.String()
+	return set, nil
 }
 
 // sum adds the values of every series of the metric.

@@ -44,7 +44,7 @@ other_metric{a="with \"quotes\", and, commas"} 1
 	later := []byte(strings.ReplaceAll(string(body), `verb="GET",version="v1"} 12`, `verb="GET",version="v1"} 20`))
 	after, err := parseMetrics(later)
 	require.NoError(t, err)
-	assert.Equal(t, "with \"quotes\", and, commas", after[seriesKey("other_metric", map[string]string{"a": "with \"quotes\", and, commas"})].Labels["a"])
+	assert.Equal(t, "with \"quotes\", and, commas", after[`other_metric{a="with \"quotes\", and, commas"}`].Labels["a"])
 	delta := requestDelta(m, after)
 	assert.Equal(t, map[string]float64{"GET nodes": 8}, delta)
 }

@@ -9,10 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/history"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 )
 
@@ -23,59 +23,59 @@ type podTimes struct {
 	deletionRequested, gone time.Time
 }
 
-// podWatch records the life of the agent pods, by node.
+// podWatch is the life of the agent pods, by node: a view that follows a history of them.
 type podWatch struct {
 	mu    sync.Mutex
 	nodes map[string]*podTimes // node -> its first agent pod
 	byPod map[string]string    // pod -> node
 }
 
-func watchAgentPods(ctx context.Context, client kubernetes.Interface) (*podWatch, error) {
-	pw := &podWatch{nodes: map[string]*podTimes{}, byPod: map[string]string{}}
-	pods := client.CoreV1().Pods(harness.Namespace)
-	err := watchFrom(ctx,
-		func(ctx context.Context) (string, error) {
-			l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: harness.AgentSelector})
-			if err != nil {
-				return "", fmt.Errorf("list pods: %w", err)
-			}
-			return l.ResourceVersion, nil
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = harness.AgentSelector
-			return pods.Watch(ctx, o)
-		},
-		pw.handle)
-	return pw, err
+// agentPod is what podWatch needs of one version of an agent pod.
+type agentPod struct {
+	node            string // podNode
+	bound, deleting bool
 }
 
-func (pw *podWatch) handle(ev watch.Event, at time.Time) {
-	p, ok := ev.Object.(*corev1.Pod)
-	if !ok {
-		return
+func watchAgentPods(ctx context.Context, client kubernetes.Interface) (*podWatch, error) {
+	pw := &podWatch{nodes: map[string]*podTimes{}, byPod: map[string]string{}}
+	rec, err := history.Record(ctx, history.Pods(client, harness.Namespace, metav1.ListOptions{LabelSelector: harness.AgentSelector}),
+		func(p *corev1.Pod) agentPod {
+			return agentPod{node: podNode(p), bound: p.Spec.NodeName != "", deleting: p.DeletionTimestamp != nil}
+		})
+	if err != nil {
+		return nil, err
 	}
+	rec.Follow(pw.handle)
+	return pw, nil
+}
+
+func (pw *podWatch) handle(name string, e history.Entry[agentPod]) {
+	if e.Listed {
+		return // not an event: a pod there before the nodes, or a time that is the list's
+	}
+	at := e.At
 	pw.mu.Lock()
 	defer pw.mu.Unlock()
-	node, known := pw.byPod[p.Name]
+	node, known := pw.byPod[name]
 	if !known {
-		node = podNode(p)
+		node = e.State.node
 		if node == "" || pw.nodes[node] != nil {
 			return // not a DaemonSet pod, or a later pod on the same node
 		}
-		pw.byPod[p.Name] = node
-		pw.nodes[node] = &podTimes{name: p.Name, created: at}
+		pw.byPod[name] = node
+		pw.nodes[node] = &podTimes{name: name, created: at}
 	}
 	t := pw.nodes[node]
-	if t.name != p.Name {
+	if t.name != name {
 		return
 	}
-	if t.bound.IsZero() && p.Spec.NodeName != "" {
+	if t.bound.IsZero() && e.State.bound {
 		t.bound = at
 	}
-	if t.deletionRequested.IsZero() && p.DeletionTimestamp != nil {
+	if t.deletionRequested.IsZero() && e.State.deleting {
 		t.deletionRequested = at
 	}
-	if ev.Type == watch.Deleted && t.gone.IsZero() {
+	if e.Deleted && t.gone.IsZero() {
 		t.gone = at
 	}
 }

@@ -8,21 +8,19 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeready/nodeready/e2e/framework/freeport"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
@@ -244,7 +242,7 @@ func startRun(ctx context.Context, client kubernetes.Interface, c *harness.Clust
 		r.err = err
 		return r
 	}
-	port, err := freePort()
+	port, err := freeport.Port()
 	if err != nil {
 		r.err = err
 		return r
@@ -373,32 +371,6 @@ func fpBinary(s *section, bin string) {
 	if desc != "" {
 		s.add("binary build", desc)
 	}
-}
-
-// Ports for METRICS_PORT come from below Linux's ephemeral range (32768-60999), where no
-// outgoing connection can take one between this check and the agent's bind.
-const (
-	firstPort = 20000
-	lastPort  = 32767
-)
-
-var nextPort atomic.Int32
-
-// freePort returns a port free now on every address, as the agent listens on them all.
-func freePort() (int, error) {
-	if nextPort.Load() == 0 {
-		nextPort.CompareAndSwap(0, rand.Int32N(lastPort-firstPort))
-	}
-	for range lastPort - firstPort + 1 {
-		port := firstPort + int(nextPort.Add(1))%(lastPort-firstPort+1)
-		l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return port, nil
-	}
-	return 0, fmt.Errorf("no free port in %d-%d", firstPort, lastPort)
 }
 
 func lastLines(b []byte, n int) string {

@@ -3,11 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/nodeready/nodeready/e2e/framework/stats"
 )
 
 // row is one line of the result table: a figure, the goal it is held against (if any)
@@ -51,18 +52,8 @@ func (s *section) note(format string, args ...any) {
 // durations summarises a sample of durations.
 type durations []time.Duration
 
-// pct returns the p-th percentile (0 < p <= 100) by the nearest-rank method: the smallest
-// value that at least p% of the sample is less than or equal to.
-func (d durations) pct(p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	rank := int(math.Ceil(p / 100 * float64(len(s))))
-	rank = max(1, min(rank, len(s)))
-	return s[rank-1]
-}
+// pct returns the p-th percentile (0 < p <= 100) by the nearest-rank method (stats.Percentile).
+func (d durations) pct(p float64) time.Duration { return stats.Percentile(d, p) }
 
 func (d durations) max() time.Duration {
 	if len(d) == 0 {

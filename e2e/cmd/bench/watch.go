@@ -3,137 +3,62 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/history"
 )
 
-// watchFrom lists to learn the current resource version, then delivers every later event
-// to handle with the time it arrived, until ctx ends. The retry watcher resumes after a
-// dropped connection without losing events.
-func watchFrom(ctx context.Context, list func(context.Context) (string, error),
-	w func(context.Context, metav1.ListOptions) (watch.Interface, error), handle func(watch.Event, time.Time)) error {
-	rv, err := list(ctx)
-	if err != nil {
-		return err
-	}
-	rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: w})
-	if err != nil {
-		return err
-	}
-	go func() {
-		defer rw.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-rw.ResultChan():
-				if !ok {
-					return
-				}
-				handle(ev, time.Now())
-			}
-		}
-	}()
-	return nil
-}
+// nodeWatch is when each watched node was first seen and first seen verified, from a
+// history of whether it carries the verified label. Only watch events count, as the nodes
+// are created after the watch starts: a listed node's time is the list's.
+type nodeWatch struct{ rec *history.Recorder[bool] }
 
-// nodeWatch records when each watched node was first seen and first seen verified.
-type nodeWatch struct {
-	mu       sync.Mutex
-	added    map[string]time.Time
-	labelled map[string]time.Time
-	waiters  map[string]chan struct{}
-	// onLabelled, when set, is called once per node when its label is first seen.
-	onLabelled func(node string, at time.Time)
-}
-
-// watchNodes watches the nodes matching selector until ctx ends.
+// watchNodes watches the nodes matching selector until ctx ends. onLabelled, when set, is
+// called once per node when its label is first seen.
 func watchNodes(ctx context.Context, client kubernetes.Interface, selector string, onLabelled func(string, time.Time)) (*nodeWatch, error) {
-	nw := &nodeWatch{added: map[string]time.Time{}, labelled: map[string]time.Time{}, waiters: map[string]chan struct{}{}, onLabelled: onLabelled}
-	nodes := client.CoreV1().Nodes()
-	err := watchFrom(ctx,
-		func(ctx context.Context) (string, error) {
-			l, err := nodes.List(ctx, metav1.ListOptions{LabelSelector: selector})
-			if err != nil {
-				return "", fmt.Errorf("list nodes: %w", err)
+	rec, err := history.Record(ctx, history.Nodes(client, metav1.ListOptions{LabelSelector: selector}),
+		func(n *corev1.Node) bool { return n.Labels[harness.VerifiedLabel] == "true" })
+	if err != nil {
+		return nil, err
+	}
+	if onLabelled != nil {
+		called := map[string]bool{} // Follow calls one at a time
+		rec.Follow(func(node string, e history.Entry[bool]) {
+			if labelledEvent(e) && !called[node] {
+				called[node] = true
+				onLabelled(node, e.At)
 			}
-			return l.ResourceVersion, nil
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selector
-			return nodes.Watch(ctx, o)
-		},
-		nw.handle)
-	return nw, err
+		})
+	}
+	return &nodeWatch{rec}, nil
 }
 
-func (nw *nodeWatch) handle(ev watch.Event, at time.Time) {
-	n, ok := ev.Object.(*corev1.Node)
-	if !ok || ev.Type == watch.Deleted {
-		return
-	}
-	nw.mu.Lock()
-	if _, seen := nw.added[n.Name]; !seen {
-		nw.added[n.Name] = at
-	}
-	_, was := nw.labelled[n.Name]
-	first := !was && n.Labels[harness.VerifiedLabel] == "true"
-	if first {
-		nw.labelled[n.Name] = at
-		if ch := nw.waiters[n.Name]; ch != nil {
-			close(ch)
-			delete(nw.waiters, n.Name)
-		}
-	}
-	nw.mu.Unlock()
-	if first && nw.onLabelled != nil {
-		nw.onLabelled(n.Name, at)
-	}
-}
+func watched(e history.Entry[bool]) bool       { return !e.Listed && !e.Deleted }
+func labelledEvent(e history.Entry[bool]) bool { return watched(e) && e.State }
 
 // wait returns when the node was first seen verified, waiting for it until ctx ends.
 func (nw *nodeWatch) wait(ctx context.Context, node string) (time.Time, error) {
-	nw.mu.Lock()
-	if at, ok := nw.labelled[node]; ok {
-		nw.mu.Unlock()
-		return at, nil
+	es, err := nw.rec.Wait(ctx, node, func(es []history.Entry[bool]) bool {
+		_, ok := history.First(es, labelledEvent)
+		return ok
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("node %s not seen verified: %w", node, err)
 	}
-	ch := nw.waiters[node]
-	if ch == nil {
-		ch = make(chan struct{})
-		nw.waiters[node] = ch
-	}
-	nw.mu.Unlock()
-	select {
-	case <-ch:
-		nw.mu.Lock()
-		defer nw.mu.Unlock()
-		return nw.labelled[node], nil
-	case <-ctx.Done():
-		return time.Time{}, fmt.Errorf("node %s not seen verified: %w", node, ctx.Err())
-	}
+	e, _ := history.First(es, labelledEvent)
+	return e.At, nil
 }
 
 func (nw *nodeWatch) times(node string) (added, labelled time.Time, ok bool) {
-	nw.mu.Lock()
-	defer nw.mu.Unlock()
-	labelled, ok = nw.labelled[node]
-	return nw.added[node], labelled, ok
-}
-
-func (nw *nodeWatch) count() int {
-	nw.mu.Lock()
-	defer nw.mu.Unlock()
-	return len(nw.labelled)
+	es := nw.rec.Entries(node)
+	first, _ := history.First(es, watched)
+	l, ok := history.First(es, labelledEvent)
+	return first.At, l.At, ok
 }
 
 // verifiedEvents returns how many of the nodes have a Verified Event: the one Event an agent

@@ -83,7 +83,7 @@ func run(ctx context.Context, cfg config, out screen) (err error) {
 		return err
 	}
 	tr := newTracker()
-	stopWatch, err := watchCluster(ctx, c.Client(), f.Name(), tr)
+	stopWatch, err := watchCluster(ctx, c.Client(), f, tr)
 	if err != nil {
 		return fmt.Errorf("watch nodes and pods: %w", err)
 	}

@@ -3,9 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
-	"slices"
 	"time"
+
+	"github.com/nodeready/nodeready/e2e/framework/stats"
 )
 
 // summaryRow is one node's line of the summary.
@@ -38,18 +38,6 @@ func summarize(r nodeRecord) summaryRow {
 		s.Exit = fmt.Sprintf("%d crashes", r.Crashes)
 	}
 	return s
-}
-
-// percentile returns the nearest-rank p-th percentile (0 < p <= 100) of ds: the smallest
-// value that at least p% of the values are less than or equal to. It returns 0 for no values.
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	sorted := slices.Clone(ds)
-	slices.Sort(sorted)
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
 // writeSummary prints the table of per-node timings with their p50 and max, and what the
@@ -92,7 +80,7 @@ func writeSummary(w io.Writer, recs []nodeRecord, settle string) {
 			if len(ds) == 0 {
 				return "-"
 			}
-			return formatDuration(percentile(ds, q.p))
+			return formatDuration(stats.Percentile(ds, q.p))
 		}
 		table = append(table, []string{q.name, stat(toVerified), stat(toDeleted), stat(toExited), ""})
 	}

@@ -2,91 +2,61 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/history"
 	"github.com/nodeready/nodeready/e2e/framework/karpenter"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 )
 
-// watchCluster feeds the tracker from informers on the fleet's Nodes and on the agent Pods
-// until ctx ends. It returns once both informers have synced; the returned function stops
-// them and waits until their handlers have returned.
-func watchCluster(ctx context.Context, client kubernetes.Interface, fleet string, tr *tracker) (stop func(), err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	nodes := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = harness.FleetLabel + "=" + fleet }))
-	pods := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithNamespace(harness.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = harness.AgentSelector }))
-	stop = func() {
-		cancel()
-		nodes.Shutdown()
-		pods.Shutdown()
-	}
+// agentPod is what the tracker needs of one version of an agent pod.
+type agentPod struct {
+	node              string // podNode
+	uid               types.UID
+	running, deleting bool
+}
 
-	onNode := func(obj any) {
+// watchCluster feeds the tracker from the fleet's History of its Nodes and from a history of
+// the agent Pods, until stop. It returns once the agent Pods are listed; the returned
+// function stops the feed and waits until the tracker is fed no more.
+func watchCluster(ctx context.Context, client kubernetes.Interface, f *harness.Fleet, tr *tracker) (stop func(), err error) {
+	pods, err := history.Record(ctx, history.Pods(client, harness.Namespace, metav1.ListOptions{LabelSelector: harness.AgentSelector}),
+		func(p *corev1.Pod) agentPod {
+			return agentPod{node: podNode(p), uid: p.UID, running: p.Status.Phase == corev1.PodRunning, deleting: p.DeletionTimestamp != nil}
+		})
+	if err != nil {
+		return nil, err
+	}
+	unfollowNodes := f.History().Follow(func(name string, e history.Entry[harness.NodeVersion]) {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: e.State.Labels}, Spec: corev1.NodeSpec{Taints: e.State.Taints}}
 		// A Karpenter node gets its startup taint when Karpenter registers it: it joins the
 		// demo then, as a node born with the taint.
-		if n, ok := obj.(*corev1.Node); ok && registered(n) {
-			tr.Node(n.Name, n.Labels[harness.VerifiedLabel] == "true", hasTaint(n, harness.StartupTaint), kept(n), time.Now())
+		if !e.Deleted && registered(n) {
+			tr.Node(n.Name, n.Labels[harness.VerifiedLabel] == "true", hasTaint(n, harness.StartupTaint), kept(n), e.At)
 		}
-	}
-	_, err = nodes.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    onNode,
-		UpdateFunc: func(_, obj any) { onNode(obj) },
 	})
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	onPod := func(obj any) {
-		if p, ok := obj.(*corev1.Pod); ok {
-			if node := podNode(p); node != "" {
-				tr.Pod(node, p.UID, p.Status.Phase == corev1.PodRunning, p.DeletionTimestamp != nil, time.Now())
-			}
+	unfollowPods := pods.Follow(func(_ string, e history.Entry[agentPod]) {
+		switch p := e.State; {
+		case p.node == "":
+		case e.Deleted:
+			tr.PodGone(p.node, p.uid, e.At)
+		default:
+			tr.Pod(p.node, p.uid, p.running, p.deleting, e.At)
 		}
-	}
-	_, err = pods.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    onPod,
-		UpdateFunc: func(_, obj any) { onPod(obj) },
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if p, ok := obj.(*corev1.Pod); ok {
-				if node := podNode(p); node != "" {
-					tr.PodGone(node, p.UID, time.Now())
-				}
-			}
-		},
 	})
-	if err != nil {
-		stop()
-		return nil, err
-	}
-
-	nodes.Start(ctx.Done())
-	pods.Start(ctx.Done())
-	for _, synced := range []map[reflect.Type]bool{nodes.WaitForCacheSync(ctx.Done()), pods.WaitForCacheSync(ctx.Done())} {
-		for typ, ok := range synced {
-			if !ok {
-				stop()
-				return nil, fmt.Errorf("sync %s informer: %w", typ, ctx.Err())
-			}
-		}
-	}
-	return stop, nil
+	return func() {
+		unfollowNodes()
+		unfollowPods()
+		pods.Stop()
+	}, nil
 }
 
 // pollKubelet feeds the tracker what the kubelet knows: when each agent process started

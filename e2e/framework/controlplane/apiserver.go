@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/nodeready/nodeready/e2e/framework/process"
 )
 
 // ServiceClusterIPRange is the Service CIDR of the control plane.
@@ -67,14 +69,14 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 	return nil
 }
 
-func (cp *ControlPlane) launchAPIServer() (*process, error) {
+func (cp *ControlPlane) launchAPIServer() (*process.Process, error) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	if cp.stopped {
 		return nil, errStopped
 	}
 	if cp.apiServer != nil {
-		if done, _ := cp.apiServer.exited(); !done {
+		if !cp.apiServer.Exited() {
 			return nil, errors.New("already running")
 		}
 	}
@@ -99,7 +101,7 @@ func (cp *ControlPlane) StopAPIServer() error {
 	if p == nil {
 		return errors.New("stop kube-apiserver: not started")
 	}
-	p.stop(stopGrace)
+	p.Stop(stopGrace, nil)
 	return nil
 }
 

@@ -15,6 +15,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nodeready/nodeready/e2e/framework/freeport"
+	"github.com/nodeready/nodeready/e2e/framework/process"
 )
 
 // Options configures a control plane.
@@ -68,10 +71,10 @@ type ControlPlane struct {
 
 	mu        sync.Mutex
 	stopped   bool
-	etcd      *process
-	apiServer *process
-	kcm       *process
-	scheduler *process
+	etcd      *process.Process
+	apiServer *process.Process
+	kcm       *process.Process
+	scheduler *process.Process
 	stopOnce  sync.Once
 }
 
@@ -142,7 +145,7 @@ func (cp *ControlPlane) prepare() error {
 	if cp.pki, err = newPKI(pkiDir, net.ParseIP(cp.apiServerHost())); err != nil {
 		return err
 	}
-	ports, err := freePorts(5)
+	ports, err := freeport.Ports(5)
 	if err != nil {
 		return err
 	}
@@ -202,9 +205,9 @@ func (cp *ControlPlane) Stop() {
 		etcd, apiServer, kcm, scheduler := cp.etcd, cp.apiServer, cp.kcm, cp.scheduler
 		cp.mu.Unlock()
 		// Clients first: with no watches open, the API server exits at once on SIGTERM.
-		stopAll(stopGrace, scheduler, kcm)
-		stopAll(stopGrace, apiServer)
-		stopAll(stopGrace, etcd)
+		process.StopAll(stopGrace, scheduler, kcm)
+		process.StopAll(stopGrace, apiServer)
+		process.StopAll(stopGrace, etcd)
 		os.RemoveAll(cp.workDir)
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/nodeready/nodeready/e2e/framework/process"
 )
 
 // StartForTest starts a control plane for a test or benchmark and stops it at cleanup. The
@@ -54,7 +56,7 @@ func StartForTestWith(t testing.TB, opts Options) *ControlPlane {
 			return
 		}
 		// Read the log before Stop, which would add the shutdown messages to its end.
-		tail := TailFile(filepath.Join(opts.LogDir, "kube-apiserver.log"), 40)
+		tail := process.Tail(filepath.Join(opts.LogDir, "kube-apiserver.log"), 40)
 		cp.Stop()
 		t.Logf("control plane logs kept in %s; last lines of kube-apiserver.log:\n%s", opts.LogDir, tail)
 	})

@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nodeready/nodeready/e2e/framework/process"
 )
 
 const (
@@ -21,11 +23,11 @@ const (
 
 // poll calls check until it returns nil, a watched process exits or timeout passes. The
 // error names the last failed check, which usually says what is wrong.
-func poll(ctx context.Context, timeout time.Duration, watch []*process, check func(context.Context) error) error {
+func poll(ctx context.Context, timeout time.Duration, watch []*process.Process, check func(context.Context) error) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		for _, p := range watch {
-			if err := p.exitError(); err != nil {
+			if err := p.ExitError(); err != nil {
 				return false, err
 			}
 		}
@@ -41,8 +43,8 @@ func poll(ctx context.Context, timeout time.Duration, watch []*process, check fu
 }
 
 // waitHTTPOK waits until url answers 200 OK.
-func waitHTTPOK(ctx context.Context, p *process, client *http.Client, url string, timeout time.Duration) error {
-	return poll(ctx, timeout, []*process{p}, func(ctx context.Context) error {
+func waitHTTPOK(ctx context.Context, p *process.Process, client *http.Client, url string, timeout time.Duration) error {
+	return poll(ctx, timeout, []*process.Process{p}, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err
@@ -62,8 +64,8 @@ func waitHTTPOK(ctx context.Context, p *process, client *http.Client, url string
 
 // waitAPIServerReady waits until /readyz passes, which includes etcd and every post-start hook
 // (RBAC bootstrap roles, priority levels, the system namespaces).
-func (cp *ControlPlane) waitAPIServerReady(ctx context.Context, p *process) error {
-	return poll(ctx, apiServerStartTimeout, []*process{p, cp.etcd}, func(ctx context.Context) error {
+func (cp *ControlPlane) waitAPIServerReady(ctx context.Context, p *process.Process) error {
+	return poll(ctx, apiServerStartTimeout, []*process.Process{p, cp.etcd}, func(ctx context.Context) error {
 		body, err := cp.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
 			return fmt.Errorf("GET /readyz: %w: %s", err, body)
@@ -75,7 +77,7 @@ func (cp *ControlPlane) waitAPIServerReady(ctx context.Context, p *process) erro
 // waitControllerManager waits for the default ServiceAccount of the default namespace, which
 // the controller manager creates once its controllers run.
 func (cp *ControlPlane) waitControllerManager(ctx context.Context) error {
-	return poll(ctx, controllersTimeout, []*process{cp.kcm, cp.apiServer, cp.etcd}, func(ctx context.Context) error {
+	return poll(ctx, controllersTimeout, []*process.Process{cp.kcm, cp.apiServer, cp.etcd}, func(ctx context.Context) error {
 		_, err := cp.client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("ServiceAccount default/default not created yet: %w", err)

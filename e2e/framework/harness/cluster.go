@@ -5,15 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -61,9 +58,6 @@ const (
 	DNSName = "kubernetes.default.svc.cluster.local"
 )
 
-// kubectlTimeout bounds one kubectl run, so a hanging one fails instead of stalling.
-const kubectlTimeout = time.Minute
-
 // Options configures Start. The zero value is a working setup.
 type Options struct {
 	// AgentBinary is the nodeready binary the kubelets run for every agent pod. When empty:
@@ -91,7 +85,6 @@ type Options struct {
 type Cluster struct {
 	cp        *controlplane.ControlPlane
 	repo      string
-	kubectl   string
 	agent     string
 	logDir    string
 	ownLogDir bool   // made by Start, removed by Stop
@@ -131,19 +124,18 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	kubectl := filepath.Join(binDir, "kubectl")
-	if _, err := os.Stat(kubectl); err != nil {
+	// Checked here, as Kubectl runs it (controlplane.ControlPlane.Kubectl), to fail early.
+	if _, err := os.Stat(filepath.Join(binDir, "kubectl")); err != nil {
 		return nil, fmt.Errorf("kubectl: %w; run make control-plane", err)
 	}
 
 	c := &Cluster{
-		repo:    repo,
-		kubectl: kubectl,
-		agent:   agent,
-		logDir:  opts.LogDir,
-		config:  opts.Config,
-		logf:    opts.Logf,
-		fleets:  map[string]*Fleet{},
+		repo:   repo,
+		agent:  agent,
+		logDir: opts.LogDir,
+		config: opts.Config,
+		logf:   opts.Logf,
+		fleets: map[string]*Fleet{},
 	}
 	if c.logf == nil {
 		c.logf = func(string, ...any) {}
@@ -232,19 +224,7 @@ func (c *Cluster) LogDir() string { return c.logDir }
 // Kubectl runs kubectl as the cluster admin and returns its combined output. The error holds
 // the output too.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
-	return c.runKubectl(ctx, nil, args...)
-}
-
-func (c *Cluster) runKubectl(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, kubectlTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, c.kubectl, append([]string{"--kubeconfig", c.cp.Kubeconfig()}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &out, &out
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out.String())
-	}
-	return out.String(), nil
+	return c.cp.Kubectl(ctx, nil, args...)
 }
 
 // LoopbackConfig is what ApplyConfig changes in the shipped configuration so that every
@@ -302,7 +282,7 @@ func (c *Cluster) ApplyConfig(ctx context.Context, overrides map[string]string) 
 	if err != nil {
 		return fmt.Errorf("encode config: %w", err)
 	}
-	res, err := c.runKubectl(ctx, bytes.NewReader(out), "apply", "-f", "-")
+	res, err := c.cp.Kubectl(ctx, bytes.NewReader(out), "apply", "-f", "-")
 	if err != nil {
 		return err
 	}

@@ -225,7 +225,7 @@ func (f *Fleet) LogDir() string { return f.logDir }
 // process ended.
 func (f *Fleet) Kubelet() *kubelet.Kubelet { return f.kubelet }
 
-// History returns the states the fleet's nodes went through since NewFleet.
+// History returns every version of the fleet's nodes since NewFleet, and their states.
 func (f *Fleet) History() *History { return f.history }
 
 // Nodes returns the names of the fleet's nodes, in the order they were added.

@@ -1,40 +1,28 @@
 package harness
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
-	"strconv"
 	"strings"
+
+	"github.com/nodeready/nodeready/e2e/framework/promtext"
 )
 
-// Scrape returns the value of an unlabelled metric, such as nodeready_rounds_total, from
-// the /metrics of the agent at addr (kubelet.PodInfo.MetricsAddr): the agent's own account of
-// its rounds and failures, read the way Prometheus would.
+// Scrape returns the value of one series, such as nodeready_rounds_total or
+// nodeready_node_patches_total{result="error"} (promtext.Sample.Key), from the /metrics of
+// the agent at addr (kubelet.PodInfo.MetricsAddr): the agent's own account of its rounds and
+// failures, read the way Prometheus would.
 func Scrape(ctx context.Context, addr, metric string) (float64, error) {
 	url := "http://" + addr + "/metrics"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	name, _, _ := strings.Cut(metric, "{")
+	samples, err := promtext.Scrape(ctx, url, name)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := http.DefaultClient.Do(req) // the error names the method and URL
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if ok && name == metric {
-			return strconv.ParseFloat(value, 64)
+	for _, s := range samples {
+		if s.Key() == metric {
+			return s.Value, nil
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("read %s: %w", url, err)
 	}
 	return 0, fmt.Errorf("no metric %s at %s", metric, url)
 }

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nodeready/nodeready/e2e/framework/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/process"
 )
 
 // LogsEnv, when set, names a directory where StartForTest keeps every log, also after a
@@ -66,7 +66,7 @@ func StartForTest(t testing.TB, opts Options) *Cluster {
 		}
 		// Read the log before Stop, which would add the shutdown messages to its end.
 		apiServerLog := filepath.Join(c.ControlPlane().LogDir(), "kube-apiserver.log")
-		tail := controlplane.TailFile(apiServerLog, 40)
+		tail := process.Tail(apiServerLog, 40)
 		c.Stop()
 		t.Logf("logs kept in %s; last lines of %s:\n%s", c.LogDir(), apiServerLog, tail)
 	})

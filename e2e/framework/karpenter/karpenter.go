@@ -8,9 +8,7 @@ package karpenter
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,7 +19,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodeready/nodeready/e2e/framework/freeport"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/process"
 )
 
 // Version is the Karpenter release that e2e/build/karpenter/go.mod pins (version_test.go
@@ -47,10 +47,7 @@ const startTimeout = 2 * time.Minute
 
 // Karpenter is a running Karpenter process.
 type Karpenter struct {
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	err     error // the process's end, once done is closed
+	proc *process.Process
 }
 
 // Dir returns the directory that holds Karpenter's bin/karpenter and crds/.
@@ -85,16 +82,11 @@ func Start(ctx context.Context, c *harness.Cluster) (*Karpenter, error) {
 		return nil, err
 	}
 
-	ports, err := freePorts(2)
+	ports, err := freeport.Ports(2)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("karpenter: %w", err)
 	}
 	logPath := filepath.Join(c.LogDir(), "karpenter.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("karpenter: open log: %w", err)
-	}
-	defer logf.Close() // the child has its own copy
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(),
 		"KUBECONFIG="+c.ControlPlane().Kubeconfig(),
@@ -107,22 +99,15 @@ func Start(ctx context.Context, c *harness.Cluster) (*Karpenter, error) {
 		"BATCH_MAX_DURATION="+batchMax.String(),
 		"LOG_LEVEL=debug",
 	)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("karpenter: start: %w", err)
+	proc, err := process.Start(cmd, process.Options{Name: "karpenter", LogPath: logPath})
+	if err != nil {
+		return nil, fmt.Errorf("karpenter: %w", err)
 	}
-	k := &Karpenter{cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		k.err = cmd.Wait()
-		close(k.done)
-	}()
+	k := &Karpenter{proc: proc}
 	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1])
 	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		select {
-		case <-k.done:
-			return false, fmt.Errorf("karpenter exited: %v", k.err)
-		default:
+		if err := proc.ExitError(); err != nil {
+			return false, err
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, ready, nil)
 		if err != nil {
@@ -143,48 +128,19 @@ func Start(ctx context.Context, c *harness.Cluster) (*Karpenter, error) {
 }
 
 // LogPath returns Karpenter's log file.
-func (k *Karpenter) LogPath() string { return k.logPath }
+func (k *Karpenter) LogPath() string { return k.proc.LogPath }
 
 // Pause stops the Karpenter process (SIGSTOP) until Resume: whatever it was about to write,
 // such as a registration, waits.
-func (k *Karpenter) Pause() error { return k.cmd.Process.Signal(syscall.SIGSTOP) }
+func (k *Karpenter) Pause() error { return k.proc.Cmd.Process.Signal(syscall.SIGSTOP) }
 
 // Resume continues a paused Karpenter.
-func (k *Karpenter) Resume() error { return k.cmd.Process.Signal(syscall.SIGCONT) }
+func (k *Karpenter) Resume() error { return k.proc.Cmd.Process.Signal(syscall.SIGCONT) }
 
 // Stop ends Karpenter: SIGTERM, then SIGKILL after 10 s. It is idempotent.
 func (k *Karpenter) Stop() {
-	select {
-	case <-k.done:
-		return
-	default:
+	if !k.proc.Exited() {
+		_ = k.proc.Cmd.Process.Signal(syscall.SIGCONT) // a paused Karpenter could not act on SIGTERM
 	}
-	_ = k.cmd.Process.Signal(syscall.SIGCONT)
-	_ = k.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-k.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL)
-		<-k.done
-	}
-}
-
-// freePorts returns n loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, errors.Join(errors.New("karpenter: find a free port"), err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
+	k.proc.Stop(10*time.Second, nil)
 }

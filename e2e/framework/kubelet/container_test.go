@@ -125,12 +125,12 @@ func TestPodStatusWithInitContainers(t *testing.T) {
 	require.Len(t, s.InitContainerStatuses, 2)
 	assert.Equal(t, "PodInitializing", s.ContainerStatuses[0].State.Waiting.Reason)
 
-	p.setInitRunning(0, &process{started: t0, cmd: fakeCmd(40)}, false)
+	p.setInitRunning(0, fakeProc(40, t0, time.Time{}), false)
 	s = p.status(s, t0)
 	require.NotNil(t, s.InitContainerStatuses[0].State.Running)
 
 	// The first fails and is restarted; then both complete.
-	p.setInitTerminated(0, &process{started: t0, finished: t0, cmd: fakeCmd(40)}, 1)
+	p.setInitTerminated(0, fakeProc(40, t0, t0), 1)
 	p.setInitWaiting(0, "CrashLoopBackOff", "back-off")
 	s = p.status(s, t0)
 	assert.Equal(t, "CrashLoopBackOff", s.InitContainerStatuses[0].State.Waiting.Reason)
@@ -138,8 +138,8 @@ func TestPodStatusWithInitContainers(t *testing.T) {
 	assert.Equal(t, corev1.ConditionFalse, conditionOf(s, corev1.PodInitialized))
 
 	for i := range 2 {
-		p.setInitRunning(i, &process{started: t0, cmd: fakeCmd(41 + i)}, i == 0)
-		p.setInitTerminated(i, &process{started: t0, finished: t0, cmd: fakeCmd(41 + i)}, 0)
+		p.setInitRunning(i, fakeProc(41+i, t0, time.Time{}), i == 0)
+		p.setInitTerminated(i, fakeProc(41+i, t0, t0), 0)
 	}
 	s = p.status(s, t0)
 	assert.Equal(t, corev1.ConditionTrue, conditionOf(s, corev1.PodInitialized))

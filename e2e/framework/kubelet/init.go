@@ -47,11 +47,11 @@ func (k *Kubelet) runInitContainers(ctx context.Context, p *pod, dir string, vol
 			}
 			p.setInitRunning(i, proc, run > 0)
 			k.status.Add(p.uid)
-			log.Info("Started init container", "container", c.Name, "pid", proc.cmd.Process.Pid, "run", run+1)
+			log.Info("Started init container", "container", c.Name, "pid", proc.Cmd.Process.Pid, "run", run+1)
 
 			stopped := k.awaitInit(ctx, p, proc)
-			code := proc.exitCode()
-			p.initEnded(InitRun{Container: c.Name, Image: c.Image, Code: code, Started: proc.started, Finished: proc.finished})
+			code := proc.ExitCode()
+			p.initEnded(InitRun{Container: c.Name, Image: c.Image, Code: code, Started: proc.Started, Finished: proc.Finished})
 			p.setInitTerminated(i, proc, code)
 			k.status.Add(p.uid)
 			log.Info("Init container exited", "container", c.Name, "code", code, "stopped", stopped)
@@ -98,16 +98,16 @@ func (k *Kubelet) startInit(ctx context.Context, p *pod, api *corev1.Pod, c *cor
 func (k *Kubelet) awaitInit(ctx context.Context, p *pod, proc *process) bool {
 	for {
 		select {
-		case <-proc.done:
+		case <-proc.Done():
 			return false
 		case <-ctx.Done():
-			proc.kill()
+			proc.Kill()
 			return true
 		case <-p.changed:
 			if !p.shouldStop() {
 				continue
 			}
-			proc.stop(gracePeriod(p.latest()), ctx.Done())
+			proc.Stop(gracePeriod(p.latest()), ctx.Done())
 			return true
 		}
 	}
@@ -135,8 +135,8 @@ func (p *pod) setInitRunning(i int, proc *process, restart bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := &p.initStatuses[i]
-	s.ContainerID = fmt.Sprintf("simulated://%s-%d", p.uid, proc.cmd.Process.Pid)
-	s.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(proc.started).Rfc3339Copy()}}
+	s.ContainerID = fmt.Sprintf("simulated://%s-%d", p.uid, proc.Cmd.Process.Pid)
+	s.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(proc.Started).Rfc3339Copy()}}
 	s.Started = ptr.To(true)
 	s.Ready = false
 	if restart {
@@ -155,8 +155,8 @@ func (p *pod) setInitTerminated(i int, proc *process, code int) {
 	s.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 		ExitCode:    int32(code),
 		Reason:      reason,
-		StartedAt:   metav1.NewTime(proc.started).Rfc3339Copy(),
-		FinishedAt:  metav1.NewTime(proc.finished).Rfc3339Copy(),
+		StartedAt:   metav1.NewTime(proc.Started).Rfc3339Copy(),
+		FinishedAt:  metav1.NewTime(proc.Finished).Rfc3339Copy(),
 		ContainerID: s.ContainerID,
 	}}
 	s.Started = ptr.To(false)

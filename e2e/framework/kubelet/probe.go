@@ -25,7 +25,7 @@ var probeClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: tru
 func (k *Kubelet) probe(ctx context.Context, p *pod, c *corev1.Container, proc *process, unhealthy chan<- struct{}) {
 	readiness, liveness := c.ReadinessProbe, c.LivenessProbe
 	var successes, failures, liveFailures int32
-	nextLiveness := proc.started.Add(seconds(liveness, func(pr *corev1.Probe) int32 { return pr.InitialDelaySeconds }, 0))
+	nextLiveness := proc.Started.Add(seconds(liveness, func(pr *corev1.Probe) int32 { return pr.InitialDelaySeconds }, 0))
 
 	t := time.NewTicker(readinessInterval)
 	defer t.Stop()
@@ -113,7 +113,7 @@ func (k *Kubelet) probeOnce(ctx context.Context, pr *corev1.Probe, c *corev1.Con
 			return false
 		}
 		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Env, cmd.Dir = proc.cmd.Env, proc.cmd.Dir
+		cmd.Env, cmd.Dir = proc.Cmd.Env, proc.Cmd.Dir
 		return cmd.Run() == nil
 	default:
 		k.log.Warn("Unsupported probe kind fails", "container", c.Name)

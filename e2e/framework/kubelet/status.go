@@ -220,7 +220,7 @@ func (p *pod) containerState() (corev1.ContainerState, bool, bool) {
 	case p.finished && last >= 0:
 		return corev1.ContainerState{Terminated: &p.ends[last]}, false, false
 	case p.proc != nil:
-		return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(p.proc.started).Rfc3339Copy()}}, true, p.ready
+		return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(p.proc.Started).Rfc3339Copy()}}, true, p.ready
 	case !p.simStarted.IsZero():
 		return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(p.simStarted).Rfc3339Copy()}}, true, p.ready
 	case p.waiting != nil:

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	supervisor "github.com/nodeready/nodeready/e2e/framework/process" // process names the type below
 )
 
 func TestPodStatus(t *testing.T) {
@@ -31,7 +33,7 @@ func TestPodStatus(t *testing.T) {
 
 	// Running, not ready yet.
 	t1 := t0.Add(time.Second)
-	p.setRunning(&process{started: t1, cmd: fakeCmd(41)}, false)
+	p.setRunning(fakeProc(41, t1, time.Time{}), false)
 	s = p.status(s, t1)
 	assert.Equal(t, corev1.PodRunning, s.Phase)
 	cs := s.ContainerStatuses[0]
@@ -55,7 +57,7 @@ func TestPodStatus(t *testing.T) {
 	p.ends = append(p.ends, corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"})
 	p.proc = nil
 	p.mu.Unlock()
-	p.setRunning(&process{started: t2, cmd: fakeCmd(42)}, true)
+	p.setRunning(fakeProc(42, t2, time.Time{}), true)
 	s = p.status(s, t2)
 	cs = s.ContainerStatuses[0]
 	assert.EqualValues(t, 1, cs.RestartCount)
@@ -96,5 +98,9 @@ func transitionOf(s corev1.PodStatus, t corev1.PodConditionType) metav1.Time {
 	return metav1.Time{}
 }
 
-// fakeCmd stands for a started process with the given pid; status only reads the pid.
-func fakeCmd(pid int) *exec.Cmd { return &exec.Cmd{Process: &os.Process{Pid: pid}} }
+// fakeProc stands for a process with the given pid, started (and finished, unless zero) at
+// the given times: all that status reads of it.
+func fakeProc(pid int, started, finished time.Time) *process {
+	cmd := &exec.Cmd{Process: &os.Process{Pid: pid}}
+	return &process{Process: &supervisor.Process{Cmd: cmd, Started: started, Finished: finished}}
+}

@@ -13,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeready/nodeready/e2e/framework/freeport"
 )
 
 const (
@@ -96,7 +98,7 @@ func (k *Kubelet) runPod(ctx context.Context, p *pod) {
 		p.setRunning(proc, run > 0)
 		run++
 		k.status.Add(p.uid)
-		log.Info("Started container", "pid", proc.cmd.Process.Pid, "metrics", proc.metricsAddr, "run", run)
+		log.Info("Started container", "pid", proc.Cmd.Process.Pid, "metrics", proc.metricsAddr, "run", run)
 
 		switch k.supervise(ctx, p, proc, log) {
 		case endStopped, endAbandoned:
@@ -128,7 +130,7 @@ func (k *Kubelet) startContainer(ctx context.Context, p *pod, dir string, vols m
 			return nil, &startError{"CreateContainerConfigError", fmt.Errorf("%s=%q is not a port: %w", metricsPortEnv, v, err)}
 		}
 	}
-	port, err := freePort()
+	port, err := freeport.Port()
 	if err != nil {
 		return nil, &startError{"RunContainerError", err}
 	}
@@ -164,12 +166,12 @@ func (k *Kubelet) supervise(ctx context.Context, p *pod, proc *process, log *slo
 
 	for {
 		select {
-		case <-proc.done:
+		case <-proc.Done():
 			k.recordExit(p, proc, false, false, log)
 			return endCrashed
 		case <-unhealthy:
 			log.Warn("Liveness probe failed, restarting container")
-			killed := proc.stop(gracePeriod(p.latest()), ctx.Done())
+			killed := proc.Stop(gracePeriod(p.latest()), ctx.Done())
 			if ctx.Err() != nil {
 				p.setRunning(nil, false)
 				return endAbandoned
@@ -181,14 +183,14 @@ func (k *Kubelet) supervise(ctx context.Context, p *pod, proc *process, log *slo
 				continue
 			}
 			select {
-			case <-proc.done: // it ended on its own just before
+			case <-proc.Done(): // it ended on its own just before
 				k.recordExit(p, proc, false, false, log)
 				return endStopped
 			default:
 			}
 			grace := gracePeriod(p.latest())
 			log.Info("Stopping container", "grace", grace)
-			killed := proc.stop(grace, ctx.Done())
+			killed := proc.Stop(grace, ctx.Done())
 			if ctx.Err() != nil {
 				p.setRunning(nil, false)
 				return endAbandoned
@@ -196,7 +198,7 @@ func (k *Kubelet) supervise(ctx context.Context, p *pod, proc *process, log *slo
 			k.recordExit(p, proc, true, killed, log)
 			return endStopped
 		case <-ctx.Done():
-			proc.kill()
+			proc.Kill()
 			p.setRunning(nil, false)
 			log.Info("Killed container: node removed or kubelet stopped")
 			return endAbandoned
@@ -242,7 +244,7 @@ func (k *Kubelet) recordExit(p *pod, proc *process, signaled, killed bool, log *
 	api := p.latest()
 	e := Exit{
 		Node: p.node, Namespace: api.Namespace, Pod: api.Name, UID: p.uid,
-		Code: proc.exitCode(), Signaled: signaled, Killed: killed, At: proc.finished,
+		Code: proc.ExitCode(), Signaled: signaled, Killed: killed, At: proc.Finished,
 	}
 	reason := "Completed"
 	if e.Code != 0 {
@@ -253,8 +255,8 @@ func (k *Kubelet) recordExit(p *pod, proc *process, signaled, killed bool, log *
 	p.ends = append(p.ends, corev1.ContainerStateTerminated{
 		ExitCode:    int32(e.Code),
 		Reason:      reason,
-		StartedAt:   metav1.NewTime(proc.started).Rfc3339Copy(),
-		FinishedAt:  metav1.NewTime(proc.finished).Rfc3339Copy(),
+		StartedAt:   metav1.NewTime(proc.Started).Rfc3339Copy(),
+		FinishedAt:  metav1.NewTime(proc.Finished).Rfc3339Copy(),
 		ContainerID: p.containerID,
 	})
 	p.proc, p.ready = nil, false
@@ -292,10 +294,10 @@ func (p *pod) setRunning(proc *process, restart bool) {
 		return
 	}
 	if p.firstStart.IsZero() {
-		p.firstStart = proc.started
+		p.firstStart = proc.Started
 	}
 	p.waiting = nil
-	p.containerID = fmt.Sprintf("simulated://%s-%d", p.uid, proc.cmd.Process.Pid)
+	p.containerID = fmt.Sprintf("simulated://%s-%d", p.uid, proc.Cmd.Process.Pid)
 	if restart {
 		p.restarts++
 	}

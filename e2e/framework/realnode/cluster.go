@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
@@ -33,7 +31,6 @@ type Cluster struct {
 	Images   Images
 	NodeName string
 	repo     string
-	kubectl  string
 	logf     func(format string, args ...any)
 }
 
@@ -83,11 +80,6 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	}); err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
-	binDir, err := controlplane.DefaultBinDir()
-	if err != nil {
-		return nil, err
-	}
-	c.kubectl = filepath.Join(binDir, "kubectl")
 	if err = DeployCoreDNS(ctx, c.CP.Client(), c.Images.CoreDNS); err != nil {
 		return nil, err
 	}
@@ -122,13 +114,7 @@ func (c *Cluster) Install(ctx context.Context) error {
 
 // Kubectl runs kubectl as the cluster admin and returns its output; the error holds it too.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, c.kubectl, append([]string{"--kubeconfig", c.CP.Kubeconfig()}, args...)...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out), nil
+	return c.CP.Kubectl(ctx, nil, args...)
 }
 
 // Stop stops the node (and puts back what it changed on the machine), the registry and the

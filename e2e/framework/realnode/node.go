@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
+	"github.com/nodeready/nodeready/e2e/framework/process"
 )
 
 // Options configures a node.
@@ -32,8 +33,8 @@ type Node struct {
 	before  string   // MachineState once a killed run's leftovers are gone
 	dir     string
 	nsPid   int
-	holder  *process
-	daemons []*process // started in order, stopped in reverse
+	holder  *process.Process
+	daemons []*process.Process // started in order, stopped in reverse
 }
 
 // Prepare cleans what a killed run left, then creates the node's cgroups, namespaces and
@@ -82,9 +83,9 @@ func (n *Node) prepare() error {
 	if err != nil {
 		return err
 	}
-	n.holder, n.nsPid = holder, holder.cmd.Process.Pid
+	n.holder, n.nsPid = holder, holder.Cmd.Process.Pid
 	if err := waitFor(10*time.Second, func() error {
-		if err := holder.exited(); err != nil {
+		if err := holder.ExitError(); err != nil {
 			return backoffStop{err}
 		}
 		_, err := os.Stat(ready)
@@ -131,7 +132,7 @@ func (n *Node) Start(ctx context.Context, cp *controlplane.ControlPlane, registr
 	}
 	n.daemons = append(n.daemons, c)
 	if err := waitFor(30*time.Second, func() error {
-		if err := c.exited(); err != nil {
+		if err := c.ExitError(); err != nil {
 			return backoffStop{err}
 		}
 		_, err := os.Stat(socketPath(ctrd))
@@ -166,7 +167,7 @@ func (n *Node) Start(ctx context.Context, cp *controlplane.ControlPlane, registr
 
 	return waitFor(2*time.Minute, func() error {
 		for _, d := range n.daemons {
-			if err := d.exited(); err != nil {
+			if err := d.ExitError(); err != nil {
 				return backoffStop{err}
 			}
 		}
@@ -195,7 +196,7 @@ func (n *Node) StartPlugin(name string, argv ...string) error {
 // Exited reports a daemon that exited, or nil.
 func (n *Node) Exited() error {
 	for _, d := range n.daemons {
-		if err := d.exited(); err != nil {
+		if err := d.ExitError(); err != nil {
 			return err
 		}
 	}
@@ -206,10 +207,10 @@ func (n *Node) Exited() error {
 // its cgroups, network and files. Mounts end with the node's mount namespace.
 func (n *Node) Stop() error {
 	for i := len(n.daemons) - 1; i >= 0; i-- {
-		n.daemons[i].stop(5 * time.Second)
+		n.daemons[i].Stop(5*time.Second, nil)
 	}
 	if n.holder != nil {
-		n.holder.stop(time.Second)
+		n.holder.Stop(time.Second, nil)
 	}
 	errs := []error{cleanCgroups()}
 	teardownNetwork()

@@ -12,7 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/nodeready/nodeready/e2e/framework/history"
 )
 
 // Timeline is the critical path of a new node's verification, as seen from the API (the time
@@ -58,31 +59,53 @@ type Step struct {
 	Took time.Duration
 }
 
-// Recorder watches the node, the agent pods and the Events from Record until Wait.
+// Recorder records the node, the agent pods and the Pulled Events from Record until Wait;
+// the Timeline is the first time each step was seen.
 type Recorder struct {
-	mu     sync.Mutex
-	t      Timeline
+	node   string
+	nodes  *history.Recorder[bool] // Ready
+	pods   *history.Recorder[agentPod]
+	pulled *history.Recorder[string] // the pod an Event is about
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	mu                     sync.Mutex
+	agentStarted, released time.Time // from the container log
 }
+
+// agentPod is what the timeline needs of one version of an agent pod.
+type agentPod struct{ bound, started bool }
 
 // Record starts recording the first agent pod's path on the cluster's node.
 func (c *Cluster) Record(ctx context.Context) (*Recorder, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	r := &Recorder{cancel: cancel, done: make(chan struct{})}
+	r := &Recorder{node: c.NodeName, cancel: cancel, done: make(chan struct{})}
 	podLogsDir := c.Node.PodLogsDir()
 	client := c.CP.Client()
-	nodes, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + c.NodeName})
-	if err != nil {
-		cancel()
-		return nil, err
+	var err error
+	r.nodes, err = history.Record(ctx, history.Nodes(client, metav1.ListOptions{FieldSelector: "metadata.name=" + c.NodeName}),
+		func(n *corev1.Node) bool {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					return true
+				}
+			}
+			return false
+		})
+	if err == nil {
+		r.pods, err = history.Record(ctx, history.Pods(client, "kube-system", metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=nodeready"}),
+			func(p *corev1.Pod) agentPod {
+				a := agentPod{bound: p.Spec.NodeName != ""}
+				for _, cs := range p.Status.ContainerStatuses {
+					a.started = a.started || cs.State.Running != nil || cs.State.Terminated != nil
+				}
+				return a
+			})
 	}
-	pods, err := client.CoreV1().Pods("kube-system").Watch(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=nodeready"})
-	if err != nil {
-		cancel()
-		return nil, err
+	if err == nil {
+		r.pulled, err = history.Record(ctx, history.Events(client, "kube-system", metav1.ListOptions{FieldSelector: "reason=Pulled"}),
+			func(e *corev1.Event) string { return e.InvolvedObject.Name })
 	}
-	events, err := client.CoreV1().Events("kube-system").Watch(ctx, metav1.ListOptions{FieldSelector: "reason=Pulled"})
 	if err != nil {
 		cancel()
 		return nil, err
@@ -98,56 +121,13 @@ func (c *Cluster) Record(ctx context.Context) (*Recorder, error) {
 				return
 			case <-readLog.C:
 				r.mu.Lock()
-				pod, need := r.t.Pod, r.t.Released.IsZero()
+				need := r.released.IsZero()
 				r.mu.Unlock()
-				if pod != "" && need {
+				if pod := r.pod(); pod != "" && need {
 					if started, released, err := agentTimes(podLogsDir, pod); err == nil {
 						r.mu.Lock()
-						r.t.AgentStarted, r.t.Released = started, released
+						r.agentStarted, r.released = started, released
 						r.mu.Unlock()
-					}
-				}
-			case ev := <-nodes.ResultChan():
-				if n, ok := ev.Object.(*corev1.Node); ok {
-					for _, cond := range n.Status.Conditions {
-						if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-							r.mark(&r.t.NodeReady)
-						}
-					}
-				}
-			case ev := <-pods.ResultChan():
-				p, ok := ev.Object.(*corev1.Pod)
-				if !ok {
-					continue
-				}
-				r.mu.Lock()
-				if r.t.Pod == "" {
-					r.t.Pod = p.Name
-				}
-				mine := r.t.Pod == p.Name
-				r.mu.Unlock()
-				if !mine {
-					continue
-				}
-				r.mark(&r.t.PodCreated)
-				if p.Spec.NodeName != "" {
-					r.mark(&r.t.PodBound)
-				}
-				for _, cs := range p.Status.ContainerStatuses {
-					if cs.State.Running != nil || cs.State.Terminated != nil {
-						r.mark(&r.t.ContainerStarted)
-					}
-				}
-				if ev.Type == watch.Deleted {
-					r.mark(&r.t.PodGone)
-				}
-			case ev := <-events.ResultChan():
-				if e, ok := ev.Object.(*corev1.Event); ok {
-					r.mu.Lock()
-					mine := e.InvolvedObject.Name == r.t.Pod
-					r.mu.Unlock()
-					if mine {
-						r.mark(&r.t.ImagePulled)
 					}
 				}
 			}
@@ -156,38 +136,68 @@ func (c *Cluster) Record(ctx context.Context) (*Recorder, error) {
 	return r, nil
 }
 
-// mark sets *at to now, once.
-func (r *Recorder) mark(at *time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if at.IsZero() {
-		*at = time.Now()
+// pod is the first agent pod seen: the one the timeline follows.
+func (r *Recorder) pod() string {
+	if names := r.pods.Names(); len(names) > 0 {
+		return names[0]
 	}
+	return ""
 }
+
+// timeline is the first time each step was seen so far.
+func (r *Recorder) timeline() Timeline {
+	t := Timeline{Pod: r.pod()}
+	t.NodeReady = atOf(r.nodes.First(r.node, func(e history.Entry[bool]) bool { return e.State }))
+	if t.Pod != "" {
+		t.PodCreated = atOf(r.pods.First(t.Pod, func(history.Entry[agentPod]) bool { return true }))
+		t.PodBound = atOf(r.pods.First(t.Pod, func(e history.Entry[agentPod]) bool { return e.State.bound }))
+		t.ContainerStarted = atOf(r.pods.First(t.Pod, func(e history.Entry[agentPod]) bool { return e.State.started }))
+		t.PodGone = atOf(r.pods.First(t.Pod, func(e history.Entry[agentPod]) bool { return e.Deleted }))
+		for _, name := range r.pulled.Names() {
+			e, ok := r.pulled.First(name, func(e history.Entry[string]) bool { return e.State == t.Pod })
+			if ok && (t.ImagePulled.IsZero() || e.At.Before(t.ImagePulled)) {
+				t.ImagePulled = e.At
+			}
+		}
+	}
+	r.mu.Lock()
+	t.AgentStarted, t.Released = r.agentStarted, r.released
+	r.mu.Unlock()
+	return t
+}
+
+// atOf is the time of First's entry, zero if none.
+func atOf[S any](e history.Entry[S], _ bool) time.Time { return e.At }
 
 // Wait waits until the pod is gone (or ctx ends) and returns the timeline.
 func (r *Recorder) Wait(ctx context.Context) (Timeline, error) {
+	defer r.stop()
 	for {
-		r.mu.Lock()
-		t := r.t
-		r.mu.Unlock()
+		t := r.timeline()
 		if !t.PodGone.IsZero() {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			r.cancel()
 			return t, fmt.Errorf("agent pod %q not gone: %w", t.Pod, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	r.cancel()
-	<-r.done
-	t := r.t
+	r.stop()
+	t := r.timeline()
 	if t.Released.IsZero() {
 		return t, fmt.Errorf("no release in the container log of %s", t.Pod)
 	}
 	return t, nil
+}
+
+// stop ends the watches and the log reader and waits for them.
+func (r *Recorder) stop() {
+	r.cancel()
+	<-r.done
+	r.nodes.Stop()
+	r.pods.Stop()
+	r.pulled.Stop()
 }
 
 // agentTimes reads the kubelet's timestamps of the agent's start and release lines.

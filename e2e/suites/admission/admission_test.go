@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -468,22 +467,17 @@ func install(t *testing.T, cp *controlplane.ControlPlane, file string, canaryLab
 	t.Logf("%s in force %v after kubectl apply (%d dry-run canary creates)", file, time.Since(start).Round(time.Millisecond), attempts)
 }
 
+// kubectl runs kubectl against the control plane, with input on stdin when one is given.
 func kubectl(t *testing.T, cp *controlplane.ControlPlane, args ...string) string {
 	t.Helper()
 	return kubectlWithInput(t, cp, "", args...)
 }
 
-// kubectlWithInput runs kubectl against the control plane with input on stdin.
 func kubectlWithInput(t *testing.T, cp *controlplane.ControlPlane, input string, args ...string) string {
 	t.Helper()
-	binDir, err := controlplane.DefaultBinDir()
+	out, err := cp.Kubectl(t.Context(), strings.NewReader(input), args...)
 	require.NoError(t, err)
-	args = append([]string{"--kubeconfig", cp.Kubeconfig()}, args...)
-	cmd := exec.CommandContext(t.Context(), filepath.Join(binDir, "kubectl"), args...)
-	cmd.Stdin = strings.NewReader(input)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "kubectl %s: %s", strings.Join(args[2:], " "), out)
-	return string(out)
+	return out
 }
 
 func createNode(t *testing.T, c kubernetes.Interface, name string, labels map[string]string, taints []corev1.Taint) {

@@ -4,12 +4,10 @@ import (
 	"context"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -143,7 +141,7 @@ func TestApplyExampleOverlay(t *testing.T) {
 	// The own-node policy follows the ServiceAccount to its namespace: the agent's identity,
 	// as if from another node's pod, is refused a write that RBAC alone would let through.
 	sa := "system:serviceaccount:" + kustomize.NewNamespace + ":nodeready"
-	out, err = kubectlErr(t, cp, "--as", sa, "--as-group", "system:serviceaccounts", "--as-group", "system:authenticated",
+	out, err = cp.Kubectl(t.Context(), nil, "--as", sa, "--as-group", "system:serviceaccounts", "--as-group", "system:authenticated",
 		"--as-user-extra", "authentication.kubernetes.io/node-name=another-node", "label", "node", node, kustomize.NewLabel+"-")
 	require.Error(t, err, out)
 	assert.Contains(t, out, "nodeready: write to node "+node+" refused: the agent on node another-node may change only its own node")
@@ -166,31 +164,21 @@ func TestApplyPrefixedOverlay(t *testing.T) {
 	sa := "system:serviceaccount:" + kustomize.NewNamespace + ":prod-nodeready"
 	var last string
 	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
-		out, err := kubectlErr(t, cp, "--as", sa, "--as-group", "system:serviceaccounts", "--as-group", "system:authenticated",
+		out, err := cp.Kubectl(t.Context(), nil, "--as", sa, "--as-group", "system:serviceaccounts", "--as-group", "system:authenticated",
 			"--as-user-extra", "authentication.kubernetes.io/node-name=another-node", "label", "node", "prefixed-0", "--dry-run=server", "example.com/x=y")
 		last = out
 		return err != nil && strings.Contains(out, "nodeready: write to node prefixed-0 refused: the agent on node another-node may change only its own node"), nil
 	})
 	require.NoError(t, err, "the own-node policy never refused the renamed ServiceAccount; last answer %s", last)
 	// Not RBAC: the same identity may write its own node's condition-free fields it owns.
-	out, err = kubectlErr(t, cp, "--as", sa, "--as-group", "system:serviceaccounts", "--as-group", "system:authenticated",
+	out, err = cp.Kubectl(t.Context(), nil, "--as", sa, "--as-group", "system:serviceaccounts", "--as-group", "system:authenticated",
 		"--as-user-extra", "authentication.kubernetes.io/node-name=prefixed-0", "label", "node", "prefixed-0", "--dry-run=server", "node-ready/verified=true")
 	require.NoError(t, err, "the agent's own label on its own node: %s", out)
 }
 
 func kubectl(t *testing.T, cp *controlplane.ControlPlane, args ...string) string {
 	t.Helper()
-	out, err := kubectlErr(t, cp, args...)
+	out, err := cp.Kubectl(t.Context(), nil, args...)
 	require.NoError(t, err, out)
 	return out
-}
-
-// kubectlErr runs kubectl as the cluster admin, or as whom the args say, and returns its
-// combined output.
-func kubectlErr(t *testing.T, cp *controlplane.ControlPlane, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, kustomize.KubectlPath(t), append([]string{"--kubeconfig", cp.Kubeconfig()}, args...)...).CombinedOutput()
-	return string(out), err
 }

@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/karpenter"
+	"github.com/nodeready/nodeready/e2e/framework/process"
 )
 
 // startForTest starts Karpenter for the test and stops it at cleanup; after a failure it
@@ -28,7 +28,7 @@ func startForTest(t *testing.T, c *harness.Cluster) *karpenter.Karpenter {
 	t.Cleanup(func() {
 		k.Stop()
 		if t.Failed() {
-			t.Logf("last lines of %s:\n%s", k.LogPath(), controlplane.TailFile(k.LogPath(), 40))
+			t.Logf("last lines of %s:\n%s", k.LogPath(), process.Tail(k.LogPath(), 40))
 		}
 	})
 	return k

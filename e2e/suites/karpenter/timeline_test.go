@@ -13,12 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/history"
 	"github.com/nodeready/nodeready/e2e/framework/karpenter"
 )
 
@@ -67,48 +66,25 @@ func watchTimeline(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool
 func watchTimelineTaint(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool, app string, taint corev1.Taint) *timeline {
 	t.Helper()
 	tl := &timeline{start: time.Now(), taint: taint, launches: map[string]*launch{}, pending: map[string]time.Time{}, running: map[string]time.Time{}, podNode: map[string]string{}}
-	ctx := t.Context()
-	claims := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
-		o.LabelSelector = karpenter.NodePoolLabel + "=" + pool
-	})
-	nodes := informers.NewSharedInformerFactoryWithOptions(c.Client(), 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = karpenter.NodePoolLabel + "=" + pool
-	}))
-	pods := informers.NewSharedInformerFactoryWithOptions(c.Client(), 0, informers.WithNamespace(metav1.NamespaceDefault),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = "app=" + app }))
-	handlers := []struct {
-		informer cache.SharedIndexInformer
-		fn       func(any, bool)
-	}{
-		{claims.ForResource(karpenter.NodeClaims).Informer(), tl.claim},
-		{nodes.Core().V1().Nodes().Informer(), tl.node},
-		{pods.Core().V1().Pods().Informer(), tl.pod},
-	}
-	for _, h := range handlers {
-		_, err := h.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { h.fn(obj, false) },
-			UpdateFunc: func(_, obj any) { h.fn(obj, false) },
-			DeleteFunc: func(obj any) {
-				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-					obj = d.Obj
-				}
-				h.fn(obj, true)
-			},
-		})
-		if err != nil {
-			t.Fatalf("watch: %v", err)
-		}
-	}
-	claims.Start(ctx.Done())
-	nodes.Start(ctx.Done())
-	pods.Start(ctx.Done())
-	t.Cleanup(func() { claims.Shutdown(); nodes.Shutdown(); pods.Shutdown() })
-	for _, h := range handlers {
-		if !cache.WaitForCacheSync(ctx.Done(), h.informer.HasSynced) {
-			t.Fatal("watch: caches did not sync")
-		}
-	}
+	pooled := metav1.ListOptions{LabelSelector: karpenter.NodePoolLabel + "=" + pool}
+	claimsSrc := history.From("NodeClaims", dyn.Resource(karpenter.NodeClaims), pooled)
+	// Each history keeps the objects themselves; the timeline follows them as they come.
+	follow[*unstructured.Unstructured](t, claimsSrc, tl.claim)
+	follow[*corev1.Node](t, history.Nodes(c.Client(), pooled), tl.node)
+	follow[*corev1.Pod](t, history.Pods(c.Client(), metav1.NamespaceDefault, metav1.ListOptions{LabelSelector: "app=" + app}), tl.pod)
 	return tl
+}
+
+// follow records src until the test ends and calls fn with every version of its objects as
+// it comes, and with the last one again, deleted, when an object is deleted.
+func follow[T runtime.Object](t *testing.T, src history.Source, fn func(obj any, deleted bool)) {
+	t.Helper()
+	r, err := history.Record(t.Context(), src, func(o T) any { return o })
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	t.Cleanup(r.Stop)
+	r.Follow(func(_ string, e history.Entry[any]) { fn(e.State, e.Deleted) })
 }
 
 func (tl *timeline) get(claim string) *launch {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/nodeready/nodeready/e2e/framework/history"
 	"github.com/nodeready/nodeready/e2e/framework/realnode"
 )
 
@@ -58,57 +57,34 @@ func startCluster(t *testing.T) *realnode.Cluster {
 	return c
 }
 
-// podLog records every state of the agent pods that the API server shows, from a watch.
+// podLog is every state of the agent pods that the API server shows, from a watch.
 type podLog struct {
-	mu     sync.Mutex
-	states map[string][]corev1.Pod // by pod name, in order
-	gone   map[string]bool
-	order  []string // pod names as first seen
+	rec *history.Recorder[*corev1.Pod]
 }
 
 func watchAgentPods(t *testing.T, c *realnode.Cluster) *podLog {
 	t.Helper()
-	w, err := c.CP.Client().CoreV1().Pods("kube-system").Watch(t.Context(), metav1.ListOptions{LabelSelector: agentSelector})
+	rec, err := history.Record(t.Context(), history.Pods(c.CP.Client(), "kube-system", metav1.ListOptions{LabelSelector: agentSelector}),
+		func(p *corev1.Pod) *corev1.Pod { return p })
 	require.NoError(t, err)
-	l := &podLog{states: map[string][]corev1.Pod{}, gone: map[string]bool{}}
-	go func() {
-		for ev := range w.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			l.mu.Lock()
-			if _, seen := l.states[pod.Name]; !seen {
-				l.order = append(l.order, pod.Name)
-			}
-			l.states[pod.Name] = append(l.states[pod.Name], *pod)
-			if ev.Type == watch.Deleted {
-				l.gone[pod.Name] = true
-			}
-			l.mu.Unlock()
-		}
-	}()
-	t.Cleanup(w.Stop)
-	return l
+	t.Cleanup(rec.Stop)
+	return &podLog{rec}
 }
 
 // pods returns the names of the agent pods seen so far.
-func (l *podLog) pods() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.order)
-}
+func (l *podLog) pods() []string { return l.rec.Names() }
 
 func (l *podLog) isGone(name string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.gone[name]
+	_, gone := l.rec.First(name, func(e history.Entry[*corev1.Pod]) bool { return e.Deleted })
+	return gone
 }
 
 func (l *podLog) history(name string) []corev1.Pod {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.states[name])
+	var states []corev1.Pod
+	for _, e := range l.rec.Entries(name) {
+		states = append(states, *e.State)
+	}
+	return states
 }
 
 // newPod waits for an agent pod not seen before (not in known) and returns its name.

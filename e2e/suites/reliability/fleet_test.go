@@ -28,19 +28,19 @@ import (
 type fleet struct {
 	*harness.Fleet
 	client   kubernetes.Interface
-	versions *versions
+	versions versions
 
 	mu  sync.Mutex
 	dns map[string]*dnstest.Server
 }
 
-// fleet starts a fleet whose nodes' versions are recorded from the start.
+// fleet starts a fleet; its History records its nodes' versions from the start.
 func (e env) fleet(t *testing.T, name string) *fleet {
 	t.Helper()
 	f := &fleet{Fleet: e.newFleet(t, name), client: e.c.Client(), dns: map[string]*dnstest.Server{}}
 	// Before any node: the kubelet reads its options unlocked when it starts a process.
 	f.Kubelet().OverrideEnv(f.dnsEnv)
-	f.versions = watchVersions(t, e.c.Client(), harness.FleetLabel+"="+name)
+	f.versions = versions{f.History()}
 	return f
 }
 

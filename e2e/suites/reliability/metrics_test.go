@@ -8,101 +8,35 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeready/nodeready/e2e/framework/promtext"
 )
 
-// samples are the samples of a Prometheus text exposition, keyed by the metric's name and
-// its labels as written: `nodeready_node_patches_total{result="error"}`.
+// samples are the samples of a scrape by series key (promtext.Sample.Key):
+// `nodeready_node_patches_total{result="error"}`.
 type samples map[string]float64
-
-// parseSamples reads a Prometheus text exposition, keeping the samples whose name is one of
-// names (every sample when names is empty).
-func parseSamples(r io.Reader, names ...string) (samples, error) {
-	out := samples{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		// The value follows the last space; label values may hold spaces.
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		key, value := line[:i], line[i+1:]
-		name, _, _ := strings.Cut(key, "{")
-		if len(names) > 0 && !slices.Contains(names, name) {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return nil, fmt.Errorf("sample %q: %w", line, err)
-		}
-		out[key] = v
-	}
-	return out, sc.Err()
-}
-
-// labels returns the labels of a sample key.
-func labels(key string) map[string]string {
-	_, rest, ok := strings.Cut(key, "{")
-	if !ok {
-		return nil
-	}
-	rest = strings.TrimSuffix(rest, "}")
-	out := map[string]string{}
-	for rest != "" {
-		name, after, ok := strings.Cut(rest, `="`)
-		if !ok {
-			break
-		}
-		var value strings.Builder
-		i := 0
-		for ; i < len(after); i++ {
-			if after[i] == '\\' && i+1 < len(after) {
-				i++
-				value.WriteByte(after[i])
-				continue
-			}
-			if after[i] == '"' {
-				break
-			}
-			value.WriteByte(after[i])
-		}
-		out[name] = value.String()
-		rest = strings.TrimPrefix(after[min(i+1, len(after)):], ",")
-	}
-	return out
-}
 
 // scrapeAgent reads an agent's /metrics (kubelet.PodInfo.MetricsAddr).
 func scrapeAgent(ctx context.Context, addr string) (samples, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s/metrics: %s", addr, resp.Status)
-	}
-	return parseSamples(resp.Body, "nodeready_rounds_total", "nodeready_verification_failures_total",
+	list, err := promtext.Scrape(ctx, "http://"+addr+"/metrics", "nodeready_rounds_total", "nodeready_verification_failures_total",
 		"nodeready_node_patches_total", "nodeready_verified")
+	if err != nil {
+		return nil, err
+	}
+	out := samples{}
+	for _, s := range list {
+		out[s.Key()] = s.Value
+	}
+	return out, nil
 }
 
 // requestKey is a row of the request tables: the verb and what it was about (the resource
@@ -145,13 +79,13 @@ func apiServerRequests(ctx context.Context, client kubernetes.Interface) (reques
 	if err != nil {
 		return nil, fmt.Errorf("GET /metrics of the API server: %w", err)
 	}
-	s, err := parseSamples(bytes.NewReader(raw), "apiserver_request_total")
+	list, err := promtext.Parse(bytes.NewReader(raw), "apiserver_request_total")
 	if err != nil {
 		return nil, err
 	}
 	out := requestCounts{}
-	for key, v := range s {
-		l := labels(key)
+	for _, s := range list {
+		l := s.Labels
 		res := l["resource"]
 		switch {
 		case res == "": // a non-resource request: the path is in subresource
@@ -159,7 +93,7 @@ func apiServerRequests(ctx context.Context, client kubernetes.Interface) (reques
 		case l["subresource"] != "":
 			res += "/" + l["subresource"]
 		}
-		out[requestKey{Verb: l["verb"], Resource: res}] += v
+		out[requestKey{Verb: l["verb"], Resource: res}] += s.Value
 	}
 	return out, nil
 }

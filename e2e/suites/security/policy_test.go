@@ -4,7 +4,6 @@ package security
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -277,10 +276,7 @@ func waitForPolicy(t *testing.T, admin, agent kubernetes.Interface) {
 
 func applyManifests(t *testing.T, cp *controlplane.ControlPlane) {
 	t.Helper()
-	binDir, err := controlplane.DefaultBinDir()
-	require.NoError(t, err)
-	out, err := exec.CommandContext(t.Context(), filepath.Join(binDir, "kubectl"), "--kubeconfig", cp.Kubeconfig(),
-		"apply", "-f", filepath.Join("..", "..", "..", "manifests")).CombinedOutput()
+	out, err := cp.Kubectl(t.Context(), nil, "apply", "-f", filepath.Join("..", "..", "..", "manifests"))
 	require.NoError(t, err, "kubectl apply -f manifests/: %s", out)
 }
 

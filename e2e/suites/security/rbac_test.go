@@ -2,7 +2,6 @@ package security
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -81,9 +80,6 @@ func TestDefaultInstallReadsNoPodsOrDaemonSets(t *testing.T) {
 
 func apply(t *testing.T, cp *controlplane.ControlPlane, gateFile string) {
 	t.Helper()
-	binDir, err := controlplane.DefaultBinDir()
-	require.NoError(t, err)
-	out, err := exec.CommandContext(t.Context(), filepath.Join(binDir, "kubectl"), "--kubeconfig", cp.Kubeconfig(),
-		"apply", "-f", filepath.Join("..", "..", "..", "manifests", "gates", gateFile)).CombinedOutput()
+	out, err := cp.Kubectl(t.Context(), nil, "apply", "-f", filepath.Join("..", "..", "..", "manifests", "gates", gateFile))
 	require.NoError(t, err, "kubectl apply -f manifests/gates/%s: %s", gateFile, out)
 }
