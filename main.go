@@ -10,16 +10,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"time"
 
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/nodeready/nodeready/agent"
-	"github.com/nodeready/nodeready/agent/sigterm"
 	"github.com/nodeready/nodeready/config"
+	"github.com/nodeready/nodeready/wiring"
+	"github.com/nodeready/nodeready/wiring/sigterm"
 )
 
 // Set with -ldflags "-X main.version=... -X main.revision=...".
@@ -93,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 		fmt.Fprintf(stderr, "nodeready: %v\n", err)
 		return exitConfig
 	}
-	log := agent.NewLogger(cfg, stderr)
+	log := wiring.NewLogger(cfg, stderr)
 	if cfg.ReadOnly {
 		log = log.With().Bool("dry_run", true).Logger() // DRY_RUN=true: every line says so
 	}
@@ -121,34 +118,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 	return exitOK
 }
 
-// newClient uses KUBECONFIG when it is set (the e2e harness runs the binary
-// outside a container) and the in-cluster configuration otherwise. In
-// dry-run it also tries ~/.kube/config and returns nil when there is no
-// configuration at all, so the API checks are skipped, not failed.
+// newClient builds the clients from wiring.RestConfig, or none in dry-run
+// without a configuration.
 func newClient(dryRun bool) (agent.Clients, error) {
-	cfg, err := restConfig(dryRun)
+	cfg, err := wiring.RestConfig(dryRun)
 	if err != nil || cfg == nil {
 		return agent.Clients{}, err
 	}
 	cfg.UserAgent = "nodeready/" + version
-	return agent.NewClients(cfg)
-}
-
-func restConfig(dryRun bool) (*rest.Config, error) {
-	if path := os.Getenv("KUBECONFIG"); path != "" {
-		return clientcmd.BuildConfigFromFlags("", path)
-	}
-	if !dryRun {
-		return rest.InClusterConfig()
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		path := filepath.Join(home, ".kube", "config")
-		if _, err := os.Stat(path); err == nil {
-			return clientcmd.BuildConfigFromFlags("", path)
-		}
-	}
-	if cfg, err := rest.InClusterConfig(); err == nil {
-		return cfg, nil
-	}
-	return nil, nil
+	return wiring.NewClients(cfg)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeready/nodeready/agent"
+	"github.com/nodeready/nodeready/report"
 )
 
 // Claims about what the agent tolerates, in the prose of the manifests, the examples and the
@@ -75,16 +75,16 @@ func sentences(text string) []string {
 
 // TestGracePeriodIsTheAgents: the agent fits the release, its settle window
 // and the Events that report it into the pod's terminationGracePeriodSeconds
-// (agent.TerminationGracePeriod); the manifest and the chart grant exactly that.
+// (report.TerminationGracePeriod); the manifest and the chart grant exactly that.
 func TestGracePeriodIsTheAgents(t *testing.T) {
 	ds := shippedDaemonSet(t)
 	grace := ds.Spec.Template.Spec.TerminationGracePeriodSeconds
 	require.NotNil(t, grace, "manifests/03-daemonset.yaml sets terminationGracePeriodSeconds")
-	assert.Equal(t, agent.TerminationGracePeriod, time.Duration(*grace)*time.Second, "manifests/03-daemonset.yaml")
+	assert.Equal(t, report.TerminationGracePeriod, time.Duration(*grace)*time.Second, "manifests/03-daemonset.yaml")
 
 	chart, err := os.ReadFile("charts/nodeready/templates/daemonset.yaml")
 	require.NoError(t, err)
 	m := regexp.MustCompile(`(?m)^\s+terminationGracePeriodSeconds: (\d+)$`).FindSubmatch(chart)
 	require.NotNil(t, m, "the chart sets terminationGracePeriodSeconds")
-	assert.Equal(t, strconv.Itoa(int(agent.TerminationGracePeriod.Seconds())), string(m[1]), "the chart")
+	assert.Equal(t, strconv.Itoa(int(report.TerminationGracePeriod.Seconds())), string(m[1]), "the chart")
 }

@@ -1,6 +1,7 @@
 // Package agent runs nodeready on one node: from its configuration (package
 // config) it builds the checks, runs rounds of them with backoff, releases the
-// node through nodepatch, serves health and metrics, and waits for the SIGTERM
+// node through nodepatch, tells what it did through report (Events and the
+// node's condition), serves health and metrics, and waits for the SIGTERM
 // that the DaemonSet controller's deletion of its pod brings.
 package agent
 
@@ -18,24 +19,40 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/nodeready/nodeready/checks"
 	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/report"
 )
 
-// nodeWriter is what the agent needs of nodepatch; tests substitute it.
-type nodeWriter interface {
+// nodeReader is what the agent reads of its node through nodepatch; tests
+// substitute it.
+type nodeReader interface {
 	Watch(ctx context.Context) (stop func())
+	State(ctx context.Context) (nodepatch.State, error)
+	Confirm(ctx context.Context, annotations map[string]string) (bool, error)
+}
+
+// nodeWriter is what the agent writes to its node through nodepatch: with
+// DRY_RUN=true, readOnly, which only logs; tests substitute it.
+type nodeWriter interface {
 	Release(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error)
 	FailOpen(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error)
-	Confirm(ctx context.Context, annotations map[string]string) (bool, error)
 	Settle(ctx context.Context, window time.Duration) (int, error)
-	State(ctx context.Context) (nodepatch.State, error)
 	SetCondition(ctx context.Context, c nodepatch.Condition) (bool, error)
 	Taint(ctx context.Context) (bool, error)
 	Replace(ctx context.Context, dyn dynamic.Interface) (string, error)
+}
+
+var (
+	_ nodeReader = (*nodepatch.Patcher)(nil)
+	_ nodeWriter = (*nodepatch.Patcher)(nil)
+)
+
+// eventer emits the Events about the node: report.Events; tests record them.
+type eventer interface {
+	Eventf(reason report.Reason, note string, args ...any)
 }
 
 // Clients are the API clients of the agent. Dynamic is used only to find a
@@ -47,14 +64,17 @@ type Clients struct {
 
 // Agent verifies and releases one node.
 type Agent struct {
-	cfg     config.Config
-	log     zerolog.Logger
-	checks  []checks.Check
-	node    nodeWriter
+	cfg    config.Config
+	log    zerolog.Logger
+	checks []checks.Check
+	// read and write are the node's Patcher; write only logs with DRY_RUN=true.
+	read    nodeReader
+	write   nodeWriter
 	dynamic dynamic.Interface
-	events  events.EventRecorder
-	nodeRef *corev1.Node // what Events are about
-	metrics *metrics
+	events  eventer
+	// condition writes the node's condition through write.
+	condition *report.ConditionWriter
+	metrics   *metrics
 	// started is when the agent first started in this pod (STATE_DIR), from
 	// which the timers count.
 	started  time.Time
@@ -74,30 +94,15 @@ type Agent struct {
 	// deleting: it deleted the node's NodeClaim or Node, which the condition says
 	// from then on.
 	failed, replaced, deleting bool
-	// pending is a condition whose write failed; it is written again until
-	// it lands or the process ends (flushCondition), at most once a round.
-	pending *pendingCondition
-	// rounds counts the rounds, and the waits for the SIGTERM, so far.
-	rounds int
 	// unread: this round's release could not read the node, so nothing
 	// else is read about it before the next round.
 	unread bool
-	// shown is the last condition written, so a round like the one before
-	// writes nothing.
-	shown nodepatch.Condition
 	// unconfirmed is the last release when its write got no answer and was
 	// not seen to land: it may still have, and is looked for at the SIGTERM.
 	unconfirmed *releaseAttempt
 	shutdown    func()
 	// unwatch stops the watch of the node that begins with the checks.
 	unwatch func()
-}
-
-// pendingCondition is a condition not yet written, how often its write
-// failed, and in which round it last did.
-type pendingCondition struct {
-	nodepatch.Condition
-	failures, failedIn int
 }
 
 // New wires an agent for the node in cfg. started is the process start; the
@@ -119,18 +124,20 @@ func New(cfg config.Config, log zerolog.Logger, clients Clients, build BuildInfo
 		LabelValue: cfg.VerifiedLabelValue,
 		KeepTaints: cfg.ExternalTaint(),
 	}
-	node, recorder, shutdown := newWriters(cfg, log, clients.Kube, spec)
+	p := nodepatch.New(clients.Kube, cfg.NodeName, spec)
+	write, events, shutdown := writers(cfg, log, clients.Kube, p, spec)
 	return &Agent{
-		cfg:      cfg,
-		log:      log,
-		checks:   list,
-		node:     node,
-		dynamic:  clients.Dynamic,
-		events:   recorder,
-		nodeRef:  nodeRef(cfg.NodeName),
-		metrics:  newMetrics(build),
-		started:  first,
-		shutdown: shutdown,
+		cfg:       cfg,
+		log:       log,
+		checks:    list,
+		read:      p,
+		write:     write,
+		dynamic:   clients.Dynamic,
+		events:    events,
+		condition: report.NewConditionWriter(write),
+		metrics:   newMetrics(build),
+		started:   first,
+		shutdown:  shutdown,
 	}, nil
 }
 
@@ -158,14 +165,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	// then plans its write from the node as last seen, with no read of its
 	// own, and the settle window goes on with the same watch. It runs on
 	// after the SIGTERM, which the release itself brings.
-	a.unwatch = a.node.Watch(context.WithoutCancel(ctx))
+	a.unwatch = a.read.Watch(context.WithoutCancel(ctx))
 	defer a.unwatch()
 	if a.cfg.ReverifyTaint {
 		a.retaint(ctx)
 	}
 	if !a.verify(ctx) {
 		a.log.Info().Str("reason", cause(ctx)).Msg("Aborted verification, node left as it was")
-		a.lastFlush(ctx)
+		a.condition.LastFlush(ctx, a.log)
 		return nil
 	}
 	a.awaitStop(ctx)
@@ -177,26 +184,14 @@ func (a *Agent) Run(ctx context.Context) error {
 // condition whose write failed, at the rounds' backoff.
 func (a *Agent) awaitStop(ctx context.Context) {
 	delays := newBackoff(a.cfg)
-	for a.rounds++; ctx.Err() == nil && !a.flushCondition(ctx, a.log); a.rounds++ {
+	for a.condition.NextRound(); ctx.Err() == nil && !a.condition.Flush(ctx, a.log); a.condition.NextRound() {
 		select {
 		case <-ctx.Done():
 		case <-time.After(delays.Step()):
 		}
 	}
 	<-ctx.Done()
-	a.lastFlush(ctx)
-}
-
-// lastFlush makes one last, bounded try at a pending condition after the
-// SIGTERM, so the node does not keep telling an old story.
-func (a *Agent) lastFlush(ctx context.Context) {
-	if a.pending == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lastFlushBudget)
-	defer cancel()
-	a.rounds++
-	a.flushCondition(ctx, a.log)
+	a.condition.LastFlush(ctx, a.log)
 }
 
 // observe reads the node's state, once it is registered, to learn whether
@@ -211,7 +206,7 @@ func (a *Agent) observe(ctx context.Context, log zerolog.Logger) {
 	if a.observed || a.unread {
 		return
 	}
-	s, err := a.node.State(ctx)
+	s, err := a.read.State(ctx)
 	switch {
 	case err != nil:
 		log.Warn().Err(err).Msg("Could not read the node, will try again")
@@ -237,12 +232,12 @@ func (a *Agent) observe(ctx context.Context, log zerolog.Logger) {
 func (a *Agent) verify(ctx context.Context) bool {
 	delays := newBackoff(a.cfg)
 	for round := 1; ; round++ {
-		a.rounds++
+		a.condition.NextRound()
 		log := a.log.With().Int("attempt", round).Logger()
 		if round == 1 {
 			a.firstRound = time.Now()
 		} else {
-			a.flushCondition(ctx, log)
+			a.condition.Flush(ctx, log)
 		}
 		released, failing, misconfigured := a.round(ctx, log)
 		if released {
@@ -263,11 +258,11 @@ func (a *Agent) verify(ctx context.Context) bool {
 			// The condition follows the latest round: checks that healed, others that
 			// fail now, a release refused once the checks pass. Written only when it
 			// changed. Once the node's NodeClaim or Node is deleted it says Replacing.
-			a.setCondition(ctx, log, a.problemCondition(failing, misconfigured))
+			a.condition.Set(ctx, log, a.problemCondition(failing, misconfigured))
 			// So do the Events: a check failing again is counted into the series of its
 			// Event, one failing anew, or with another error, gets an Event of its own.
 			for _, p := range failing {
-				a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "CheckFailed", "Verify", "%s", p)
+				a.events.Eventf(report.CheckFailed, "%s", p)
 			}
 		}
 		if len(failing) > 0 && len(misconfigured) == 0 && a.failed && a.act(ctx, log, failing) {
@@ -302,7 +297,7 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 	a.checked, a.unread = time.Now(), false
 	a.metrics.recordRound(results)
 	var notChecked, reached []string
-	unchecked := map[string][]string{} // the Event's reason -> the checks it tells of
+	unchecked := map[report.Reason][]string{} // the Event's reason -> the checks it tells of
 	for _, r := range results {
 		ev := log.Debug()
 		problem := fmt.Sprintf("%s %s: %v", r.Name, r.Target, r.Err)
@@ -344,10 +339,10 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 	if len(notChecked) > 0 {
 		msg = fmt.Sprintf("%d of %d checks passed, %s", len(results)-len(notChecked), len(results), strings.Join(notChecked, "; "))
 	}
-	if p := unchecked[dnsNotChecked]; len(p) > 0 {
+	if p := unchecked[report.DNSNotChecked]; len(p) > 0 {
 		log.Warn().Strs("not_checked", p).Msg("Cluster DNS is not running anywhere, releasing without the dns check")
 	}
-	if p := unchecked[podNetworkNotChecked]; len(p) > 0 {
+	if p := unchecked[report.PodNetworkNotChecked]; len(p) > 0 {
 		log.Warn().Strs("not_checked", p).Msg("No pod of the Service runs on another node, releasing without the podnetwork check")
 	}
 	if len(reached) > 0 {
@@ -357,7 +352,7 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 		msg += " after a failed verification"
 	}
 	if err := a.release(ctx, log, nodepatch.Condition{Status: corev1.ConditionTrue, Reason: nodepatch.ReasonVerified, Message: msg},
-		corev1.EventTypeNormal, "Verified"); err != nil {
+		report.Verified); err != nil {
 		a.unread = nodepatch.IsReadError(err)
 		if errors.Is(err, nodepatch.ErrNotRegistered) || errors.Is(err, nodepatch.ErrUnknownOutcome) || momentary(err) {
 			return false, nil, nil // waiting, for Karpenter or the API server: no problem of the node or the installation
@@ -365,29 +360,22 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 		return false, nil, []string{"release: " + err.Error()}
 	}
 	// Said once, when the release happened: not by rounds that then waited or failed.
-	for _, reason := range []string{dnsNotChecked, podNetworkNotChecked} {
+	for _, reason := range []report.Reason{report.DNSNotChecked, report.PodNetworkNotChecked} {
 		if p := unchecked[reason]; len(p) > 0 {
-			a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, reason, "Verify",
-				"Released without the %s check: %s", strings.SplitN(p[0], " ", 2)[0], strings.Join(p, "; "))
+			a.events.Eventf(reason, "Released without the %s check: %s", strings.SplitN(p[0], " ", 2)[0], strings.Join(p, "; "))
 		}
 	}
 	return true, nil, nil
 }
 
-// Reasons of the Events that say a check could not be checked where no node could pass it.
-const (
-	dnsNotChecked        = "DNSNotChecked"        // no cluster DNS runs anywhere (bootstrap)
-	podNetworkNotChecked = "PodNetworkNotChecked" // no pod of the Service runs on another node
-)
-
 // uncheckable returns the reason of the Event for a check that cannot be checked because
 // no node could pass it, or "" for any other result.
-func uncheckable(err error) string {
+func uncheckable(err error) report.Reason {
 	switch {
 	case errors.Is(err, checks.ErrNoClusterDNS):
-		return dnsNotChecked
+		return report.DNSNotChecked // no cluster DNS runs anywhere (bootstrap)
 	case errors.Is(err, checks.ErrNoPodsElsewhere):
-		return podNetworkNotChecked
+		return report.PodNetworkNotChecked // no pod of the Service runs on another node
 	}
 	return ""
 }
@@ -406,57 +394,6 @@ func (a *Agent) runChecks(ctx context.Context) (results []checks.Result, aborted
 	case <-ctx.Done():
 		return nil, true
 	}
-}
-
-// setCondition reports c on the node. A write that fails is kept and tried
-// again (before each round, and while the agent waits for its SIGTERM; once a
-// round, so a refused or failing API costs one write a round): the
-// condition is what `kubectl describe node` and kube-state-metrics show, so a
-// short API outage must not leave it telling an old story.
-func (a *Agent) setCondition(ctx context.Context, log zerolog.Logger, c nodepatch.Condition) {
-	if a.pending == nil && a.shown == c {
-		return
-	}
-	if a.pending != nil {
-		a.pending.Condition = c
-	} else {
-		a.pending = &pendingCondition{Condition: c}
-	}
-	a.flushCondition(ctx, log)
-}
-
-// flushCondition writes the pending condition, if any, and reports whether
-// none is left. The first failure of a condition is a warning; the retries
-// are logged at debug level.
-func (a *Agent) flushCondition(ctx context.Context, log zerolog.Logger) bool {
-	c := a.pending
-	if c == nil {
-		return true
-	}
-	if c.failures > 0 && c.failedIn == a.rounds {
-		return false // a write failed this round already: the next round tries again
-	}
-	wrote, err := a.node.SetCondition(ctx, c.Condition)
-	if err != nil {
-		c.failedIn = a.rounds
-		ev := log.Debug()
-		if c.failures == 0 {
-			ev = log.Warn()
-		}
-		c.failures++
-		ev.Err(err).Str("reason", c.Reason).Msg("Could not set node condition, will try again")
-		return false
-	}
-	a.pending = nil
-	a.shown = c.Condition
-	ev := log.Debug()
-	if c.failures > 0 {
-		ev = log.Info().Int("attempts", c.failures+1)
-	}
-	if wrote {
-		ev.Str("reason", c.Reason).Msg("Set node condition")
-	}
-	return true
 }
 
 func (a *Agent) taint() string {

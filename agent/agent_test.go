@@ -21,6 +21,7 @@ import (
 	"github.com/nodeready/nodeready/checks"
 	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/report"
 )
 
 // fakeCheck passes or fails as its switch says, and can block until its
@@ -175,15 +176,29 @@ func defaultConfig(t *testing.T) config.Config {
 	return loadConfig(t, map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1"}, false)
 }
 
-func testAgent(t *testing.T, node nodeWriter, cs ...checks.Check) *Agent {
+// recorded emits the agent's Events through report.Events into client-go's
+// FakeRecorder, which keeps each as "Warning CheckFailed note".
+type recorded struct {
+	*report.Events
+	rec *events.FakeRecorder
+}
+
+// recorder returns the Events a testAgent emitted.
+func recorder(a *Agent) *events.FakeRecorder { return a.events.(recorded).rec }
+
+func testAgent(t *testing.T, node interface {
+	nodeReader
+	nodeWriter
+}, cs ...checks.Check) *Agent {
 	t.Helper()
 	cfg := defaultConfig(t)
 	cfg.MetricsPort = 0 // any free port
 	cfg.RetryBackoffBase = time.Millisecond
 	cfg.RetryBackoffMax = 5 * time.Millisecond
 	cfg.CheckTimeout = time.Second
-	return &Agent{cfg: cfg, log: zerolog.New(io.Discard), checks: cs, node: node,
-		events: events.NewFakeRecorder(100), nodeRef: nodeRef("node-a"),
+	rec := events.NewFakeRecorder(100)
+	return &Agent{cfg: cfg, log: zerolog.New(io.Discard), checks: cs, read: node, write: node,
+		events: recorded{report.EventsTo(rec, "node-a"), rec}, condition: report.NewConditionWriter(node),
 		metrics: newMetrics(BuildInfo{Version: "test", Revision: "abc"}), started: time.Now()}
 }
 
@@ -416,12 +431,12 @@ func TestConditionAndEventsTellTheStory(t *testing.T) {
 	broken.fail.Store(true)
 	a := testAgent(t, node, broken, &fakeCheck{name: "tcp"})
 	a.cfg.MaxRetries = 2
-	recorder := a.events.(*events.FakeRecorder)
+	rec := recorder(a)
 	_, _ = runAgent(t, a)
 
 	waitFor(t, "failure recorded", func() bool { return testutil.ToFloat64(a.metrics.failures) == 1 })
 	assert.Equal(t, []string{nodepatch.ReasonChecksFailed}, node.reasons())
-	failed := drain(recorder)
+	failed := drain(rec)
 	require.Len(t, failed, 2)
 	assert.Equal(t, "Warning CheckFailed dns target-dns: broken", failed[0])
 	assert.Contains(t, failed[1], "Warning VerificationFailed 1 of the checks still failing after 2 rounds")
@@ -430,7 +445,7 @@ func TestConditionAndEventsTellTheStory(t *testing.T) {
 	broken.fail.Store(false)
 	waitFor(t, "recovered", a.verified.Load)
 	assert.Equal(t, []string{nodepatch.ReasonChecksFailed, nodepatch.ReasonVerified}, node.reasons())
-	recovered := drain(recorder)
+	recovered := drain(rec)
 	require.Len(t, recovered, 1)
 	assert.Contains(t, recovered[0], "Normal Verified All 2 checks passed after a failed verification")
 	assert.Zero(t, node.replaced())
@@ -456,7 +471,7 @@ func TestFailOpenReleasesAfterItsTime(t *testing.T) {
 	node.mu.Unlock()
 	assert.Equal(t, []string{nodepatch.ReasonChecksFailed, nodepatch.ReasonFailedOpen}, node.reasons())
 	var failedOpen []string
-	for _, e := range drain(a.events.(*events.FakeRecorder)) {
+	for _, e := range drain(recorder(a)) {
 		if strings.HasPrefix(e, "Warning FailedOpen") {
 			failedOpen = append(failedOpen, e)
 		}
@@ -498,7 +513,7 @@ func TestReplaceNodeNeverOnAbort(t *testing.T) {
 	require.NoError(t, <-done)
 	assert.Zero(t, node.replaced())
 	assert.Empty(t, node.reasons(), "an abort writes no condition")
-	assert.Empty(t, drain(a.events.(*events.FakeRecorder)), "an abort records no Event")
+	assert.Empty(t, drain(recorder(a)), "an abort records no Event")
 }
 
 func TestReverifyTaint(t *testing.T) {
@@ -533,7 +548,7 @@ func TestSIGTERMDuringReleaseIsCarriedThrough(t *testing.T) {
 	assert.True(t, a.verified.Load(), "the release went through and is reported")
 	assert.Equal(t, 1.0, testutil.ToFloat64(a.metrics.verified))
 	assert.Equal(t, []string{nodepatch.ReasonVerified}, node.reasons(), "the condition is written after the SIGTERM")
-	events := drain(a.events.(*events.FakeRecorder))
+	events := drain(recorder(a))
 	require.Len(t, events, 1)
 	assert.Contains(t, events[0], "Normal Verified")
 	assert.Contains(t, logs.String(), "Stopped after verification")
@@ -661,7 +676,7 @@ func TestWaitingForKarpenterIsNotFailing(t *testing.T) {
 	assert.Zero(t, testutil.ToFloat64(a.metrics.failures), "waiting is not failing")
 	assert.Zero(t, node.replaced(), "no failure action while waiting")
 	assert.Empty(t, node.reasons(), "no condition while waiting")
-	assert.Empty(t, drain(a.events.(*events.FakeRecorder)), "no Event while waiting")
+	assert.Empty(t, drain(recorder(a)), "no Event while waiting")
 
 	node.set(nil) // Karpenter registered the node
 	waitFor(t, "released once registered", a.verified.Load)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/report"
 )
 
 // recordFailure records, once, that the retries or the initial timeout ran
@@ -27,12 +28,11 @@ func (a *Agent) recordFailure(ctx context.Context, log zerolog.Logger, round int
 	log.Error().Strs("failing", failing).Strs("misconfigured", misconfigured).Str("action", action).
 		Dur("retry_interval", a.cfg.RetryBackoffMax).Msg("Verification failed, node stays as it is")
 	for _, p := range failing {
-		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "CheckFailed", "Verify", "%s", p)
+		a.events.Eventf(report.CheckFailed, "%s", p)
 	}
-	a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "VerificationFailed", "Verify",
-		"%d of the checks still failing after %d rounds and %s; node stays as it is; failure action: %s",
+	a.events.Eventf(report.VerificationFailed, "%d of the checks still failing after %d rounds and %s; node stays as it is; failure action: %s",
 		len(problems), round, time.Since(a.started).Round(time.Second), action)
-	a.setCondition(ctx, log, a.problemCondition(failing, misconfigured))
+	a.condition.Set(ctx, log, a.problemCondition(failing, misconfigured))
 }
 
 // problemCondition is the condition of a round with problems: ChecksFailed while a check
@@ -88,25 +88,25 @@ func (a *Agent) act(ctx context.Context, log zerolog.Logger, problems []string) 
 		msg := fmt.Sprintf("Released after %s with failing checks: %s", a.cfg.FailOpenAfter, summary(problems))
 		log.Warn().Strs("failing", problems).Msg("Failing open")
 		err := a.release(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonFailedOpen, Message: msg},
-			corev1.EventTypeWarning, "FailedOpen")
+			report.FailedOpen)
 		return err == nil
 	case config.ReplaceNode:
 		if a.replaced {
 			return false
 		}
-		what, err := a.node.Replace(ctx, a.dynamic)
+		what, err := a.write.Replace(ctx, a.dynamic)
 		if err != nil {
 			a.replaceFailed(ctx, log, err, problems)
 			return false
 		}
 		a.replaced, a.deleting = true, true
-		a.setCondition(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonReplacing, Message: summary(problems)})
+		a.condition.Set(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonReplacing, Message: summary(problems)})
 		log.Warn().Str("deleted", what).Msg("Replacing node")
 		note := fmt.Sprintf("Deleted %s because checks failed: %s", what, summary(problems))
 		if strings.HasPrefix(what, "Node ") {
 			note += "; " + withoutNodeClaim
 		}
-		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReplacingNode", "Replace", "%s", note)
+		a.events.Eventf(report.ReplacingNode, "%s", note)
 	}
 	return false
 }
@@ -138,9 +138,9 @@ func (a *Agent) replaceFailed(ctx context.Context, log zerolog.Logger, err error
 	}
 	if msg := err.Error(); msg != a.replaceErr {
 		a.replaceErr = msg
-		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReplaceFailed", "Replace", "Not replacing node: %s; checks still fail: %s", msg, summary(problems))
+		a.events.Eventf(report.ReplaceFailed, "Not replacing node: %s; checks still fail: %s", msg, summary(problems))
 	}
-	a.setCondition(ctx, log, a.problemCondition(problems, nil))
+	a.condition.Set(ctx, log, a.problemCondition(problems, nil))
 }
 
 // retaint puts the startup taint back on a node whose label was removed
@@ -148,15 +148,15 @@ func (a *Agent) replaceFailed(ctx context.Context, log zerolog.Logger, err error
 // node that carries nodeready's completion record: a node that predates the
 // install has neither label nor taint either, and is never tainted.
 func (a *Agent) retaint(ctx context.Context) {
-	tainted, err := a.node.Taint(ctx)
+	tainted, err := a.write.Taint(ctx)
 	switch {
 	case err != nil:
 		a.log.Warn().Err(err).Msg("Could not put the startup taint back for re-verification")
 	case tainted:
 		a.held = true
 		a.log.Info().Str("taint", a.taint()).Msg("Put the startup taint back for re-verification")
-		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeNormal, "Reverifying", "Taint", "Put the startup taint %s back while the node is verified again", a.taint())
-		a.setCondition(ctx, a.log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonVerifying, Message: "Verifying the node again"})
+		a.events.Eventf(report.Reverifying, "Put the startup taint %s back while the node is verified again", a.taint())
+		a.condition.Set(ctx, a.log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonVerifying, Message: "Verifying the node again"})
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/nodepatch"
@@ -29,7 +28,7 @@ func TestFailureBeforeRegistration(t *testing.T) {
 	waitFor(t, "failure recorded", func() bool { return testutil.ToFloat64(a.metrics.failures) == 1 })
 	waitFor(t, "rounds go on", func() bool { return broken.runs.Load() >= 3 })
 	assert.Zero(t, node.replaced(), "not replaced before the registration")
-	failed := eventsWith(a.events.(*events.FakeRecorder), "Warning VerificationFailed")
+	failed := eventsWith(recorder(a), "Warning VerificationFailed")
 	require.Len(t, failed, 1)
 	assert.Contains(t, failed[0], "failure action: none yet, the node's state is not known")
 

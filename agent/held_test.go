@@ -55,7 +55,7 @@ func TestFailureActionsOnlyOnHeldNodes(t *testing.T) {
 			assert.Zero(t, node.count(), "never released")
 			assert.Zero(t, node.replaced(), "never replaced")
 			assert.Equal(t, []string{nodepatch.ReasonChecksFailed}, node.reasons())
-			failed := eventsWith(a.events.(*events.FakeRecorder), "Warning VerificationFailed")
+			failed := eventsWith(recorder(a), "Warning VerificationFailed")
 			require.Len(t, failed, 1)
 			assert.Contains(t, failed[0], "failure action: none, the node is not held by nodeready")
 
@@ -86,7 +86,7 @@ func TestRefusedReleaseIsAMisconfiguration(t *testing.T) {
 			assert.Zero(t, node.replaced(), "a refused release never replaces the node")
 			assert.False(t, a.verified.Load(), "nor fails it open")
 			assert.Equal(t, []string{nodepatch.ReasonMisconfigured}, node.reasons())
-			rec := a.events.(*events.FakeRecorder)
+			rec := recorder(a)
 			all := drain(rec)
 			var refused, failed, checkFailed int
 			for _, e := range all {
@@ -139,7 +139,7 @@ func TestForbiddenCheckIsAMisconfiguration(t *testing.T) {
 	assert.Zero(t, node.count())
 	// One per failing check and round (the real recorder counts the repeats into one Event's
 	// series); the refused check is a misconfiguration, never a CheckFailed.
-	checkFailed := eventsWith(a.events.(*events.FakeRecorder), "Warning CheckFailed")
+	checkFailed := eventsWith(recorder(a), "Warning CheckFailed")
 	require.NotEmpty(t, checkFailed)
 	for _, e := range checkFailed {
 		assert.Contains(t, e, "dns target-dns")
@@ -169,7 +169,7 @@ func TestNoClusterDNSReleasesAndSaysSo(t *testing.T) {
 	c := node.conditions[0]
 	assert.Equal(t, nodepatch.ReasonVerified, c.Reason)
 	assert.Equal(t, "1 of 2 checks passed, dns target-dns: skipped: cannot be checked: no cluster DNS is running (kube-system/kube-dns has no ready endpoint): connection refused", c.Message)
-	dns := eventsWith(a.events.(*events.FakeRecorder), "Warning DNSNotChecked")
+	dns := eventsWith(recorder(a), "Warning DNSNotChecked")
 	require.Len(t, dns, 1)
 	assert.Contains(t, dns[0], "no cluster DNS is running")
 	assert.Contains(t, logs.String(), "Cluster DNS is not running anywhere, releasing without the dns check")
@@ -184,13 +184,13 @@ func TestDNSNotCheckedOnceAtTheRelease(t *testing.T) {
 	_, _ = runAgent(t, a)
 
 	waitFor(t, "rounds that wait for the registration", func() bool { return node.count() >= 3 })
-	assert.Empty(t, eventsWith(a.events.(*events.FakeRecorder), "Warning DNSNotChecked"), "nothing was released yet")
+	assert.Empty(t, eventsWith(recorder(a), "Warning DNSNotChecked"), "nothing was released yet")
 	node.set(errors.New("the server is currently unable to handle the request"))
 	waitFor(t, "rounds whose release fails", func() bool { return node.count() >= 5 })
-	assert.Empty(t, eventsWith(a.events.(*events.FakeRecorder), "Warning DNSNotChecked"), "nothing was released yet")
+	assert.Empty(t, eventsWith(recorder(a), "Warning DNSNotChecked"), "nothing was released yet")
 	node.set(nil)
 	waitFor(t, "released", a.verified.Load)
-	assert.Len(t, eventsWith(a.events.(*events.FakeRecorder), "Warning DNSNotChecked"), 1)
+	assert.Len(t, eventsWith(recorder(a), "Warning DNSNotChecked"), 1)
 }
 
 // TestReplaceRefusals: a control-plane node, a node whose startup taint is gone
@@ -234,7 +234,7 @@ func TestReplaceRefusals(t *testing.T) {
 			last := node.conditions[len(node.conditions)-1]
 			node.mu.Unlock()
 			assert.Contains(t, last.Message, "not replaced: "+tt.err.Error())
-			assert.Len(t, eventsWith(a.events.(*events.FakeRecorder), "Warning ReplaceFailed"), 1)
+			assert.Len(t, eventsWith(recorder(a), "Warning ReplaceFailed"), 1)
 		})
 	}
 }
@@ -274,7 +274,7 @@ func TestConditionFollowsLatestRound(t *testing.T) {
 	})
 	assert.Equal(t, nodepatch.ReasonChecksFailed, last().Reason)
 	waitFor(t, "a CheckFailed Event for tcp", func() bool {
-		return len(eventsWith(a.events.(*events.FakeRecorder), "Warning CheckFailed tcp target-tcp")) > 0
+		return len(eventsWith(recorder(a), "Warning CheckFailed tcp target-tcp")) > 0
 	})
 
 	// Every check passes; the release is refused.
@@ -305,7 +305,7 @@ func TestReleaseFailingOnAWebhook(t *testing.T) {
 	cond := node.conditions[len(node.conditions)-1]
 	node.mu.Unlock()
 	assert.Contains(t, cond.Message, "failed calling webhook")
-	failed := eventsWith(a.events.(*events.FakeRecorder), "Warning ReleaseFailed")
+	failed := eventsWith(recorder(a), "Warning ReleaseFailed")
 	require.Len(t, failed, 1, "once per distinct error")
 	assert.Contains(t, failed[0], "failed calling webhook")
 
@@ -330,7 +330,7 @@ func TestMomentaryAPIErrorsAreNotMisconfigurations(t *testing.T) {
 
 			waitFor(t, "rounds past MAX_RETRIES", func() bool { return node.count() >= 3 })
 			assert.Empty(t, node.reasons(), "no condition: nothing failed")
-			assert.Empty(t, eventsWith(a.events.(*events.FakeRecorder), "Warning ReleaseFailed"))
+			assert.Empty(t, eventsWith(recorder(a), "Warning ReleaseFailed"))
 			assert.Zero(t, testutil.ToFloat64(a.metrics.failures))
 			node.set(nil)
 			waitFor(t, "released", a.verified.Load)

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/report"
 )
 
 // release releases the node with the completion annotations, reports the
@@ -21,19 +21,19 @@ import (
 // leaving `kubectl describe node` telling an old story. A write that got no
 // answer is not a failure yet: whether it landed is found out (Confirm), on
 // time kept back from the write for that.
-func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.Condition, eventType, reason string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseBudget(a.cfg.SettleTime))
+func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.Condition, reason report.Reason) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), report.ReleaseBudget(a.cfg.SettleTime))
 	defer cancel()
-	r := releaseAttempt{cond: cond, eventType: eventType, reason: reason, elapsed: time.Since(a.started)}
+	r := releaseAttempt{cond: cond, reason: reason, elapsed: time.Since(a.started)}
 	r.annotations = map[string]string{
 		a.cfg.VerifiedLabel + "-at":       time.Now().UTC().Format(time.RFC3339),
 		a.cfg.VerifiedLabel + "-duration": r.elapsed.Round(time.Millisecond).String(),
 	}
 	deadline, _ := ctx.Deadline()
-	write, cancelWrite := context.WithDeadline(ctx, deadline.Add(-confirmBudget))
-	releaseNode := a.node.Release
+	write, cancelWrite := context.WithDeadline(ctx, deadline.Add(-report.ConfirmBudget))
+	releaseNode := a.write.Release
 	if cond.Reason == nodepatch.ReasonFailedOpen {
-		releaseNode = a.node.FailOpen // the label says so, in the release's own write
+		releaseNode = a.write.FailOpen // the label says so, in the release's own write
 	}
 	var outcome nodepatch.Outcome
 	err := a.conditionFirst(write, cond)
@@ -69,34 +69,29 @@ func (a *Agent) conditionFirst(ctx context.Context, cond nodepatch.Condition) er
 	if !a.cfg.ExternalTaint() {
 		return nil
 	}
-	state, err := a.node.State(ctx)
+	state, err := a.read.State(ctx)
 	switch {
 	case err != nil:
 		return err
 	case !state.Registered:
 		return nodepatch.ErrNotRegistered
 	}
-	a.pending = nil // this condition replaces one not yet written
-	if _, err := a.node.SetCondition(ctx, cond); err != nil {
-		return err
-	}
-	a.shown = cond
-	return nil
+	return a.condition.Write(ctx, cond)
 }
 
 // releaseAttempt is what a release writes and how it is reported.
 type releaseAttempt struct {
-	cond              nodepatch.Condition
-	eventType, reason string
-	annotations       map[string]string
-	elapsed           time.Duration // from the agent's start to the release
+	cond        nodepatch.Condition
+	reason      report.Reason
+	annotations map[string]string
+	elapsed     time.Duration // from the agent's start to the release
 }
 
 // confirm finds out whether a release whose write got no answer (err)
 // landed: then it is the release's outcome. Otherwise the error says why
 // not, and still counts as ErrUnknownOutcome: the write may land later.
 func (a *Agent) confirm(ctx context.Context, log zerolog.Logger, err error, annotations map[string]string) (nodepatch.Outcome, error) {
-	landed, cerr := a.node.Confirm(ctx, annotations)
+	landed, cerr := a.read.Confirm(ctx, annotations)
 	switch {
 	case cerr != nil:
 		return "", fmt.Errorf("%w; could not tell whether it landed: %w", err, cerr)
@@ -123,9 +118,9 @@ func (a *Agent) releasedLate(ctx context.Context, log zerolog.Logger) bool {
 		return false
 	}
 	a.unconfirmed = nil
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseBudget(a.cfg.SettleTime))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), report.ReleaseBudget(a.cfg.SettleTime))
 	defer cancel()
-	landed, err := a.node.Confirm(ctx, r.annotations)
+	landed, err := a.read.Confirm(ctx, r.annotations)
 	if err != nil {
 		log.Warn().Err(err).Msg("Could not tell whether the last release landed")
 		return false
@@ -147,13 +142,12 @@ func (a *Agent) finish(ctx context.Context, log zerolog.Logger, r releaseAttempt
 	log.Info().Str("outcome", string(outcome)).Str("taint", a.taint()).Str("label", a.cfg.VerifiedLabel).
 		Msg("Released node")
 
-	a.pending = nil // the release's condition replaces one not yet written, and is tried now
-	a.setCondition(ctx, log, r.cond)
-	a.events.Eventf(a.nodeRef, nil, r.eventType, r.reason, "Release", "%s; released in %s", r.cond.Message, r.elapsed.Round(time.Millisecond))
+	a.condition.Replace(ctx, log, r.cond)
+	a.events.Eventf(r.reason, "%s; released in %s", r.cond.Message, r.elapsed.Round(time.Millisecond))
 
 	// The write has landed: the label brings the SIGTERM whatever happens
 	// next, so a settle window cut short is reported, not a failed round.
-	again, err := a.node.Settle(ctx, a.cfg.SettleTime)
+	again, err := a.write.Settle(ctx, a.cfg.SettleTime)
 	if again > 0 {
 		log.Warn().Int("times", again).Str("taint", a.taint()).Msg("Startup taint came back after the release, removed it again")
 	}
@@ -172,12 +166,12 @@ func (a *Agent) finish(ctx context.Context, log zerolog.Logger, r releaseAttempt
 	a.metrics.timeToVerified.Set(a.released.Sub(a.started).Seconds())
 	ev := log.Info()
 	switch {
-	case r.reason != "Verified": // released with failing checks (fail-open): nothing recovered
+	case r.reason != report.Verified: // released with failing checks (fail-open): nothing recovered
 		ev = log.Warn()
 	case a.failed:
 		ev = log.Warn().Bool("recovered", true)
 	}
-	ev.Str("reason", r.reason).Float64("duration_seconds", a.released.Sub(a.started).Seconds()).
+	ev.Str("reason", string(r.reason)).Float64("duration_seconds", a.released.Sub(a.started).Seconds()).
 		Float64("startup_seconds", a.firstRound.Sub(a.started).Seconds()).
 		Float64("checks_seconds", a.checked.Sub(a.firstRound).Seconds()).
 		Float64("release_seconds", a.released.Sub(a.checked).Seconds()).
@@ -207,7 +201,7 @@ func (a *Agent) releaseFailed(log zerolog.Logger, err error) {
 	ev.Err(err).Msg("Could not release node, the checks passed: fix the installation, the node is not at fault")
 	if msg := err.Error(); msg != a.releaseErr {
 		a.releaseErr = msg
-		a.events.Eventf(a.nodeRef, nil, corev1.EventTypeWarning, "ReleaseFailed", "Release",
+		a.events.Eventf(report.ReleaseFailed,
 			"Checks passed but the release failed (a misconfiguration, not a failed check; no failure action follows): %s", msg)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/nodeready/nodeready/nodepatch"
 )
@@ -41,7 +40,7 @@ func TestUnansweredReleaseThatLanded(t *testing.T) {
 	assert.Equal(t, 1, node.count(), "one write")
 	assert.Equal(t, 1, node.confirmed())
 	assert.Equal(t, []string{nodepatch.ReasonVerified}, node.reasons())
-	evs := drain(a.events.(*events.FakeRecorder))
+	evs := drain(recorder(a))
 	require.Len(t, evs, 1)
 	assert.Contains(t, evs[0], "Normal Verified")
 	assert.Equal(t, 1.0, testutil.ToFloat64(a.metrics.patches.WithLabelValues("patched")))
@@ -68,7 +67,7 @@ func TestUnansweredReleaseThatDidNotLand(t *testing.T) {
 	assert.GreaterOrEqual(t, node.confirmed(), 2, "each write that got no answer is looked for")
 	assert.Zero(t, testutil.ToFloat64(a.metrics.failures), "not a failed verification")
 	assert.Empty(t, node.reasons(), "no condition: nothing is wrong with the node or the installation")
-	assert.Empty(t, eventsWith(a.events.(*events.FakeRecorder), "Warning"))
+	assert.Empty(t, eventsWith(recorder(a), "Warning"))
 	assert.Contains(t, logs.String(), "Could not release node, will try again")
 	assert.NotContains(t, logs.String(), "fix the installation")
 
@@ -101,7 +100,7 @@ func TestUnansweredReleaseLandsLater(t *testing.T) {
 			require.NoError(t, <-done)
 			assert.Equal(t, 1, node.count(), "no write after the SIGTERM")
 			assert.Equal(t, 2, node.confirmed(), "looked for once more at the SIGTERM")
-			evs := drain(a.events.(*events.FakeRecorder))
+			evs := drain(recorder(a))
 			if !landed {
 				assert.False(t, a.verified.Load())
 				assert.Empty(t, node.reasons())

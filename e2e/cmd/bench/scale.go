@@ -21,6 +21,7 @@ import (
 	"github.com/nodeready/nodeready/agent"
 	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/wiring"
 )
 
 // Goals of the scale benchmark: 5000 nodes, the scalability limit of one cluster, released
@@ -581,7 +582,7 @@ func runInProcess(agentCtx, ctx context.Context, fast kubernetes.Interface, serv
 	// A connection of its own, as each agent pod has: a custom Dial keeps client-go from
 	// sharing one cached transport among all clients with the same TLS settings.
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-	clients, err := agent.NewClients(&rest.Config{
+	clients, err := wiring.NewClients(&rest.Config{
 		Host:            server,
 		TLSClientConfig: rest.TLSClientConfig{CAFile: caFile},
 		BearerToken:     token,
@@ -600,7 +601,7 @@ func runInProcess(agentCtx, ctx context.Context, fast kubernetes.Interface, serv
 	a.agentStarted = time.Now()
 	running.inc()
 	defer running.dec()
-	ag, err := agent.New(cfg, agent.NewLogger(cfg, &a.log), clients, agent.BuildInfo{Version: "bench"}, a.agentStarted)
+	ag, err := agent.New(cfg, wiring.NewLogger(cfg, &a.log), clients, agent.BuildInfo{Version: "bench"}, a.agentStarted)
 	if err != nil {
 		return err
 	}

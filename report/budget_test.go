@@ -1,4 +1,4 @@
-package agent
+package report
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -17,7 +16,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodeready/nodeready/config"
-	"github.com/nodeready/nodeready/nodepatch"
 )
 
 // TestMustSendBudgetFitsTheGracePeriod: the agent's recorder gives an Event
@@ -33,15 +31,13 @@ func TestMustSendBudgetFitsTheGracePeriod(t *testing.T) {
 		{settle: config.MaxSettleTime, want: 2 * time.Second},
 	} {
 		t.Run(tt.settle.String(), func(t *testing.T) {
-			cfg := defaultConfig(t)
-			cfg.SettleTime = tt.settle
-			_, rec, shutdown := newWriters(cfg, zerolog.Nop(), fake.NewClientset(), nodepatch.Spec{})
+			e, shutdown := NewEvents(fake.NewClientset(), "node-a", zerolog.Nop(), tt.settle)
 			defer shutdown()
-			r, ok := rec.(*recorder)
+			r, ok := e.rec.(*recorder)
 			require.True(t, ok)
 			assert.Equal(t, tt.want, r.mustSend)
 			assert.Positive(t, r.mustSend)
-			assert.Equal(t, TerminationGracePeriod-exitMargin, releaseBudget(tt.settle)+r.mustSend,
+			assert.Equal(t, TerminationGracePeriod-exitMargin, ReleaseBudget(tt.settle)+r.mustSend,
 				"the latest emission plus the budget ends at the margin")
 		})
 	}
@@ -61,8 +57,8 @@ func TestVerifiedEventOutlasts429s(t *testing.T) {
 		return false, nil, nil
 	})
 	var logs bytes.Buffer
-	recorder, shutdown := newRecorder(client, zerolog.New(&logs), mustSendBudget(2*time.Second))
-	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeNormal, "Verified", "Release", "All 4 checks passed; released in 1s")
+	evs, shutdown := NewEvents(client, "node-a", zerolog.New(&logs), 2*time.Second)
+	evs.Eventf(Verified, "All 4 checks passed; released in 1s")
 	shutdown()
 	assert.Equal(t, []string{"All 4 checks passed; released in 1s"}, sent.notes("Verified"))
 	assert.Equal(t, int32(7), attempts.Load())
@@ -81,7 +77,7 @@ func TestEventLostAtItsBudget(t *testing.T) {
 	var logs bytes.Buffer
 	rec, shutdown := newRecorder(client, zerolog.New(&logs), 300*time.Millisecond)
 	rec.(*recorder).backoff = wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Steps: 3, Cap: 20 * time.Millisecond}
-	rec.Eventf(nodeRef("node-a"), nil, corev1.EventTypeNormal, "Verified", "Release", "All 4 checks passed; released in 1s")
+	EventsTo(rec, "node-a").Eventf(Verified, "All 4 checks passed; released in 1s")
 	shutdown()
 	assert.Empty(t, sent.notes("Verified"))
 	assert.Greater(t, attempts.Load(), int32(5), "written again until its budget ends")

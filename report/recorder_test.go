@@ -1,4 +1,4 @@
-package agent
+package report
 
 import (
 	"bytes"
@@ -16,7 +16,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -64,6 +63,29 @@ func recordingClient() (*fake.Clientset, *sentEvents) {
 	return client, sent
 }
 
+// syncBuffer is a log sink safe for the recorder's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, cond, 5*time.Second, time.Millisecond, what)
+}
+
 // TestShutdownWaitsForEvents: the Verified Event is emitted just before the
 // process ends; the shutdown lets its write finish instead of dropping it.
 func TestShutdownWaitsForEvents(t *testing.T) {
@@ -74,8 +96,8 @@ func TestShutdownWaitsForEvents(t *testing.T) {
 		created.Add(1)
 		return false, nil, nil
 	})
-	recorder, shutdown := newRecorder(client, zerolog.Nop(), mustSendBudget(2*time.Second))
-	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeNormal, "Verified", "Release", "All checks passed")
+	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
+	evs.Eventf(Verified, "All checks passed")
 	shutdown()
 	assert.Equal(t, int32(1), created.Load(), "the Event was written before the shutdown returned")
 }
@@ -92,8 +114,8 @@ func TestEventAnsweredWith429IsSentAgain(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	recorder, shutdown := newRecorder(client, zerolog.Nop(), mustSendBudget(2*time.Second))
-	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeNormal, "Verified", "Release", "All 4 checks passed; released in 1s")
+	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
+	evs.Eventf(Verified, "All 4 checks passed; released in 1s")
 	shutdown()
 	assert.Equal(t, []string{"All 4 checks passed; released in 1s"}, sent.notes("Verified"))
 	assert.Equal(t, int32(2), attempts.Load())
@@ -112,21 +134,20 @@ func TestCheckFailedPerCheck(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	recorder, shutdown := newRecorder(client, zerolog.Nop(), mustSendBudget(2*time.Second))
-	node := nodeRef("node-a")
+	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
 	for _, note := range []string{
 		"dns a.example: no such host",
 		"tcp 10.0.0.1:443: connection refused",
 		"http https://x:8443/healthz: status 503",
 	} {
-		recorder.Eventf(node, nil, corev1.EventTypeWarning, "CheckFailed", "Verify", "%s", note)
+		evs.Eventf(CheckFailed, "%s", note)
 	}
 	select { // the repeat comes after the first failures are stored, as between rounds
 	case <-allCreated:
 	case <-time.After(10 * time.Second): // fewer were stored; the assertions say which
 	}
-	recorder.Eventf(node, nil, corev1.EventTypeWarning, "CheckFailed", "Verify", "%s", "dns a.example: no such host")
-	recorder.Eventf(node, nil, corev1.EventTypeWarning, "CheckFailed", "Verify", "%s", "dns a.example: i/o timeout")
+	evs.Eventf(CheckFailed, "%s", "dns a.example: no such host")
+	evs.Eventf(CheckFailed, "%s", "dns a.example: i/o timeout")
 	shutdown()
 	assert.ElementsMatch(t, []string{
 		"dns a.example: no such host",
@@ -143,8 +164,7 @@ func TestCheckFailedPerCheck(t *testing.T) {
 func TestDistinctErrorsAreEventsOfTheirOwn(t *testing.T) {
 	client, sent := recordingClient()
 	var logs syncBuffer
-	recorder, shutdown := newRecorder(client, zerolog.New(&logs), mustSendBudget(2*time.Second))
-	node := nodeRef("node-a")
+	evs, shutdown := NewEvents(client, "node-a", zerolog.New(&logs), 2*time.Second)
 	const prefix = "Checks passed but the release failed (a misconfiguration, not a failed check; no failure action follows): "
 	first, second := prefix+"patch node node-a: forbidden", prefix+`patch node node-a: failed calling webhook "x"`
 	writes := func() int {
@@ -155,7 +175,7 @@ func TestDistinctErrorsAreEventsOfTheirOwn(t *testing.T) {
 	// As between rounds: each write lands before the next emission; the fourth and fifth
 	// emissions write nothing.
 	for i, note := range []string{first, second, first, first, first} {
-		recorder.Eventf(node, nil, corev1.EventTypeWarning, "ReleaseFailed", "Release", "%s", note)
+		evs.Eventf(ReleaseFailed, "%s", note)
 		waitFor(t, "the write of emission "+strconv.Itoa(i+1), func() bool { return writes() >= min(i+1, 3) })
 	}
 	start := time.Now()
@@ -170,9 +190,9 @@ func TestDistinctErrorsAreEventsOfTheirOwn(t *testing.T) {
 // every note is cut to fit, on a rune boundary.
 func TestNoteWithinTheLimit(t *testing.T) {
 	client, sent := recordingClient()
-	recorder, shutdown := newRecorder(client, zerolog.Nop(), mustSendBudget(2*time.Second))
+	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
 	long := strings.Repeat("dns ünïcödé.example: no such host; ", 60)
-	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeWarning, "FailedOpen", "Release", "Released after 30m with failing checks: %s; released in %s", long, "30m0s")
+	evs.Eventf(FailedOpen, "Released after 30m with failing checks: %s; released in %s", long, "30m0s")
 	shutdown()
 	notes := sent.notes("FailedOpen")
 	require.Len(t, notes, 1)
@@ -189,8 +209,8 @@ func TestLostEventIsLogged(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(eventsv1.Resource("events"), "", assert.AnError)
 	})
 	var out bytes.Buffer
-	recorder, shutdown := newRecorder(client, zerolog.New(&out), mustSendBudget(2*time.Second))
-	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeWarning, "ReplacingNode", "Replace", "Deleted NodeClaim x because checks failed: dns a: no such host")
+	evs, shutdown := NewEvents(client, "node-a", zerolog.New(&out), 2*time.Second)
+	evs.Eventf(ReplacingNode, "Deleted NodeClaim x because checks failed: dns a: no such host")
 	shutdown()
 	assert.Contains(t, out.String(), `"level":"error"`)
 	assert.Contains(t, out.String(), `"reason":"ReplacingNode"`)
@@ -222,8 +242,8 @@ func TestEventOutlastsRetryAfter(t *testing.T) {
 	defer srv.Close()
 	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
 	require.NoError(t, err)
-	recorder, shutdown := newRecorder(client, zerolog.Nop(), mustSendBudget(2*time.Second))
-	recorder.Eventf(nodeRef("node-a"), nil, corev1.EventTypeNormal, "Verified", "Release", "All 4 checks passed; released in 1s")
+	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
+	evs.Eventf(Verified, "All 4 checks passed; released in 1s")
 	shutdown()
 	assert.Equal(t, int32(1), stored.Load(), "the Event was stored before the shutdown returned")
 }

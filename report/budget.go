@@ -1,12 +1,13 @@
-package agent
+package report
 
 import "time"
 
 // The pod's last seconds. The release's label makes the DaemonSet controller
 // delete the pod: the SIGTERM comes after the release has started, and the
 // SIGKILL TerminationGracePeriod after the SIGTERM. So whatever the agent
-// does once the release starts must end within TerminationGracePeriod of
-// that start; these budgets add up to no more than that.
+// does once the release starts (the release, the condition and the Events
+// that report it) must end within TerminationGracePeriod of that start; these
+// budgets add up to no more than that.
 
 // TerminationGracePeriod is the DaemonSet's terminationGracePeriodSeconds
 // (manifests/03-daemonset.yaml and the chart; a test holds them equal).
@@ -20,18 +21,18 @@ const exitMargin = 3 * time.Second
 // itself brings.
 const afterBudget = 5 * time.Second
 
-// confirmBudget is kept back from the release's write for finding out, by
+// ConfirmBudget is kept back from the release's write for finding out, by
 // one read, whether a write that got no answer landed.
-const confirmBudget = 2 * time.Second
+const ConfirmBudget = 2 * time.Second
 
 // lastFlushBudget bounds the last try at a pending condition after the
-// SIGTERM; with the release budget and the longest settle window it stays
-// inside the grace period.
+// SIGTERM (ConditionWriter.LastFlush); with the release budget and the
+// longest settle window it stays inside the grace period.
 const lastFlushBudget = 3 * time.Second
 
-// releaseBudget bounds the release, the condition and the Event that report
+// ReleaseBudget bounds the release, the condition and the Event that report
 // it, and the settle window, from the release's start.
-func releaseBudget(settle time.Duration) time.Duration {
+func ReleaseBudget(settle time.Duration) time.Duration {
 	return 2*afterBudget + settle
 }
 
@@ -40,5 +41,5 @@ func releaseBudget(settle time.Duration) time.Duration {
 // written, or its loss logged, before the grace period ends, with
 // exitMargin to spare.
 func mustSendBudget(settle time.Duration) time.Duration {
-	return TerminationGracePeriod - releaseBudget(settle) - exitMargin
+	return TerminationGracePeriod - ReleaseBudget(settle) - exitMargin
 }

@@ -1,27 +1,19 @@
-package agent
+package report
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
-	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/nodeready/nodeready/nodepatch"
 )
@@ -34,17 +26,9 @@ const reportingController = "nodeready.io/agent"
 const noteLimit = 1024
 
 // flushBudget bounds the wait at exit for Events still on their way; an
-// Event that matters has up to its mustSendBudget (budget.go) instead.
+// Event that matters (reasons.go) has up to its mustSendBudget (budget.go)
+// instead.
 const flushBudget = 2 * time.Second
-
-// mustSend are the reasons of the Events that matter: each is written
-// before the agent exits, or its loss is logged as an error.
-var mustSend = map[string]bool{"Verified": true, "FailedOpen": true, "ReplacingNode": true, "VerificationFailed": true}
-
-// sendBackoff paces the writes of an Event the API server answered with 429
-// or a server error (client-go's REST client has already waited out any
-// Retry-After).
-var sendBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5}
 
 // mustSendBackoff paces those of an Event that matters, which are tried
 // until its mustSendBudget runs out: a burst of new nodes can keep the API
@@ -66,18 +50,17 @@ var mustSendBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, 
 // until every Event is written, so an Event that matters is not lost to the
 // process ending; one that cannot be written is logged.
 //
-// mustSend is the time an Event that matters has from its emission to be
+// budget is the time an Event that matters has from its emission to be
 // written (mustSendBudget).
-func newRecorder(client kubernetes.Interface, log zerolog.Logger, mustSend time.Duration) (events.EventRecorder, func()) {
+func newRecorder(client kubernetes.Interface, log zerolog.Logger, budget time.Duration) (events.EventRecorder, func()) {
 	if client == nil {
 		return &events.FakeRecorder{}, nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	r := &recorder{
 		sink:     &events.EventSinkImpl{Interface: client.EventsV1()},
 		log:      log,
-		ctx:      ctx,
-		mustSend: mustSend,
+		stop:     make(chan struct{}),
+		mustSend: budget,
 		backoff:  mustSendBackoff,
 		subjects: map[string]events.EventBroadcaster{},
 		recs:     map[string]events.EventRecorder{},
@@ -90,7 +73,7 @@ func newRecorder(client kubernetes.Interface, log zerolog.Logger, mustSend time.
 			b.Shutdown()
 		}
 		r.mu.Unlock()
-		cancel()
+		close(r.stop)
 	}
 }
 
@@ -99,7 +82,9 @@ func newRecorder(client kubernetes.Interface, log zerolog.Logger, mustSend time.
 type recorder struct {
 	sink events.EventSink
 	log  zerolog.Logger
-	ctx  context.Context // of the broadcasters; ends at the shutdown
+	// stop ends the broadcasters at the shutdown; they are started one per
+	// subject as Events come, so each gets a context from it then.
+	stop chan struct{}
 	// mustSend is the time an Event that matters has from its emission to
 	// be written; backoff paces its writes (mustSendBackoff).
 	mustSend time.Duration
@@ -133,7 +118,7 @@ func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 	rec, ok := r.recs[subject]
 	if !ok {
 		b := events.NewBroadcaster(&trackingSink{EventSink: r.sink, r: r, subject: subject})
-		if err := b.StartRecordingToSinkWithContext(r.ctx); err != nil {
+		if err := b.StartRecordingToSinkWithContext(wait.ContextForChannel(r.stop)); err != nil {
 			r.mu.Unlock()
 			r.log.Error().Err(err).Str("reason", reason).Msg("Could not send Event")
 			return
@@ -180,7 +165,7 @@ func (r *recorder) settle(key sendKey, err error) {
 // lost logs an Event that will not be written.
 func (r *recorder) lost(key sendKey, err error) {
 	ev := r.log.Warn()
-	if mustSend[key.reason] {
+	if matters(key.reason) {
 		ev = r.log.Error()
 	}
 	ev.Err(err).Str("reason", key.reason).Str("subject", key.subject).Msg("Could not send Event")
@@ -207,7 +192,7 @@ func (r *recorder) flush() {
 				continue
 			}
 			deadline := start.Add(flushBudget)
-			if mustSend[key.reason] {
+			if matters(key.reason) {
 				deadline = later(deadline, s.last.Add(r.mustSend))
 			}
 			if now.Before(deadline) {
@@ -254,100 +239,4 @@ const maxSubjects = 32
 func subjectOf(note string) string {
 	subject, _, _ := strings.Cut(note, ": ")
 	return subject
-}
-
-// trackingSink writes Events of one subject for client-go's broadcaster,
-// writes again those answered with 429 or a server error, and reports each
-// outcome to the recorder.
-type trackingSink struct {
-	events.EventSink
-	r       *recorder
-	subject string
-}
-
-func (s *trackingSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	return s.send(ctx, e, false, func(ctx context.Context) (*eventsv1.Event, error) { return s.EventSink.Create(ctx, e) })
-}
-
-func (s *trackingSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
-	return s.send(ctx, e, true, func(ctx context.Context) (*eventsv1.Event, error) { return s.EventSink.Patch(ctx, e, data) })
-}
-
-func (s *trackingSink) send(ctx context.Context, e *eventsv1.Event, patch bool, write func(context.Context) (*eventsv1.Event, error)) (*eventsv1.Event, error) {
-	key := sendKey{e.Reason, s.subject}
-	var out *eventsv1.Event
-	var err error
-	// Past its deadline (client-go's own later tries), an Event that
-	// matters is written as any other.
-	if deadline := s.r.deadline(key); mustSend[e.Reason] && time.Now().Before(deadline) {
-		out, err = s.sendUntil(ctx, deadline, write)
-	} else {
-		err = retry.OnError(sendBackoff, func(err error) bool { return ctx.Err() == nil && transient(err) }, func() error {
-			var err error
-			out, err = write(ctx)
-			return err
-		})
-	}
-	if err == nil || final(err, patch, e.Series != nil) {
-		s.r.settle(key, err)
-	}
-	return out, err
-}
-
-// sendUntil writes an Event that matters, and writes it again after a 429 or
-// a server error, until deadline; it returns the last write's answer.
-func (s *trackingSink) sendUntil(ctx context.Context, deadline time.Time, write func(context.Context) (*eventsv1.Event, error)) (*eventsv1.Event, error) {
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	var out *eventsv1.Event
-	var err error
-	_ = s.r.backoff.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
-		out, err = write(ctx)
-		switch {
-		case err == nil:
-			return true, nil
-		case transient(err):
-			return false, nil
-		default:
-			return false, err
-		}
-	})
-	return out, err
-}
-
-// transient reports whether writing again soon may succeed: the API server
-// was busy or failing, or did not answer.
-func transient(err error) bool {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
-			apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
-	}
-	var construction *rest.RequestConstructionError
-	return !errors.As(err, &construction)
-}
-
-// final reports whether client-go's broadcaster gives the Event up after
-// err, as recordEvent in k8s.io/client-go/tools/events decides: a series
-// patch that finds no Event is created instead, an Event the API server
-// refused is given up (but for a series created twice at once), and after
-// any other error it tries again after a pause.
-func final(err error, patch, series bool) bool {
-	switch err := err.(type) {
-	case *apierrors.StatusError:
-		if patch && err.Status().Code == http.StatusNotFound {
-			return false
-		}
-		return !(series && apierrors.IsAlreadyExists(err))
-	case *rest.RequestConstructionError:
-		return true
-	}
-	return false
-}
-
-// nodeRef is what the Events are about. Its UID is the node's name, the
-// convention the kubelet uses for node Events, so `kubectl describe node`
-// shows them without the agent reading the node's real UID first.
-func nodeRef(name string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name)}}
 }

@@ -1,0 +1,64 @@
+package report
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+)
+
+// Events emits the Events about one node.
+type Events struct {
+	rec  events.EventRecorder
+	node *corev1.Node
+}
+
+// NewEvents returns the Events about node, written through client (see
+// newRecorder), and the shutdown that waits, bounded, for those still on
+// their way; call it when the agent ends. settle is SETTLE_TIME, part of the
+// release's budget, which bounds an Event that matters (mustSendBudget).
+// Without a client the Events go nowhere and there is no shutdown.
+func NewEvents(client kubernetes.Interface, node string, log zerolog.Logger, settle time.Duration) (*Events, func()) {
+	rec, shutdown := newRecorder(client, log, mustSendBudget(settle))
+	return EventsTo(rec, node), shutdown
+}
+
+// LogEvents logs each Event about node instead of emitting it, for
+// DRY_RUN=true.
+func LogEvents(node string, log zerolog.Logger) *Events {
+	return EventsTo(logRecorder{log: log}, node)
+}
+
+// EventsTo emits the Events about node through rec: client-go's FakeRecorder
+// in tests.
+func EventsTo(rec events.EventRecorder, node string) *Events {
+	return &Events{rec: rec, node: nodeRef(node)}
+}
+
+// Eventf emits an Event of reason, with its type and action (kinds), about
+// the node.
+func (e *Events) Eventf(reason Reason, note string, args ...any) {
+	k := kinds[reason]
+	e.rec.Eventf(e.node, nil, k.eventType, string(reason), k.action, note, args...)
+}
+
+// nodeRef is what the Events are about. Its UID is the node's name, the
+// convention the kubelet uses for node Events, so `kubectl describe node`
+// shows them without the agent reading the node's real UID first.
+func nodeRef(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name)}}
+}
+
+// logRecorder logs the Events the agent would emit.
+type logRecorder struct{ log zerolog.Logger }
+
+func (r logRecorder) Eventf(_, _ runtime.Object, eventtype, reason, action, note string, args ...any) {
+	r.log.Info().Str("type", eventtype).Str("reason", reason).Str("action", action).Str("note", fmt.Sprintf(note, args...)).
+		Msg("Would emit Event (DRY_RUN=true)")
+}
