@@ -72,9 +72,15 @@ func (c *UnlessNoClusterDNS) Run(ctx context.Context) error {
 	if !down {
 		return <-answer // the Service was looked at: a later failure stands without a second look
 	}
-	cancel()
-	if err := <-answer; err == nil {
-		return nil // it answered after all
+	select {
+	case err := <-answer:
+		if err == nil {
+			return nil // it answered after all
+		}
+	default:
+		// Not waited for: the Go resolver notices the cancellation only when its
+		// attempt times out (resolv.conf's timeout, 5s by default). The query ends
+		// with the context; its answer goes to the buffered channel unread.
 	}
 	return fmt.Errorf("%w (%s): the query got no answer in %s", ErrNoClusterDNS, reason, lookupDelay)
 }

@@ -170,3 +170,30 @@ func TestUnlessNoClusterDNSBesideASlowQuery(t *testing.T) {
 		})
 	}
 }
+
+// deafDNS is a dns check whose query ignores its context until released, as the Go resolver
+// does until its attempt times out (resolv.conf's timeout, 5s by default).
+type deafDNS struct{ released chan struct{} }
+
+func (deafDNS) Name() string   { return "dns" }
+func (deafDNS) Target() string { return "kubernetes.default.svc.cluster.local" }
+func (d deafDNS) Run(context.Context) error {
+	<-d.released
+	return errors.New("i/o timeout")
+}
+
+// TestUnlessNoClusterDNSDoesNotWaitForADeafQuery: once the EndpointSlices say no cluster DNS
+// runs, the check answers without waiting for a query that does not heed its cancellation.
+func TestUnlessNoClusterDNSDoesNotWaitForADeafQuery(t *testing.T) {
+	dns := deafDNS{released: make(chan struct{})}
+	t.Cleanup(func() { close(dns.released) })
+	c := checks.NewUnlessNoClusterDNS(dns, fake.NewClientset(kubeDNSSlice()), "kube-system", "kube-dns")
+	done := make(chan checks.Result, 1)
+	go func() { done <- checks.Execute(t.Context(), c, time.Minute) }()
+	select {
+	case res := <-done:
+		assert.ErrorIs(t, res.Err, checks.ErrNoClusterDNS)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the check waited for a query that ignores its cancellation")
+	}
+}
