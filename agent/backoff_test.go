@@ -63,3 +63,27 @@ func TestLinearBackoffMatchesKubeNodeReady(t *testing.T) {
 		})
 	}
 }
+
+func TestBackoffShapes(t *testing.T) {
+	within := func(t *testing.T, want, got time.Duration) {
+		t.Helper()
+		assert.GreaterOrEqual(t, got, want)
+		assert.LessOrEqual(t, got, want+time.Duration(float64(want)*jitter))
+	}
+	s := time.Second
+	tests := map[string][]time.Duration{
+		"exponential": {s, 2 * s, 4 * s, 8 * s, 10 * s, 10 * s},
+		"linear":      {s, s, s, s}, // kube-node-ready's meaning: the same delay every round
+		"constant":    {s, s, s, s},
+	}
+	for kind, want := range tests {
+		t.Run(kind, func(t *testing.T) {
+			b := newBackoff(config.Config{RetryBackoff: kind, RetryBackoffBase: s, RetryBackoffMax: 10 * s})
+			for i, w := range want {
+				got := b.Step()
+				t.Logf("round %d: %s", i+1, got)
+				within(t, w, got)
+			}
+		})
+	}
+}

@@ -1,25 +1,20 @@
 package agent
 
 import (
-	"context"
-	"io"
-	"maps"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/report"
 )
 
 const readinessTaint = "readiness.k8s.io/nodeready-unverified"
@@ -27,38 +22,13 @@ const readinessTaint = "readiness.k8s.io/nodeready-unverified"
 // externalAgent runs an agent built by New with TAINT_OWNER=external on a node held by
 // readinessTaint (a NodeReadinessRule's) and the kubelet's not-ready taint, with one
 // check that passes.
-func externalAgent(t *testing.T, client *fake.Clientset) *Agent {
+func externalAgent(t *testing.T, c *cluster) *running {
 	t.Helper()
-	return runNew(t, client, map[string]string{
-		"TAINT_OWNER": config.TaintOwnerExternal, "TAINT_KEY": readinessTaint,
-		"CHECKS": "command", "CHECK_COMMAND": "/bin/true",
-	})
-}
-
-// runNew runs, until the test ends, an agent that New built for node-a from env, on short
-// delays between rounds and with no settle window.
-func runNew(t *testing.T, client *fake.Clientset, env map[string]string) *Agent {
-	t.Helper()
-	cfg := loadConfig(t, with(map[string]string{"NODE_NAME": "node-a", "SETTLE_TIME": "0s",
-		"RETRY_BACKOFF_BASE": "1ms", "RETRY_BACKOFF_MAX": "5ms"}, env), false)
-	cfg.MetricsPort = 0 // any free port
-	a, err := New(cfg, zerolog.New(io.Discard), Clients{Kube: client}, BuildInfo{Version: "test"}, time.Now())
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(t.Context())
-	t.Cleanup(cancel)
-	go func() { _ = a.Run(ctx) }()
-	return a
-}
-
-// with returns base with more variables set.
-func with(base, more map[string]string) map[string]string {
-	env := maps.Clone(base)
-	maps.Copy(env, more)
-	return env
+	return runNew(t, c, passing, map[string]string{"TAINT_OWNER": config.TaintOwnerExternal, "TAINT_KEY": readinessTaint})
 }
 
 func externalNode() *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a",
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", ResourceVersion: "1",
 		Labels: map[string]string{"kubernetes.io/hostname": "node-a"}, Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0"}}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
 		{Key: readinessTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule},
 		{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule},
@@ -69,9 +39,9 @@ func externalNode() *corev1.Node {
 // controller (NRC) when node-ready/Verified turns True. The agent writes that condition
 // before the label that ends it, and never writes a taint: the node keeps both taints.
 func TestExternalTaintOwner(t *testing.T) {
-	client := fake.NewClientset(externalNode())
+	client := newCluster(externalNode())
 	a := externalAgent(t, client)
-	waitFor(t, "verified", a.verified.Load)
+	waitFor(t, "verified", func() bool { return isVerified(a.Agent) })
 
 	condition, label := -1, -1
 	for i, act := range client.Actions() {
@@ -93,8 +63,7 @@ func TestExternalTaintOwner(t *testing.T) {
 	require.GreaterOrEqual(t, label, 0, "no label written")
 	assert.Less(t, condition, label, "the label, which ends the agent, was written before the condition that releases the node")
 
-	node, err := client.CoreV1().Nodes().Get(t.Context(), "node-a", metav1.GetOptions{})
-	require.NoError(t, err)
+	node := client.node(t)
 	assert.Equal(t, externalNode().Spec.Taints, node.Spec.Taints, "the taints are the other controller's")
 	assert.Equal(t, "true", node.Labels["node-ready/verified"])
 	require.Len(t, node.Status.Conditions, 1)
@@ -106,7 +75,7 @@ func TestExternalTaintOwner(t *testing.T) {
 // is not written either (it would end the agent and leave the node held by a taint whose
 // owner waits for the condition); the refusal is reported as a failed release.
 func TestExternalTaintOwnerConditionRefused(t *testing.T) {
-	client := fake.NewClientset(externalNode())
+	client := newCluster(externalNode())
 	client.PrependReactor("patch", "nodes", func(act k8stesting.Action) (bool, runtime.Object, error) {
 		if act.GetSubresource() != "status" {
 			return false, nil, nil
@@ -115,19 +84,10 @@ func TestExternalTaintOwnerConditionRefused(t *testing.T) {
 	})
 	a := externalAgent(t, client)
 
-	var reasons []string
-	require.Eventually(t, func() bool {
-		list, err := client.EventsV1().Events("").List(t.Context(), metav1.ListOptions{})
-		require.NoError(t, err)
-		reasons = reasons[:0]
-		for _, e := range list.Items {
-			reasons = append(reasons, e.Reason)
-		}
-		return assert.ObjectsAreEqual([]string{"ReleaseFailed"}, reasons)
-	}, 5*time.Second, 10*time.Millisecond, "Events: %v", reasons)
-	assert.False(t, a.verified.Load())
-	node, err := client.CoreV1().Nodes().Get(t.Context(), "node-a", metav1.GetOptions{})
-	require.NoError(t, err)
+	assert.Contains(t, client.waitEvent(t, report.ReleaseFailed).Note, "forbidden")
+	assert.Empty(t, client.eventsOf(t, report.Verified))
+	assert.False(t, isVerified(a.Agent))
+	node := client.node(t)
 	assert.NotContains(t, node.Labels, "node-ready/verified", "labelled without the condition")
 	for _, act := range client.Actions() {
 		if act.GetVerb() == "patch" && act.GetResource().Resource == "nodes" {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,33 +60,21 @@ func TestFirstStart(t *testing.T) {
 // FAIL_OPEN_AFTER from the pod's first start, so a crash-looping agent still
 // fails open on time. Before, every restart gave it a fresh 30 minutes.
 func TestTimersSurviveContainerRestart(t *testing.T) {
-	dir := t.TempDir()
-	cfg := defaultConfig(t)
-	cfg.StateDir = dir
-	clients := Clients{Kube: fake.NewClientset()}
+	env := with(failing, map[string]string{"STATE_DIR": t.TempDir(), "FAILURE_ACTION": config.FailOpen, "FAIL_OPEN_AFTER": "30m", "MAX_RETRIES": "100"})
 	firstProcess := time.Now().Add(-time.Hour)
-	a, err := New(cfg, zerolog.New(io.Discard), clients, BuildInfo{}, firstProcess)
+	first, err := New(loadConfig(t, with(fast, env), false), zerolog.New(io.Discard), Clients{Kube: fake.NewClientset()}, BuildInfo{}, firstProcess)
 	require.NoError(t, err)
-	a.shutdown()
+	first.shutdown()
 
-	// The container restarts an hour later in the same pod.
-	restarted, err := New(cfg, zerolog.New(io.Discard), clients, BuildInfo{}, time.Now())
+	// The container restarts an hour later in the same pod; its checks still fail.
+	c := newCluster(heldNode())
+	r := runNew(t, c, env)
+	waitFor(t, "failed open", func() bool { return isVerified(r.Agent) })
+	assert.Equal(t, 1.0, rounds(r.Agent), "INITIAL_TIMEOUT and FAIL_OPEN_AFTER ran out before this container started")
+	assert.Equal(t, 1.0, failures(r.Agent))
+	assert.Equal(t, []string{nodepatch.ReasonChecksFailed, nodepatch.ReasonFailedOpen}, c.reasons())
+	held, err := time.ParseDuration(c.node(t).Annotations["node-ready/verified-duration"])
 	require.NoError(t, err)
-	restarted.shutdown()
-	assert.True(t, firstProcess.Equal(restarted.started), "counts from %s, not %s", firstProcess, restarted.started)
-
-	// With that start, a failing held node fails open at its first failed round.
-	node := &fakeNode{}
-	broken := &fakeCheck{name: "dns"}
-	broken.fail.Store(true)
-	b := testAgent(t, node, broken)
-	b.started = restarted.started
-	b.cfg.MaxRetries = 100
-	b.cfg.FailureAction = config.FailOpen
-	b.cfg.FailOpenAfter = 30 * time.Minute
-	_, _ = runAgent(t, b)
-	waitFor(t, "failed open", b.verified.Load)
-	assert.Equal(t, int32(1), broken.runs.Load(), "INITIAL_TIMEOUT and FAIL_OPEN_AFTER ran out before this container started")
-	assert.Equal(t, 1.0, testutil.ToFloat64(b.metrics.failures))
-	assert.Equal(t, []string{nodepatch.ReasonChecksFailed, nodepatch.ReasonFailedOpen}, node.reasons())
+	assert.GreaterOrEqual(t, held, time.Hour, "counted from this container's start")
+	assert.Equal(t, nodepatch.FailedOpenValue, c.node(t).Labels["node-ready/verified"])
 }

@@ -6,18 +6,16 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodeready/nodeready/checks/dnstest"
+	"github.com/nodeready/nodeready/report"
 )
 
 // coreDNSPod is the EndpointSlice of one kube-system/kube-dns pod on node, served by a DNS
@@ -39,39 +37,18 @@ func coreDNSPod(t *testing.T, node string) *discoveryv1.EndpointSlice {
 	}
 }
 
-// nodeEvents waits for an Event of each reason about node-a and returns them by reason.
-func nodeEvents(t *testing.T, client *fake.Clientset, reasons ...string) map[string]eventsv1.Event {
-	t.Helper()
-	got := map[string]eventsv1.Event{}
-	require.Eventually(t, func() bool {
-		list, err := client.EventsV1().Events("").List(t.Context(), metav1.ListOptions{})
-		require.NoError(t, err)
-		for _, e := range list.Items {
-			got[e.Reason] = e
-		}
-		for _, r := range reasons {
-			if _, ok := got[r]; !ok {
-				return false
-			}
-		}
-		return true
-	}, 5*time.Second, 10*time.Millisecond, "Events %v", reasons)
-	return got
-}
-
 // TestPodNetworkCheck: with ENABLE_CONNECTIVITY_MATRIX=true (kube-node-ready's name), the
 // agent reaches the CoreDNS pods on other nodes by pod IP with a DNS query, never its own
 // node's, and its condition and Verified Event name the pods it reached.
 func TestPodNetworkCheck(t *testing.T) {
-	client := fake.NewClientset(externalNode(), coreDNSPod(t, "node-a"), coreDNSPod(t, "node-b"), coreDNSPod(t, "node-c"))
-	a := runNew(t, client, map[string]string{"CHECKS": "command", "CHECK_COMMAND": "/bin/true", "ENABLE_CONNECTIVITY_MATRIX": "true"})
-	waitFor(t, "verified", a.verified.Load)
+	client := newCluster(externalNode(), coreDNSPod(t, "node-a"), coreDNSPod(t, "node-b"), coreDNSPod(t, "node-c"))
+	a := runNew(t, client, passing, map[string]string{"ENABLE_CONNECTIVITY_MATRIX": "true"})
+	waitFor(t, "verified", func() bool { return isVerified(a.Agent) })
 
-	verified := nodeEvents(t, client, "Verified")["Verified"]
+	verified := client.waitEvent(t, report.Verified)
 	assert.Contains(t, verified.Note, "podnetwork reached 127.0.0.1 on node-b, 127.0.0.1 on node-c")
 	assert.NotContains(t, verified.Note, "on node-a")
-	node, err := client.CoreV1().Nodes().Get(t.Context(), "node-a", metav1.GetOptions{})
-	require.NoError(t, err)
+	node := client.node(t)
 	require.Len(t, node.Status.Conditions, 1)
 	assert.Contains(t, node.Status.Conditions[0].Message, "All 2 checks passed; podnetwork reached 127.0.0.1 on node-b, 127.0.0.1 on node-c")
 }
@@ -85,14 +62,14 @@ func TestPodNetworkNotCheckableAlone(t *testing.T) {
 		"no pod":           nil,
 	} {
 		t.Run(name, func(t *testing.T) {
-			client := fake.NewClientset(append(objects, externalNode())...)
+			client := newCluster(append(objects, externalNode())...)
 			a := runNew(t, client, map[string]string{"CHECKS": "podnetwork"})
-			waitFor(t, "verified", a.verified.Load)
-			e := nodeEvents(t, client, "Verified", "PodNetworkNotChecked")["PodNetworkNotChecked"]
+			waitFor(t, "verified", func() bool { return isVerified(a.Agent) })
+			client.waitEvent(t, report.Verified)
+			e := client.waitEvent(t, report.PodNetworkNotChecked)
 			assert.Equal(t, corev1.EventTypeWarning, e.Type)
 			assert.True(t, strings.HasPrefix(e.Note, "Released without the podnetwork check: podnetwork pods of kube-system/kube-dns on up to 3 other nodes: skipped: cannot be checked: no ready endpoint on another node"), e.Note)
-			node, err := client.CoreV1().Nodes().Get(t.Context(), "node-a", metav1.GetOptions{})
-			require.NoError(t, err)
+			node := client.node(t)
 			assert.Contains(t, node.Status.Conditions[0].Message, "0 of 1 checks passed, podnetwork")
 		})
 	}

@@ -68,10 +68,9 @@ func TestDryRunVariableIsReadOnly(t *testing.T) {
 			var logs bytes.Buffer
 			a, err := New(cfg, zerolog.New(&logs), Clients{Kube: client}, BuildInfo{Version: "test"}, time.Now())
 			require.NoError(t, err)
-			cancel, done := runAgent(t, a)
+			r := start(t, a)
 			waitFor(t, "rounds of checks", func() bool { return tt.until(a) })
-			cancel()
-			require.NoError(t, <-done)
+			require.NoError(t, r.stop(t))
 
 			for _, action := range client.Actions() {
 				assert.Contains(t, []string{"get", "list", "watch"}, action.GetVerb(),

@@ -3,118 +3,138 @@ package agent
 import (
 	"context"
 	"fmt"
-	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/report"
 )
 
-// unanswered is how nodepatch reports a PATCH the API server did not answer
-// in time: queued under load, it may be stored after the agent gave up.
-var unanswered = fmt.Errorf("patch node node-a: %w: %w", nodepatch.ErrUnknownOutcome, context.DeadlineExceeded)
+// noAnswer is what the client returns for a PATCH the API server did not answer in time:
+// queued under load, it may be stored after the agent gave up.
+var noAnswer = fmt.Errorf("Patch \"https://10.96.0.1/api/v1/nodes/node-a\": %w", context.DeadlineExceeded)
 
-func (n *fakeNode) land() { n.mu.Lock(); n.landed = true; n.mu.Unlock() }
+// unanswered makes the releases get no answer while the returned switch is on: with land,
+// the API server stores each first; without, it keeps the last for land to store later.
+type unanswered struct {
+	c    *cluster
+	on   atomic.Bool
+	mu   sync.Mutex
+	last k8stesting.Action
+}
 
-func (n *fakeNode) confirmed() int { n.mu.Lock(); defer n.mu.Unlock(); return n.confirms }
+func answerless(c *cluster, land bool) *unanswered {
+	u := &unanswered{c: c}
+	u.on.Store(true)
+	c.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if !u.on.Load() || a.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		if land {
+			if _, err := c.apply(a); err != nil {
+				return true, nil, err
+			}
+		}
+		u.mu.Lock()
+		u.last = a.DeepCopy()
+		u.mu.Unlock()
+		return true, nil, noAnswer
+	})
+	return u
+}
 
-// TestUnansweredReleaseThatLanded: the PATCH got no answer but was stored.
-// The agent finds that out and reports the release as usual: condition,
-// Event, verified; never "fix the installation" nor a second write.
+// land stores the last release that got no answer.
+func (u *unanswered) land(t *testing.T) {
+	t.Helper()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	require.NotNil(t, u.last)
+	_, err := u.c.apply(u.last)
+	require.NoError(t, err)
+}
+
+// TestUnansweredReleaseThatLanded: the PATCH got no answer but was stored. The agent finds
+// that out and reports the release as usual: condition, Event, verified; never a
+// ReleaseFailed Event nor a second write.
 func TestUnansweredReleaseThatLanded(t *testing.T) {
-	node := &fakeNode{landed: true}
-	node.set(unanswered)
-	a := testAgent(t, node, &fakeCheck{name: "dns"})
-	var logs syncBuffer
-	a.log = zerolog.New(&logs)
-	cancel, done := runAgent(t, a)
+	c := newCluster(heldNode())
+	answerless(c, true)
+	r := runNew(t, c, passing)
 
-	waitFor(t, "verified", a.verified.Load)
-	cancel()
-	require.NoError(t, <-done)
-	assert.Equal(t, 1, node.count(), "one write")
-	assert.Equal(t, 1, node.confirmed())
-	assert.Equal(t, []string{nodepatch.ReasonVerified}, node.reasons())
-	evs := drain(recorder(a))
-	require.Len(t, evs, 1)
-	assert.Contains(t, evs[0], "Normal Verified")
-	assert.Equal(t, 1.0, testutil.ToFloat64(a.metrics.patches.WithLabelValues("patched")))
-	assert.Contains(t, logs.String(), "Verified node")
-	assert.NotContains(t, logs.String(), "fix the installation")
-	assert.NotContains(t, logs.String(), "Aborted")
+	waitFor(t, "verified", func() bool { return isVerified(r.Agent) })
+	require.NoError(t, r.stop(t))
+	assert.Equal(t, 1, c.requests("patch", ""), "one write")
+	assert.Equal(t, []corev1.Taint{otherTaint}, c.node(t).Spec.Taints)
+	assert.Equal(t, []string{nodepatch.ReasonVerified}, c.reasons())
+	assert.Equal(t, []string{"Verified"}, c.eventReasons(t))
+	assert.Equal(t, 1.0, patchesOf(r.Agent, "patched"))
+	assert.Zero(t, patchesOf(r.Agent, "error"))
 }
 
-// TestUnansweredReleaseThatDidNotLand: the PATCH got no answer and the node
-// shows it was not stored. That is the API server's trouble, not a
-// misconfiguration: no ReleaseFailed Event, no failure recorded however
-// many rounds it takes, and the release is tried again each round.
+// TestUnansweredReleaseThatDidNotLand: the PATCH got no answer and the node shows it was
+// not stored. That is the API server's trouble, not a misconfiguration: no ReleaseFailed
+// Event, no failure recorded however many rounds it takes, and the release is tried again
+// each round, each looked for on the node.
 func TestUnansweredReleaseThatDidNotLand(t *testing.T) {
-	node := &fakeNode{}
-	node.set(unanswered)
-	a := testAgent(t, node, &fakeCheck{name: "dns"})
-	a.cfg.MaxRetries = 1
-	var logs syncBuffer
-	a.log = zerolog.New(&logs)
-	_, _ = runAgent(t, a)
+	c := newCluster(heldNode())
+	u := answerless(c, false)
+	r := runNew(t, c, passing, map[string]string{"MAX_RETRIES": "1"})
 
-	waitFor(t, "release tried again", func() bool { return node.count() >= 3 })
-	assert.False(t, a.verified.Load())
-	assert.GreaterOrEqual(t, node.confirmed(), 2, "each write that got no answer is looked for")
-	assert.Zero(t, testutil.ToFloat64(a.metrics.failures), "not a failed verification")
-	assert.Empty(t, node.reasons(), "no condition: nothing is wrong with the node or the installation")
-	assert.Empty(t, eventsWith(recorder(a), "Warning"))
-	assert.Contains(t, logs.String(), "Could not release node, will try again")
-	assert.NotContains(t, logs.String(), "fix the installation")
+	waitFor(t, "release tried again", func() bool { return c.requests("patch", "") >= 3 })
+	assert.False(t, isVerified(r.Agent))
+	assert.Zero(t, failures(r.Agent), "a failed verification")
+	assert.Zero(t, c.requests("patch", "status"), "a condition: nothing is wrong with the node or the installation")
+	assert.Empty(t, c.events(t))
+	// The watch never shows the write landed, so each is looked for by a read, after the
+	// informer's own first.
+	assert.GreaterOrEqual(t, c.requests("get", ""), c.requests("patch", ""))
 
-	node.set(nil) // the API server answers again
-	waitFor(t, "released", a.verified.Load)
-	assert.Equal(t, []string{nodepatch.ReasonVerified}, node.reasons())
+	u.on.Store(false) // the API server answers again
+	waitFor(t, "released", func() bool { return isVerified(r.Agent) })
+	require.NoError(t, r.stop(t))
+	assert.Equal(t, []string{nodepatch.ReasonVerified}, c.reasons())
+	assert.Equal(t, []string{"Verified"}, c.eventReasons(t))
 }
 
-// TestUnansweredReleaseLandsLater: the PATCH got no answer and the node did
-// not show it yet, so the round failed; then the write is stored, and its
-// label brings the SIGTERM while the agent waits for its next round. The
-// agent reports the release instead of an abort; without the write landing,
-// the SIGTERM is an abort as before.
+// TestUnansweredReleaseLandsLater: the PATCH got no answer and the node did not show it yet,
+// so the round failed; then the write is stored, and its label brings the SIGTERM while the
+// agent waits for its next round. The agent reports the release instead of an abort;
+// without the write landing, the SIGTERM is an abort that leaves the node as it was.
 func TestUnansweredReleaseLandsLater(t *testing.T) {
 	for _, landed := range []bool{true, false} {
 		t.Run(fmt.Sprintf("landed=%t", landed), func(t *testing.T) {
-			node := &fakeNode{}
-			node.set(unanswered)
-			a := testAgent(t, node, &fakeCheck{name: "dns"})
-			a.cfg.RetryBackoffBase, a.cfg.RetryBackoffMax = time.Hour, time.Hour
-			var logs syncBuffer
-			a.log = zerolog.New(&logs)
-			cancel, done := runAgent(t, a)
+			c := newCluster(heldNode())
+			u := answerless(c, false)
+			r := runNew(t, c, passing, map[string]string{"RETRY_BACKOFF_BASE": "1h", "RETRY_BACKOFF_MAX": "1h"})
 
-			waitFor(t, "first release looked for", func() bool { return node.confirmed() == 1 })
+			// Counted once the write was looked for and the round gave up.
+			waitFor(t, "the release given up", func() bool { return patchesOf(r.Agent, "error") == 1 })
 			if landed {
-				node.land()
+				u.land(t)
 			}
-			cancel() // the SIGTERM
-			require.NoError(t, <-done)
-			assert.Equal(t, 1, node.count(), "no write after the SIGTERM")
-			assert.Equal(t, 2, node.confirmed(), "looked for once more at the SIGTERM")
-			evs := drain(recorder(a))
+			reads := c.requests("get", "")
+			require.NoError(t, r.stop(t))
+			assert.Equal(t, 1, c.requests("patch", ""), "a write after the SIGTERM")
 			if !landed {
-				assert.False(t, a.verified.Load())
-				assert.Empty(t, node.reasons())
-				assert.Empty(t, evs)
-				assert.Contains(t, logs.String(), "Aborted verification, node left as it was")
+				assert.Greater(t, c.requests("get", ""), reads, "not looked for at the SIGTERM")
+				assert.False(t, isVerified(r.Agent))
+				assert.Equal(t, heldNode().Spec.Taints, c.node(t).Spec.Taints)
+				assert.NotContains(t, c.node(t).Labels, "node-ready/verified")
+				assert.Empty(t, c.reasons())
+				assert.Empty(t, c.events(t))
 				return
 			}
-			assert.True(t, a.verified.Load())
-			assert.Equal(t, []string{nodepatch.ReasonVerified}, node.reasons())
-			require.Len(t, evs, 1)
-			assert.True(t, strings.HasPrefix(evs[0], "Normal Verified"), evs[0])
-			assert.Contains(t, logs.String(), "Verified node")
-			assert.Contains(t, logs.String(), "Stopped after verification")
-			assert.NotContains(t, logs.String(), "Aborted")
+			assert.True(t, isVerified(r.Agent))
+			assert.Equal(t, []string{nodepatch.ReasonVerified}, c.reasons())
+			assert.Equal(t, []string{"Verified"}, c.eventReasons(t))
+			assert.Contains(t, c.eventsOf(t, report.Verified)[0].Note, "All 1 checks passed; released in ")
 		})
 	}
 }

@@ -1,9 +1,11 @@
 package config
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -143,7 +145,8 @@ func TestREADMEMatchesKubeNodeReadyVariables(t *testing.T) {
 
 // TestKubeNodeReadyVariablesAreAccountedFor: every variable the list says
 // nodeready reads is one it reads, and every refused one is refused by name
-// for a value that had an effect in kube-node-ready.
+// for a value that had an effect in kube-node-ready and accepted for those
+// that had none.
 func TestKubeNodeReadyVariablesAreAccountedFor(t *testing.T) {
 	// KUBECONFIG is read by main for the client; ENABLE_CONNECTIVITY_MATRIX by compat.go
 	// (TestConnectivityMatrix).
@@ -151,23 +154,41 @@ func TestKubeNodeReadyVariablesAreAccountedFor(t *testing.T) {
 	for _, v := range Variables() {
 		read[v.Name] = true
 	}
-	effective := map[string]string{"CLUSTER_DNS_IP": "10.96.0.10", "KLOG_VERBOSITY": "4"}
+	// The refused variables, each with a value that had an effect in kube-node-ready and
+	// the values that had none.
+	refusedValues := map[string]struct {
+		effective string
+		harmless  []string
+	}{
+		"CLUSTER_DNS_IP": {"10.96.0.10", []string{""}},
+		"KLOG_VERBOSITY": {"4", []string{"", "0"}},
+	}
 	require.Len(t, KubeNodeReadyVariables, 24, "kube-node-ready's DaemonSet mode read 23 variables; its configuration reference sets one more")
+	var refused []string
 	for _, v := range KubeNodeReadyVariables {
 		t.Run(v.Name, func(t *testing.T) {
 			assert.NotEmpty(t, v.Note)
+			require.Contains(t, []Handling{Same, Translated, Refused}, v.Handling)
 			if v.Handling != Refused {
 				assert.True(t, read[v.Name], "nodeready does not read %s", v.Name)
 				return
 			}
-			require.Equal(t, Refused, v.Handling)
+			refused = append(refused, v.Name)
 			assert.False(t, read[v.Name], "%s is read, not refused", v.Name)
-			_, err := load(with(inPod, map[string]string{v.Name: effective[v.Name]}), false)
+			values, ok := refusedValues[v.Name]
+			require.True(t, ok, "%s is refused: give it values with and without an effect in kube-node-ready", v.Name)
+			_, err := load(with(inPod, map[string]string{v.Name: values.effective}), false)
 			var ce *Error
-			require.ErrorAs(t, err, &ce)
+			require.ErrorAs(t, err, &ce, "%s=%s is accepted", v.Name, values.effective)
 			assert.Equal(t, v.Name, ce.Var)
+			for _, value := range values.harmless {
+				_, err := load(with(inPod, map[string]string{v.Name: value}), false)
+				assert.NoError(t, err, "%s=%q had no effect in kube-node-ready", v.Name, value)
+			}
 		})
 	}
+	// The refused branch ran, for each refused variable above.
+	assert.ElementsMatch(t, slices.Collect(maps.Keys(refusedValues)), refused)
 }
 
 // TestLinearBackoffBelowItsCap: a RETRY_BACKOFF_MAX below kube-node-ready's

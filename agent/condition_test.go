@@ -1,0 +1,143 @@
+package agent
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/report"
+)
+
+// TestConditionAndEventsTellTheStory: `kubectl describe node` tells a failed verification
+// (the condition, an Event per failing check and one naming the failure action) and then
+// the recovery.
+func TestConditionAndEventsTellTheStory(t *testing.T) {
+	srv, dns := dnsServer(t)
+	srv.SetBroken(true)
+	c := newCluster(heldNode())
+	r := runNew(t, c, dns, map[string]string{"CHECKS": "dns,command", "CHECK_COMMAND": "/bin/true", "MAX_RETRIES": "2"})
+
+	waitFor(t, "failure recorded", func() bool { return c.condition(t).Reason == nodepatch.ReasonChecksFailed })
+	cond := c.condition(t)
+	assert.Equal(t, corev1.ConditionFalse, cond.Status)
+	assert.Equal(t, nodepatch.ReasonChecksFailed, cond.Reason)
+	assert.True(t, strings.HasPrefix(cond.Message, `dns ok.test.: resolve "ok.test."`), cond.Message)
+	checkFailed := c.waitEvent(t, report.CheckFailed)
+	assert.Equal(t, corev1.EventTypeWarning, checkFailed.Type)
+	assert.Equal(t, cond.Message, checkFailed.Note)
+	failed := c.waitEvent(t, report.VerificationFailed)
+	assert.Contains(t, failed.Note, "1 of the checks still failing after 2 rounds")
+	assert.Contains(t, failed.Note, "failure action: keep-tainted")
+
+	srv.SetBroken(false)
+	waitFor(t, "recovered", func() bool { return isVerified(r.Agent) })
+	assert.Equal(t, []string{nodepatch.ReasonChecksFailed, nodepatch.ReasonVerified}, c.reasons())
+	assert.Equal(t, "All 2 checks passed after a failed verification", c.condition(t).Message)
+	verified := c.waitEvent(t, report.Verified)
+	assert.Equal(t, corev1.EventTypeNormal, verified.Type)
+	assert.True(t, strings.HasPrefix(verified.Note, "All 2 checks passed after a failed verification; released in "), verified.Note)
+
+	require.NoError(t, r.stop(t))
+	// A check failing again is counted into its Event's series: one Event each.
+	assert.ElementsMatch(t, []string{"CheckFailed", "VerificationFailed", "Verified"}, c.eventReasons(t))
+	assert.Zero(t, c.requests("delete", ""))
+}
+
+// TestConditionWrittenAgainUntilItLands: the condition write after the release fails (the
+// API server went away right after the PATCH); the agent writes it again while it waits
+// for its SIGTERM, until it lands, and then no more.
+func TestConditionWrittenAgainUntilItLands(t *testing.T) {
+	c := newCluster(heldNode())
+	var fails atomic.Int32
+	fails.Store(3)
+	c.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && fails.Add(-1) >= 0 {
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
+	})
+	r := runNew(t, c, passing)
+
+	waitFor(t, "verified", func() bool { return isVerified(r.Agent) })
+	waitFor(t, "condition written", func() bool { return c.condition(t).Reason == nodepatch.ReasonVerified })
+	require.NoError(t, r.stop(t))
+	assert.Equal(t, 4, c.requests("patch", "status"), "three writes that failed, one that landed")
+	assert.Equal(t, []string{nodepatch.ReasonVerified}, c.reasons())
+}
+
+// TestConditionLastTryAfterSIGTERM: the SIGTERM comes during the release and the condition
+// write right after it fails: one more try before exiting.
+func TestConditionLastTryAfterSIGTERM(t *testing.T) {
+	c := newCluster(heldNode())
+	var once atomic.Bool
+	c.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && once.CompareAndSwap(false, true) {
+			return true, nil, apierrors.NewServiceUnavailable("the server is shutting down")
+		}
+		return false, nil, nil
+	})
+	r := prepare(t, newAgent(t, Clients{Kube: c}, passing))
+	c.onRelease(r.sigterm)
+	require.NoError(t, r.start().wait(t))
+
+	assert.Equal(t, 2, c.requests("patch", "status"))
+	assert.Equal(t, nodepatch.ReasonVerified, c.condition(t).Reason)
+}
+
+// TestConditionFollowsLatestRound: after the failure is recorded, the condition tells the
+// latest round, not the first: a check that healed is no longer named, one that fails now
+// is, and once the checks pass but the release is refused it says Misconfigured with the
+// refusal. A round like the one before writes nothing.
+func TestConditionFollowsLatestRound(t *testing.T) {
+	dnsSrv, dns := dnsServer(t)
+	httpBroken, http := httpServer(t)
+	dnsSrv.SetBroken(true)
+	c := newCluster(heldNode())
+	refused := c.fault("patch", "", forbidden)
+	refused.Store(false)
+	r := runNew(t, c, dns, http, map[string]string{"CHECKS": "dns,http", "MAX_RETRIES": "1"})
+
+	waitFor(t, "the failure of dns", func() bool { return strings.HasPrefix(c.condition(t).Message, "dns ok.test.") })
+	assert.Equal(t, nodepatch.ReasonChecksFailed, c.condition(t).Reason)
+	n := rounds(r.Agent)
+	waitFor(t, "more rounds", func() bool { return rounds(r.Agent) >= n+2 })
+	assert.Equal(t, 1, c.requests("patch", "status"), "rounds like the last write nothing")
+
+	// dns heals, http breaks.
+	httpBroken.Store(true)
+	dnsSrv.SetBroken(false)
+	waitFor(t, "the condition names http only", func() bool {
+		m := c.condition(t).Message
+		return strings.HasPrefix(m, "http http://") && !strings.Contains(m, "dns")
+	})
+	assert.Equal(t, nodepatch.ReasonChecksFailed, c.condition(t).Reason)
+	waitFor(t, "a CheckFailed Event for http", func() bool {
+		for _, e := range c.eventsOf(t, report.CheckFailed) {
+			if strings.HasPrefix(e.Note, "http http://") {
+				return true
+			}
+		}
+		return false
+	})
+
+	// Every check passes; the release is refused.
+	refused.Store(true)
+	httpBroken.Store(false)
+	waitFor(t, "the condition says the release is refused", func() bool { return c.condition(t).Reason == nodepatch.ReasonMisconfigured })
+	assert.True(t, strings.HasPrefix(c.condition(t).Message, "release: patch node node-a: forbidden"), c.condition(t).Message)
+	assert.NotContains(t, c.condition(t).Message, "http")
+	refused.Store(false)
+	waitFor(t, "released", func() bool { return isVerified(r.Agent) })
+	assert.Equal(t, nodepatch.ReasonVerified, c.condition(t).Reason)
+	assert.Equal(t, []string{nodepatch.ReasonChecksFailed, nodepatch.ReasonMisconfigured, nodepatch.ReasonVerified}, slices.Compact(c.reasons()))
+}

@@ -1,0 +1,24 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestDryRunTable: --dry-run prints a row per check and target, a passing dns check, a
+// failing command and an API check that cannot run without a kubeconfig, and exits 1.
+func TestDryRunTable(t *testing.T) {
+	_, dns := dnsServer(t)
+	cfg := loadConfig(t, with(dns, map[string]string{"CHECKS": "dns,command,apiserver", "CHECK_COMMAND": "/bin/false"}), true)
+	var out strings.Builder
+	code := DryRun(t.Context(), cfg, nil, &out)
+
+	assert.Equal(t, 1, code)
+	assert.Regexp(t, `(?m)^CHECK\s+TARGET\s+RESULT\s+DURATION\s+DETAIL$`, out.String())
+	assert.Regexp(t, `(?m)^dns\s+ok\.test\.\s+pass\s`, out.String())
+	assert.Regexp(t, `(?m)^command\s+/bin/false\s+fail\s.*exit status 1`, out.String())
+	assert.Regexp(t, `(?m)^apiserver\s+-\s+skip\s.*no kubeconfig`, out.String())
+	assert.Contains(t, out.String(), "1 passed, 1 failed, 1 skipped")
+}
