@@ -44,6 +44,7 @@ vet: ## go vet both modules, check formatting, lint .github/workflows with actio
 	cd e2e/build/karpenter && go mod verify >/dev/null
 	cd e2e/build/containerd && go mod verify >/dev/null
 	cd e2e/build/coredns && go mod verify >/dev/null
+	cd e2e/build/flannel && go mod verify >/dev/null
 	cd e2e/build/tools/helm && go mod verify >/dev/null
 	helm="$$(scripts/build-tools.sh helm)/helm" && $$helm lint --strict charts/nodeready && \
 		$$helm lint --strict charts/nodeready $(CHART_SWITCHES)

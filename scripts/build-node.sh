@@ -5,8 +5,11 @@
 #   - containerd, containerd-shim-runc-v2 and ctr from e2e/build/containerd into
 #     .cache/containerd/<version>/bin;
 #   - CoreDNS from e2e/build/coredns into .cache/coredns/<version>/bin;
+#   - flanneld from e2e/build/flannel into .cache/flannel/<version>/bin, with cgo (its udp
+#     backend needs it), for a multi-node real cluster;
 # and installs what comes from Debian packages when it is missing: runc, the CNI plugins,
-# iptables and conntrack (apt-get update once, then apt-get install -y; needs root).
+# iptables, conntrack and, for cgo, gcc and libc6-dev (apt-get update once, then apt-get
+# install -y; needs root).
 #
 # Each module dir requires only the program it builds, so every dependency is at the version
 # that program pins and nothing else can move it.
@@ -15,7 +18,7 @@
 # Go toolchain changed. Cold, the builds take several minutes on two cores.
 #
 # Usage: scripts/build-node.sh [-f]   (-f rebuilds even when up to date)
-# Prints three lines on stdout: the Kubernetes, containerd and CoreDNS bin directories.
+# Prints four lines on stdout: the Kubernetes, containerd, CoreDNS and flannel bin directories.
 set -euo pipefail
 
 force=false
@@ -39,6 +42,8 @@ install_packages() {
   [[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
   command -v iptables >/dev/null || missing+=(iptables)
   command -v conntrack >/dev/null || missing+=(conntrack)
+  command -v gcc >/dev/null || missing+=(gcc)
+  [[ -e /usr/include/stdlib.h ]] || missing+=(libc6-dev)
   ((${#missing[@]} == 0)) && return 0
   if [[ "$(id -u)" != 0 ]]; then
     log "missing Debian packages ${missing[*]}; install them as root"
@@ -49,9 +54,15 @@ install_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
 }
 
-# build MOD_DIR BIN_DIR STAMP_NAME LDFLAGS NAME=PACKAGE... builds the packages of a module
-# into BIN_DIR when the stamp (every module they link, this script, the toolchain) changed.
+# build [--cgo] MOD_DIR BIN_DIR STAMP_NAME LDFLAGS NAME=PACKAGE... builds the packages of a
+# module into BIN_DIR when the stamp (every module they link, this script, the toolchain and,
+# with --cgo, the C compiler) changed. Without --cgo they are built with CGO_ENABLED=0.
 build() {
+  local cgo=0
+  if [[ "$1" == --cgo ]]; then
+    cgo=1
+    shift
+  fi
   local mod_dir="$1" bin_dir="$2" stamp_name="$3" ldflags="$4"
   shift 4
   local pkgs=() names=()
@@ -61,7 +72,9 @@ build() {
   done
   lock_bin_dir "${bin_dir}" "${stamp_name}"
   local stamp_file="${bin_dir}/.${stamp_name}-stamp" stamp
-  stamp="$(build_stamp "${mod_dir}" "${ldflags}" "${pkgs[@]}")"
+  local extra="${ldflags}"
+  ((cgo == 0)) || extra+=" CGO_ENABLED=1 $(go env CC) $("$(go env CC)" --version | head -n1)"
+  stamp="$(build_stamp "${mod_dir}" "${extra}" "${pkgs[@]}")"
   local up_to_date=true
   for n in "${names[@]}"; do [[ -x "${bin_dir}/${n}" ]] || up_to_date=false; done
   stamp_matches "${stamp_file}" "${stamp}" || up_to_date=false
@@ -73,7 +86,7 @@ build() {
   log "building ${names[*]} into ${bin_dir}"
   local work_dir start=${SECONDS}
   work_dir="$(mktemp -d "${bin_dir}/.build.XXXXXX")"
-  (cd "${mod_dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${work_dir}/" "${pkgs[@]}")
+  (cd "${mod_dir}" && CGO_ENABLED="${cgo}" go build -trimpath -ldflags "${ldflags}" -o "${work_dir}/" "${pkgs[@]}")
   rm -f "${stamp_file}"
   for c in "$@"; do
     local name="${c%%=*}" built="${c#*=}"
@@ -116,6 +129,15 @@ coredns_version="$(go -C "${coredns_dir}" list -m -f '{{.Version}}' github.com/c
 coredns_bin="${repo_root}/.cache/coredns/${coredns_version}/bin"
 build "${coredns_dir}" "${coredns_bin}" build "-s -w" "coredns=github.com/coredns/coredns"
 
+# flanneld: cgo for the udp backend, as flannel's own Makefile builds it on amd64 (not static).
+flannel_dir="${repo_root}/e2e/build/flannel"
+flannel_version="$(go -C "${flannel_dir}" list -m -f '{{.Version}}' github.com/flannel-io/flannel)"
+flannel_bin="${repo_root}/.cache/flannel/${flannel_version}/bin"
+build --cgo "${flannel_dir}" "${flannel_bin}" build \
+  "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=${flannel_version}" \
+  "flanneld=github.com/flannel-io/flannel"
+
 echo "${k8s_bin}"
 echo "${ctrd_bin}"
 echo "${coredns_bin}"
+echo "${flannel_bin}"
