@@ -8,6 +8,11 @@ import (
 func (cp *ControlPlane) controllerManagerArgs() []string {
 	p := cp.pki
 	kubeconfig := filepath.Join(cp.workDir, "kube-controller-manager.kubeconfig")
+	// Node IPAM needs a cluster CIDR and a kubelet that uses it: off unless Options.ClusterCIDR.
+	controllers := "*,-node-ipam-controller"
+	if cp.opts.ClusterCIDR != "" {
+		controllers = "*"
+	}
 	args := []string{
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
@@ -20,8 +25,7 @@ func (cp *ControlPlane) controllerManagerArgs() []string {
 		"--leader-elect=false",
 		// Every default controller, as in a real cluster, so that the node lifecycle,
 		// taint eviction and garbage collector controllers write concurrently with the agent.
-		// Node IPAM needs a cluster CIDR and a kubelet that uses it; neither exists here.
-		"--controllers=*,-node-ipam-controller",
+		"--controllers=" + controllers,
 		// Each controller acts as its own ServiceAccount, so RBAC applies to it as in kubeadm.
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file=" + p.ServiceAccountKeyFile,
@@ -29,6 +33,10 @@ func (cp *ControlPlane) controllerManagerArgs() []string {
 		"--cluster-signing-cert-file=" + p.CA.CertFile,
 		"--cluster-signing-key-file=" + p.CA.KeyFile,
 		"--v=2",
+	}
+	if cp.opts.ClusterCIDR != "" {
+		// --controllers appends when repeated: it is set above.
+		args = append(args, "--allocate-node-cidrs=true", "--cluster-cidr="+cp.opts.ClusterCIDR)
 	}
 	return append(args, cp.opts.ControllerManagerArgs...)
 }

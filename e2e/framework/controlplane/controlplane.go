@@ -34,6 +34,11 @@ type Options struct {
 	// only on an address outside loopback, such as the host side of a veth pair.
 	APIServerAddress string
 
+	// ClusterCIDR, when set, turns on kube-controller-manager's node IPAM controller
+	// (--allocate-node-cidrs, --cluster-cidr): every Node gets a /24 of it as spec.podCIDR, which
+	// a CNI such as flannel needs. Empty: no pod CIDRs, the node IPAM controller off.
+	ClusterCIDR string
+
 	// Extra flags appended to each component's command line; a repeated flag overrides the
 	// default (for example "--node-monitor-grace-period=20s" for kube-controller-manager).
 	APIServerArgs         []string

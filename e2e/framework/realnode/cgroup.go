@@ -14,12 +14,16 @@ import (
 	"time"
 )
 
-// CgroupRoot is the kubelet's cgroupRoot, and the parent of the daemons' cgroup: everything
-// the node runs is below it in every hierarchy.
+// CgroupRoot is the kubelet's cgroupRoot of a single node, and the parent of the daemons'
+// cgroup: everything the node runs is below it in every hierarchy. The nodes of a Nodes set
+// each have node-<index> below it (nodeCgroup) and the set's underlay has underlay/.
 const CgroupRoot = "/nodeready-realnode"
 
+// nodeCgroup is node i's cgroup root in a set of nodes.
+func nodeCgroup(i int) string { return CgroupRoot + "/node-" + strconv.Itoa(i) }
+
 // daemonsCgroup holds containerd, kubelet, kube-proxy and the shims containerd starts.
-const daemonsCgroup = CgroupRoot + "/daemons"
+func daemonsCgroup(root string) string { return root + "/daemons" }
 
 // hierarchies returns the mount points of the cgroup hierarchies: every v1 hierarchy, and the
 // v2 one that a hybrid setup mounts beside them (runc and the kubelet create cgroups there too).
@@ -43,15 +47,20 @@ func hierarchies() ([]string, error) {
 	return dirs, sc.Err()
 }
 
-// createCgroups creates CgroupRoot and the daemons' cgroup in every hierarchy. A new cpuset
-// cgroup starts with no CPUs and memory nodes; it gets its parent's.
-func createCgroups() error {
+// createCgroups creates CgroupRoot, root below it and root's daemons' cgroup in every
+// hierarchy. A new cpuset cgroup starts with no CPUs and memory nodes; it gets its parent's.
+func createCgroups(root string) error {
+	cgs := []string{CgroupRoot}
+	if root != CgroupRoot {
+		cgs = append(cgs, root)
+	}
+	cgs = append(cgs, daemonsCgroup(root))
 	dirs, err := hierarchies()
 	if err != nil {
 		return err
 	}
 	for _, h := range dirs {
-		for _, cg := range []string{CgroupRoot, daemonsCgroup} {
+		for _, cg := range cgs {
 			dir := filepath.Join(h, cg)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return fmt.Errorf("create cgroup: %w", err)
@@ -70,15 +79,15 @@ func createCgroups() error {
 	return nil
 }
 
-// joinDaemons moves pid into the daemons' cgroup of every hierarchy, so that what it starts
-// (containerd's shims) can be found and stopped.
-func joinDaemons(pid int) error {
+// joinDaemons moves pid into the daemons' cgroup of root in every hierarchy, so that what it
+// starts (containerd's shims) can be found and stopped.
+func joinDaemons(pid int, root string) error {
 	dirs, err := hierarchies()
 	if err != nil {
 		return err
 	}
 	for _, h := range dirs {
-		if err := os.WriteFile(filepath.Join(h, daemonsCgroup, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(h, daemonsCgroup(root), "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
 			return fmt.Errorf("join cgroup: %w", err)
 		}
 	}
@@ -104,17 +113,17 @@ func pidsUnder(dir string) []int {
 	return slices.Compact(pids)
 }
 
-// cleanCgroups kills every process under CgroupRoot and removes its cgroups, deepest first,
-// in every hierarchy. It is what Stop does last and what Start does first, after a run that
-// was killed.
-func cleanCgroups() error {
+// cleanCgroups kills every process under root (CgroupRoot, or one node's of a set) and
+// removes its cgroups, deepest first, in every hierarchy. It is what Stop does last and what
+// Prepare does first (with CgroupRoot), after a run that was killed.
+func cleanCgroups(root string) error {
 	dirs, err := hierarchies()
 	if err != nil {
 		return err
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, h := range dirs {
-		root := filepath.Join(h, CgroupRoot)
+		root := filepath.Join(h, root)
 		for {
 			pids := pidsUnder(root)
 			if len(pids) == 0 {

@@ -16,7 +16,13 @@ const StartupTaint = "node-ready/unverified=true:NoSchedule"
 
 // ClusterOptions configures StartCluster.
 type ClusterOptions struct {
-	NodeName    string // default "real-node"
+	NodeName    string // default "real-node"; of several nodes, NodeName-<i>
+	// Nodes is how many real nodes (0: one, as a single node). More than one are a Nodes set:
+	// joined by an underlay bridge, pod CIDRs from kube-controller-manager, flanneld.
+	Nodes int
+	// JoinedNodes of the nodes, the first ones, register without StartupTaint: nodes of a
+	// running cluster, verified before. The others join with it.
+	JoinedNodes int
 	AgentBinary string // the nodeready binary for the agent image: $NODEREADY_BIN or <repo>/bin/nodeready
 	LogDir      string // kept; required
 	Logf        func(format string, args ...any)
@@ -26,12 +32,14 @@ type ClusterOptions struct {
 // the node's link, and cluster DNS deployed.
 type Cluster struct {
 	CP       *controlplane.ControlPlane
-	Node     *Node
+	Node     *Node   // the first node
+	Nodes    []*Node // every node, Node first
 	Registry *Registry
 	Images   Images
 	NodeName string
 	repo     string
 	logf     func(format string, args ...any)
+	set      *Nodes // of more than one node
 }
 
 // StartCluster prepares the node's namespaces and link, starts the registry with the images,
@@ -60,8 +68,29 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	if agent == "" {
 		agent = filepath.Join(c.repo, "bin", "nodeready")
 	}
-	if c.Node, err = Prepare(Options{Name: opts.NodeName, Taints: []string{StartupTaint}, LogDir: opts.LogDir}); err != nil {
-		return nil, err
+	taints := func(i int) []string {
+		if i < opts.JoinedNodes {
+			return nil
+		}
+		return []string{StartupTaint}
+	}
+	cidr := ""
+	if opts.Nodes > 1 {
+		var nodes []Options
+		for i := range opts.Nodes {
+			name := fmt.Sprintf("%s-%d", opts.NodeName, i)
+			nodes = append(nodes, Options{Name: name, Taints: taints(i), LogDir: filepath.Join(opts.LogDir, name)})
+		}
+		if c.set, err = PrepareNodes(nodes); err != nil {
+			return nil, err
+		}
+		c.Nodes, c.Node, c.NodeName = c.set.Nodes, c.set.Nodes[0], c.set.Nodes[0].Name()
+		cidr = ClusterCIDR
+	} else {
+		if c.Node, err = Prepare(Options{Name: opts.NodeName, Taints: taints(0), LogDir: opts.LogDir}); err != nil {
+			return nil, err
+		}
+		c.Nodes = []*Node{c.Node}
 	}
 	if c.Registry, err = StartRegistry(); err != nil {
 		return nil, err
@@ -75,6 +104,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	if c.CP, err = controlplane.Start(ctx, controlplane.Options{
 		LogDir:           filepath.Join(opts.LogDir, "controlplane"),
 		APIServerAddress: HostAddress,
+		ClusterCIDR:      cidr,
 		// The API server reaches the kubelet (logs, exec) at its InternalIP, on the link.
 		APIServerArgs: []string{"--kubelet-preferred-address-types=InternalIP"},
 	}); err != nil {
@@ -84,6 +114,35 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		return nil, err
 	}
 	return c, nil
+}
+
+// StartNodeAt starts node i as StartNode starts the first; of a set, its flanneld too, and it
+// returns once the node's CNI configuration is written.
+func (c *Cluster) StartNodeAt(ctx context.Context, i int) error {
+	start := time.Now()
+	if err := c.Nodes[i].Start(ctx, c.CP, c.Registry.Host, c.Images.Pause); err != nil {
+		return fmt.Errorf("start real node %s: %w", c.Nodes[i].Name(), err)
+	}
+	c.logf("Started node %s (%s) in %s", c.Nodes[i].Name(), c.Nodes[i].Address(), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// MachineBefore is the machine's state before the cluster's nodes, once a killed run's
+// leftovers were removed: what Stop must leave.
+func (c *Cluster) MachineBefore() string {
+	if c.set != nil {
+		return c.set.MachineBefore()
+	}
+	return c.Node.MachineBefore()
+}
+
+// MachineAfter is the machine's state once Stop put it back, read under the machine-wide lock
+// (of a set; of a single node, now).
+func (c *Cluster) MachineAfter() string {
+	if c.set != nil {
+		return c.set.MachineAfter()
+	}
+	return MachineState()
 }
 
 // StartNode starts the node's containerd, kubelet and kube-proxy; the kubelet registers the
@@ -121,7 +180,9 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 // control plane.
 func (c *Cluster) Stop() error {
 	var err error
-	if c.Node != nil {
+	if c.set != nil {
+		err = c.set.Stop()
+	} else if c.Node != nil {
 		err = c.Node.Stop()
 	}
 	if c.Registry != nil {

@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,13 +59,57 @@ const cniConfig = `{
 }
 `
 
+// flannelNetConf is flanneld's net-conf.json: the cluster's pod network over VXLAN (without a
+// Backend flanneld would use udp).
+const flannelNetConf = `{"Network": "` + ClusterCIDR + `", "Backend": {"Type": "vxlan"}}` + "\n"
+
+// flannelCNIConfig is the conflist the flannel CNI plugin would hand to the bridge plugin from
+// flanneld's subnet.env (FLANNEL_NETWORK, FLANNEL_SUBNET, FLANNEL_MTU, FLANNEL_IPMASQ): that
+// plugin is not among the CNI plugins installed here, so its delegation is written out as
+// kube-flannel's manifest configures it (bridge cni0 as the pods' default gateway, hairpin),
+// with ipMasq off when flanneld masquerades, and the portmap plugin left out.
+func flannelCNIConfig(subnetEnv string) (string, error) {
+	env := map[string]string{}
+	for line := range strings.Lines(subnetEnv) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+			env[k] = v
+		}
+	}
+	for _, k := range []string{"FLANNEL_NETWORK", "FLANNEL_SUBNET", "FLANNEL_MTU", "FLANNEL_IPMASQ"} {
+		if env[k] == "" {
+			return "", fmt.Errorf("subnet.env has no %s: %q", k, subnetEnv)
+		}
+	}
+	// FLANNEL_SUBNET is the bridge's address with the node's prefix (10.244.1.1/24): host-local
+	// wants the subnet.
+	_, subnet, err := net.ParseCIDR(env["FLANNEL_SUBNET"])
+	if err != nil {
+		return "", fmt.Errorf("FLANNEL_SUBNET: %w", err)
+	}
+	return fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "cbr0",
+  "plugins": [{
+    "type": "bridge",
+    "bridge": "cni0",
+    "isGateway": true,
+    "isDefaultGateway": true,
+    "hairpinMode": true,
+    "ipMasq": %t,
+    "mtu": %s,
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": %q}]}
+  }]
+}
+`, env["FLANNEL_IPMASQ"] != "true", env["FLANNEL_MTU"], subnet.String(), env["FLANNEL_NETWORK"]), nil
+}
+
 // kubeletConfig registers the node with taints; cgroupfs and failCgroupV1: false because the
 // machine has cgroup v1 and no systemd; every path under dir. The node shares the host's disk
 // with everything else on it: eviction and image garbage collection are held back so that
 // neither acts on a test's pods because of other work on the machine. The kubelet accepts only
 // clients with a certificate of the cluster CA, and the API server has none: kubectl logs and
 // exec do not reach it; tests read the container logs the kubelet writes (Node.PodLogsDir).
-func kubeletConfig(dir, caFile, runtimeSocket string, taints []string) string {
+func kubeletConfig(dir, caFile, runtimeSocket, cgroupRoot, address string, taints []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -91,7 +136,7 @@ serializeImagePulls: false
 evictionHard: {memory.available: 50Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, CgroupRoot, runtimeSocket, NodeAddress, caFile, ClusterDNS, filepath.Join(dir, "resolv.conf"),
+`, cgroupRoot, runtimeSocket, address, caFile, ClusterDNS, filepath.Join(dir, "resolv.conf"),
 		filepath.Join(dir, "pod-logs"), filepath.Join(dir, "volume-plugins"))
 	if len(taints) > 0 {
 		b.WriteString("registerWithTaints:\n")
@@ -105,7 +150,7 @@ imageGCLowThresholdPercent: 99
 }
 
 // kubeProxyConfig: iptables mode; conntrack limits left as the machine has them (0).
-func kubeProxyConfig(kubeconfig, nodeName string) string {
+func kubeProxyConfig(kubeconfig, nodeName, address string) string {
 	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
@@ -120,7 +165,7 @@ conntrack:
   min: 0
   tcpEstablishedTimeout: 0s
   tcpCloseWaitTimeout: 0s
-`, kubeconfig, nodeName, "10.244.0.0/16", NodeAddress)
+`, kubeconfig, nodeName, ClusterCIDR, address)
 }
 
 // writeFiles writes path → content, creating directories.

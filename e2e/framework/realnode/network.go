@@ -17,6 +17,15 @@ const (
 	hostLink = "nodeready0"
 	// PodSubnet is the bridge's subnet inside the node's namespace.
 	PodSubnet = "10.244.0.0/24"
+	// ClusterCIDR is the pod network of a set of nodes (Nodes): kube-controller-manager gives
+	// each Node a /24 of it, flanneld routes between them.
+	ClusterCIDR = "10.244.0.0/16"
+	// setPrefix is the underlay's prefix: the host and every node of a set on one bridge.
+	setPrefix = 24
+	// underlayBridge is the bridge in the underlay namespace; its ports are the host's link
+	// (underlayHostPort) and each node's (underlayPort).
+	underlayBridge   = "br0"
+	underlayHostPort = "host"
 	// ClusterDNS is the kube-dns Service's address, inside the control plane's Service range.
 	ClusterDNS = "10.96.0.10"
 	// serviceCIDR must match controlplane.ServiceClusterIPRange.
@@ -61,6 +70,81 @@ func setupNetwork(pid int) error {
 	for _, step := range steps {
 		if err := step(); err != nil {
 			_ = run("ip", "link", "del", hostLink)
+			return fmt.Errorf("node network: %w", err)
+		}
+	}
+	return nil
+}
+
+// nodeAddress is node i's address: NodeAddress for node 0, then the next ones.
+func nodeAddress(i int) string { return "198.18.0." + strconv.Itoa(2+i) }
+
+func underlayPort(i int) string { return "node" + strconv.Itoa(i) }
+
+// inNetns runs a command in the network namespace of pid.
+func inNetns(pid int, args ...string) error {
+	return run("nsenter", append([]string{"--net=/proc/" + strconv.Itoa(pid) + "/ns/net", "--"}, args...)...)
+}
+
+// setupUnderlay joins the host to a bridge inside the underlay namespace (held by upid) with a
+// veth pair: hostLink, with HostAddress/24, is the one link a set of nodes adds to the host;
+// the bridge and the nodes' links exist only inside namespaces the test made, and end with them.
+func setupUnderlay(upid int) error {
+	_ = run("ip", "link", "del", hostLink) // left by a killed run; fails when absent
+	steps := [][]string{
+		{"ip", "link", "add", hostLink, "type", "veth", "peer", "name", underlayHostPort, "netns", strconv.Itoa(upid)},
+		{"ip", "addr", "add", HostAddress + "/" + strconv.Itoa(setPrefix), "dev", hostLink},
+		{"ip", "link", "set", hostLink, "up"},
+	}
+	for _, step := range steps {
+		if err := run(step[0], step[1:]...); err != nil {
+			_ = run("ip", "link", "del", hostLink)
+			return fmt.Errorf("underlay network: %w", err)
+		}
+	}
+	for _, step := range [][]string{
+		{"ip", "link", "set", "lo", "up"},
+		{"ip", "link", "add", underlayBridge, "type", "bridge"},
+		{"ip", "link", "set", underlayBridge, "up"},
+		{"ip", "link", "set", underlayHostPort, "master", underlayBridge, "up"},
+	} {
+		if err := inNetns(upid, step...); err != nil {
+			_ = run("ip", "link", "del", hostLink)
+			return fmt.Errorf("underlay network: %w", err)
+		}
+	}
+	return nil
+}
+
+// joinUnderlay links node i (its namespace held by pid) to the underlay's bridge: eth0 in the
+// node with nodeAddress(i)/24, the other end a port of the bridge; then the node's side as
+// setupNetwork sets it up.
+func joinUnderlay(upid, pid, i int) error {
+	steps := [][]string{
+		{"ip", "link", "add", underlayPort(i), "type", "veth", "peer", "name", "eth0", "netns", strconv.Itoa(pid)},
+		{"ip", "link", "set", underlayPort(i), "master", underlayBridge, "up"},
+	}
+	for _, step := range steps {
+		if err := inNetns(upid, step...); err != nil {
+			return fmt.Errorf("node %d network: %w", i, err)
+		}
+	}
+	return nodeSide(pid, nodeAddress(i), setPrefix)
+}
+
+// nodeSide sets up the node's end, eth0, in the namespace of pid.
+func nodeSide(pid int, addr string, prefix int) error {
+	for _, step := range [][]string{
+		{"ip", "link", "set", "lo", "up"},
+		{"ip", "addr", "add", addr + "/" + strconv.Itoa(prefix), "dev", "eth0"},
+		{"ip", "link", "set", "eth0", "up"},
+		// No default route: nothing the node does can leave the machine. The Service range
+		// needs a route for the node's own connections; kube-proxy rewrites them.
+		{"ip", "route", "add", serviceCIDR, "dev", "eth0"},
+		{"sysctl", "-qw", "net.ipv4.ip_forward=1"},
+		{"sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1"},
+	} {
+		if err := inNetns(pid, step...); err != nil {
 			return fmt.Errorf("node network: %w", err)
 		}
 	}

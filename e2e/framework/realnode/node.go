@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +36,15 @@ type Node struct {
 	nsPid   int
 	holder  *process.Process
 	daemons []*process.Process // started in order, stopped in reverse
+
+	// Where the node is: its InternalIP, its cgroup root. A single node (Prepare) has
+	// NodeAddress and CgroupRoot; node i of a set (PrepareNodes) nodeAddress(i) and
+	// nodeCgroup(i), and the set holds the lock, the underlay and the machine's cleanup.
+	index    int
+	address  string
+	cgroup   string
+	set      *Nodes
+	flanneld bool // the set's pod network: flanneld writes the CNI configuration's subnet
 }
 
 // Prepare cleans what a killed run left, then creates the node's cgroups, namespaces and
@@ -49,7 +59,7 @@ func Prepare(opts Options) (*Node, error) {
 		return nil, err
 	}
 	teardownNetwork()
-	if err := errors.Join(cleanCgroups(), restoreTunables()); err != nil {
+	if err := errors.Join(cleanCgroups(CgroupRoot), restoreTunables()); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("clean up a previous real node: %w", err)
 	}
@@ -59,7 +69,7 @@ func Prepare(opts Options) (*Node, error) {
 		lock.Close()
 		return nil, err
 	}
-	n := &Node{opts: opts, lock: lock, before: before, dir: dir}
+	n := &Node{opts: opts, lock: lock, before: before, dir: dir, address: NodeAddress, cgroup: CgroupRoot}
 	if err := n.prepare(); err != nil {
 		n.Stop()
 		return nil, err
@@ -68,7 +78,7 @@ func Prepare(opts Options) (*Node, error) {
 }
 
 func (n *Node) prepare() error {
-	if err := createCgroups(); err != nil {
+	if err := createCgroups(n.cgroup); err != nil {
 		return err
 	}
 	// The holder keeps the namespaces alive: a network namespace and a mount namespace with
@@ -78,7 +88,7 @@ func (n *Node) prepare() error {
 	ready := filepath.Join(n.dir, "namespaces-ready")
 	script := "for d in /run /var/log /var/lib; do mount -t tmpfs -o mode=0755 nodeready $d || exit 1; done && " +
 		"touch " + ready + " && exec sleep infinity"
-	holder, err := start("namespaces", n.opts.LogDir, 0, nil,
+	holder, err := start("namespaces", n.opts.LogDir, 0, n.cgroup, nil,
 		"unshare", "--net", "--mount", "--propagation", "private", "--", "sh", "-c", script)
 	if err != nil {
 		return err
@@ -92,6 +102,9 @@ func (n *Node) prepare() error {
 		return err
 	}); err != nil {
 		return fmt.Errorf("node namespaces: %w", err)
+	}
+	if n.set != nil {
+		return joinUnderlay(n.set.underlayPid, n.nsPid, n.index)
 	}
 	return setupNetwork(n.nsPid)
 }
@@ -107,14 +120,22 @@ func (n *Node) Start(ctx context.Context, cp *controlplane.ControlPlane, registr
 	ctrd := filepath.Join(n.dir, "containerd")
 	kubelet := filepath.Join(n.dir, "kubelet")
 	proxy := filepath.Join(n.dir, "kube-proxy")
-	if err := writeFiles(map[string]string{
+	files := map[string]string{
 		filepath.Join(ctrd, "config.toml"):                     containerdConfig(ctrd, registry, sandboxImage),
 		filepath.Join(ctrd, "certs.d", registry, "hosts.toml"): registryHosts(registry),
-		filepath.Join(ctrd, "cni", "10-nodeready.conflist"):    cniConfig,
-		filepath.Join(kubelet, "config.yaml"):                  kubeletConfig(kubelet, cp.CAFile(), socketPath(ctrd), n.opts.Taints),
+		filepath.Join(kubelet, "config.yaml"):                  kubeletConfig(kubelet, cp.CAFile(), socketPath(ctrd), n.cgroup, n.address, n.opts.Taints),
 		filepath.Join(kubelet, "resolv.conf"):                  "",
-		filepath.Join(proxy, "config.yaml"):                    kubeProxyConfig(filepath.Join(proxy, "kubeconfig"), n.opts.Name),
-	}); err != nil {
+		filepath.Join(proxy, "config.yaml"):                    kubeProxyConfig(filepath.Join(proxy, "kubeconfig"), n.opts.Name, n.address),
+	}
+	if !n.flanneld {
+		files[filepath.Join(ctrd, "cni", "10-nodeready.conflist")] = cniConfig
+	} else {
+		// Written by startFlannel from flanneld's subnet.env; containerd watches the directory.
+		if err := os.MkdirAll(filepath.Join(ctrd, "cni"), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := writeFiles(files); err != nil {
 		return fmt.Errorf("write node configuration: %w", err)
 	}
 	if err := cp.WriteClientKubeconfig(filepath.Join(kubelet, "kubeconfig"), "system:node:"+n.opts.Name, "system:nodes"); err != nil {
@@ -125,7 +146,7 @@ func (n *Node) Start(ctx context.Context, cp *controlplane.ControlPlane, registr
 	}
 
 	path := "PATH=" + ctrdBin + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	c, err := start("containerd", n.opts.LogDir, n.nsPid, []string{path},
+	c, err := start("containerd", n.opts.LogDir, n.nsPid, n.cgroup, []string{path},
 		filepath.Join(ctrdBin, "containerd"), "--config", filepath.Join(ctrd, "config.toml"), "--log-level", "info")
 	if err != nil {
 		return err
@@ -144,28 +165,28 @@ func (n *Node) Start(ctx context.Context, cp *controlplane.ControlPlane, registr
 	if err := saveTunables(); err != nil {
 		return err
 	}
-	k, err := start("kubelet", n.opts.LogDir, n.nsPid, []string{path},
+	k, err := start("kubelet", n.opts.LogDir, n.nsPid, n.cgroup, []string{path},
 		filepath.Join(k8sBin, "kubelet"),
 		"--config="+filepath.Join(kubelet, "config.yaml"),
 		"--kubeconfig="+filepath.Join(kubelet, "kubeconfig"),
 		"--root-dir="+filepath.Join(kubelet, "root"),
 		"--cert-dir="+filepath.Join(kubelet, "pki"),
 		"--hostname-override="+n.opts.Name,
-		"--node-ip="+NodeAddress,
+		"--node-ip="+n.address,
 		"--v=2")
 	if err != nil {
 		return err
 	}
 	n.daemons = append(n.daemons, k)
 
-	p, err := start("kube-proxy", n.opts.LogDir, n.nsPid, []string{path},
+	p, err := start("kube-proxy", n.opts.LogDir, n.nsPid, n.cgroup, []string{path},
 		filepath.Join(k8sBin, "kube-proxy"), "--config="+filepath.Join(proxy, "config.yaml"), "--v=2")
 	if err != nil {
 		return err
 	}
 	n.daemons = append(n.daemons, p)
 
-	return waitFor(2*time.Minute, func() error {
+	if err := waitFor(2*time.Minute, func() error {
 		for _, d := range n.daemons {
 			if err := d.ExitError(); err != nil {
 				return backoffStop{err}
@@ -176,7 +197,13 @@ func (n *Node) Start(ctx context.Context, cp *controlplane.ControlPlane, registr
 		}
 		_, err := cp.Client().CoreV1().Nodes().Get(ctx, n.opts.Name, getOptions)
 		return err
-	})
+	}); err != nil {
+		return err
+	}
+	if n.flanneld {
+		return n.startFlannel(ctx, cp, path)
+	}
+	return nil
 }
 
 // StartPlugin runs a node plugin beside the kubelet, as its DaemonSet would: argv with
@@ -185,7 +212,7 @@ func (n *Node) Start(ctx context.Context, cp *controlplane.ControlPlane, registr
 // the node.
 func (n *Node) StartPlugin(name string, argv ...string) error {
 	argv = append(argv, "-kubeconfig="+filepath.Join(n.dir, "kubelet", "kubeconfig"), "-kubelet-root="+n.KubeletRoot(), "-node="+n.opts.Name)
-	p, err := start(name, n.opts.LogDir, n.nsPid, nil, argv...)
+	p, err := start(name, n.opts.LogDir, n.nsPid, n.cgroup, nil, argv...)
 	if err != nil {
 		return err
 	}
@@ -212,7 +239,15 @@ func (n *Node) Stop() error {
 	if n.holder != nil {
 		n.holder.Stop(time.Second, nil)
 	}
-	errs := []error{cleanCgroups()}
+	if n.set != nil {
+		// The set puts back the machine: network, sysctls, lock.
+		err := cleanCgroups(n.cgroup)
+		if err == nil {
+			err = os.RemoveAll(n.dir)
+		}
+		return err
+	}
+	errs := []error{cleanCgroups(CgroupRoot)}
 	teardownNetwork()
 	if err := restoreTunables(); err != nil {
 		errs = append(errs, err)
@@ -224,6 +259,37 @@ func (n *Node) Stop() error {
 		n.lock.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// Name is the Node's name.
+func (n *Node) Name() string { return n.opts.Name }
+
+// Address is the node's InternalIP.
+func (n *Node) Address() string { return n.address }
+
+// PodPids returns the processes of the pod with uid on this node: its containers share the
+// sandbox's network namespace, which a test enters through any of them.
+func (n *Node) PodPids(uid string) []int {
+	dirs, err := hierarchies()
+	if err != nil {
+		return nil
+	}
+	want := "pod" + uid
+	for _, h := range dirs {
+		if filepath.Base(h) != "pids" {
+			continue
+		}
+		var out []int
+		_ = filepath.WalkDir(filepath.Join(h, n.cgroup, "kubepods"), func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() && d.Name() == want {
+				out = append(out, pidsUnder(path)...)
+				return filepath.SkipDir
+			}
+			return nil
+		})
+		return out
+	}
+	return nil
 }
 
 // MachineBefore is the machine's state when Prepare began, after it cleaned what a killed run
@@ -255,7 +321,7 @@ func (n *Node) Processes(argv0 string) []int {
 		if filepath.Base(h) != "pids" {
 			continue
 		}
-		for _, pid := range pidsUnder(filepath.Join(h, CgroupRoot, "kubepods")) {
+		for _, pid := range pidsUnder(filepath.Join(h, n.cgroup, "kubepods")) {
 			cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 			if err == nil && string(cmdline) == argv0+"\x00" {
 				out = append(out, pid)

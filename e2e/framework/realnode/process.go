@@ -10,9 +10,9 @@ import (
 )
 
 // start runs argv as a daemon of the node, its output appended to <logDir>/<name>.log, in the
-// namespaces of the holder process nsPid (none when 0) and in the daemons' cgroup, with env
-// added to the test's environment.
-func start(name, logDir string, nsPid int, env []string, argv ...string) (*process.Process, error) {
+// namespaces of the holder process nsPid (none when 0) and in the daemons' cgroup of cgroupRoot,
+// with env added to the test's environment.
+func start(name, logDir string, nsPid int, cgroupRoot string, env []string, argv ...string) (*process.Process, error) {
 	if nsPid != 0 {
 		p := strconv.Itoa(nsPid)
 		// Without --pid, nsenter execs in place: the daemon is the process started here.
@@ -24,7 +24,7 @@ func start(name, logDir string, nsPid int, env []string, argv ...string) (*proce
 	if err != nil {
 		return nil, err
 	}
-	if err := joinDaemons(cmd.Process.Pid); err != nil {
+	if err := joinDaemons(cmd.Process.Pid, cgroupRoot); err != nil {
 		pr.Stop(0, nil)
 		return nil, err
 	}
