@@ -27,7 +27,11 @@ import (
 
 // startCluster starts the control plane and n real nodes, all started, none tainted; the logs
 // are kept when the test fails.
-func startCluster(t *testing.T, n int) *realnode.Cluster {
+func startCluster(t *testing.T, n int) *realnode.Cluster { return startNodes(t, n, n, n) }
+
+// startNodes starts the control plane and the first started of n real nodes; the first joined
+// of them register without nodeready's startup taint.
+func startNodes(t *testing.T, n, joined, started int) *realnode.Cluster {
 	t.Helper()
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
 		t.Skip("real nodes need Linux and root")
@@ -37,7 +41,7 @@ func startCluster(t *testing.T, n int) *realnode.Cluster {
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	begin := time.Now()
-	c, err := realnode.StartCluster(ctx, realnode.ClusterOptions{LogDir: logDir, Logf: t.Logf, Nodes: n, JoinedNodes: n})
+	c, err := realnode.StartCluster(ctx, realnode.ClusterOptions{LogDir: logDir, Logf: t.Logf, Nodes: n, JoinedNodes: joined})
 	if err != nil {
 		t.Fatalf("start cluster (logs in %s): %v", logDir, err)
 	}
@@ -57,12 +61,12 @@ func startCluster(t *testing.T, n int) *realnode.Cluster {
 		os.RemoveAll(logDir)
 	})
 	t.Logf("Control plane, registry and images in %s", time.Since(begin).Round(time.Millisecond))
-	for i := range n {
+	for i := range started {
 		if err := c.StartNodeAt(ctx, i); err != nil {
 			t.Fatalf("logs in %s: %v", logDir, err)
 		}
 	}
-	t.Logf("Cluster of %d nodes up in %s", n, time.Since(begin).Round(time.Millisecond))
+	t.Logf("%d of %d nodes up in %s", started, n, time.Since(begin).Round(time.Millisecond))
 	return c
 }
 
@@ -129,6 +133,86 @@ func TestPodToPodAcrossNodes(t *testing.T) {
 	})
 	require.NoError(t, err, "a DNS answer from the pod on node 2 to the pod on node 1")
 	assert.Equal(t, []string{"10.96.0.1"}, answer)
+}
+
+// TestJoiningNodeReachesPodsElsewhere: nodeready with the podnetwork check
+// (ENABLE_CONNECTIVITY_MATRIX=true, as kube-node-ready's production configuration) verifies a
+// node joining a running two-node cluster: its agent pod reaches the CoreDNS pod on another
+// node by pod IP, over flannel, and the node is released with every check passed.
+func TestJoiningNodeReachesPodsElsewhere(t *testing.T) {
+	c := startNodes(t, 3, 2, 2)
+	ctx := t.Context()
+	client := c.CP.Client()
+	var dnsIP, dnsNode string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range pods.Items {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Ready {
+					dnsIP, dnsNode = p.Status.PodIP, p.Spec.NodeName
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	require.NoError(t, err, "CoreDNS ready on a running node")
+	t.Logf("CoreDNS %s on %s", dnsIP, dnsNode)
+	// The running nodes were verified before: the agent runs on neither.
+	for _, n := range c.Nodes[:2] {
+		_, err := c.Kubectl(ctx, "label", "node", n.Name(), verifiedLabel+"=true")
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.Install(ctx))
+	_, err = c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
+		`-p={"data":{"ENABLE_CONNECTIVITY_MATRIX":"true"}}`)
+	require.NoError(t, err)
+
+	joining := c.Nodes[2]
+	begin := time.Now()
+	require.NoError(t, c.StartNodeAt(ctx, 2))
+	var node *corev1.Node
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		node, err = client.CoreV1().Nodes().Get(ctx, joining.Name(), metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		_, verified := node.Labels[verifiedLabel]
+		return verified && verifiedCondition(node) != nil, nil
+	})
+	require.NoError(t, err, "the joining node verified, with its condition")
+	t.Logf("node %s started → verified: %s", joining.Name(), time.Since(begin).Round(time.Millisecond))
+	for _, taint := range node.Spec.Taints {
+		assert.NotEqual(t, "node-ready/unverified", taint.Key, "the startup taint removed")
+	}
+	cond := verifiedCondition(node)
+	assert.Equal(t, "All 5 checks passed; podnetwork reached "+dnsIP+" on "+dnsNode, cond.Message)
+	events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + joining.Name()})
+	require.NoError(t, err)
+	var verified []string
+	for _, e := range events.Items {
+		if e.Reason == "Verified" {
+			verified = append(verified, e.Message)
+		}
+	}
+	require.Len(t, verified, 1)
+	t.Logf("Verified: %s", verified[0])
+	assert.Contains(t, verified[0], "podnetwork reached "+dnsIP, "the CoreDNS pod on %s reached by pod IP", dnsNode)
+}
+
+const verifiedLabel = "node-ready/verified"
+
+// verifiedCondition is the agent's condition on n, or nil.
+func verifiedCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == "node-ready/Verified" {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // queryFromNetns asks the DNS server at addr (TCP) for name's A records from a socket made in
