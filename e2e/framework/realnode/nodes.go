@@ -240,3 +240,7 @@ func (n *Node) startFlannel(ctx context.Context, cp *controlplane.ControlPlane, 
 	}
 	return writeFiles(map[string]string{filepath.Join(n.dir, "containerd", "cni", "10-flannel.conflist"): conf})
 }
+
+// InNetns runs a command in the node's network namespace, such as an iptables rule that
+// breaks its pod network; whatever it changes there ends with the node.
+func (n *Node) InNetns(args ...string) error { return inNetns(n.nsPid, args...) }

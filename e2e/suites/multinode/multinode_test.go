@@ -143,39 +143,15 @@ func TestJoiningNodeReachesPodsElsewhere(t *testing.T) {
 	c := startNodes(t, 3, 2, 2)
 	ctx := t.Context()
 	client := c.CP.Client()
-	var dnsIP, dnsNode string
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
-		if err != nil {
-			return false, nil
-		}
-		for _, p := range pods.Items {
-			for _, cs := range p.Status.ContainerStatuses {
-				if cs.Ready {
-					dnsIP, dnsNode = p.Status.PodIP, p.Spec.NodeName
-					return true, nil
-				}
-			}
-		}
-		return false, nil
-	})
-	require.NoError(t, err, "CoreDNS ready on a running node")
-	t.Logf("CoreDNS %s on %s", dnsIP, dnsNode)
-	// The running nodes were verified before: the agent runs on neither.
-	for _, n := range c.Nodes[:2] {
-		_, err := c.Kubectl(ctx, "label", "node", n.Name(), verifiedLabel+"=true")
-		require.NoError(t, err)
-	}
-	require.NoError(t, c.Install(ctx))
-	_, err = c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
-		`-p={"data":{"ENABLE_CONNECTIVITY_MATRIX":"true"}}`)
-	require.NoError(t, err)
+	dnsIP, dnsNode := readyCoreDNS(t, c)
+	installWithPodNetwork(t, c, 2)
 
 	joining := c.Nodes[2]
 	begin := time.Now()
 	require.NoError(t, c.StartNodeAt(ctx, 2))
 	var node *corev1.Node
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
 		node, err = client.CoreV1().Nodes().Get(ctx, joining.Name(), metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -201,6 +177,97 @@ func TestJoiningNodeReachesPodsElsewhere(t *testing.T) {
 	require.Len(t, verified, 1)
 	t.Logf("Verified: %s", verified[0])
 	assert.Contains(t, verified[0], "podnetwork reached "+dnsIP, "the CoreDNS pod on %s reached by pod IP", dnsNode)
+}
+
+// TestJoiningNodeWithoutPodNetworkIsHeld: a joining node whose VXLAN traffic does not leave it
+// (its CNI broken past what the kubelet sees: the node is Ready, pods get addresses) is held
+// by the podnetwork check, which names the pod it could not reach; once the traffic flows the
+// node is released.
+func TestJoiningNodeWithoutPodNetworkIsHeld(t *testing.T) {
+	c := startNodes(t, 3, 2, 2)
+	ctx := t.Context()
+	client := c.CP.Client()
+	dnsIP, dnsNode := readyCoreDNS(t, c)
+	installWithPodNetwork(t, c, 2)
+
+	joining := c.Nodes[2]
+	drop := []string{"OUTPUT", "-o", "eth0", "-p", "udp", "--dport", "8472", "-j", "DROP"} // flannel's VXLAN port
+	require.NoError(t, joining.InNetns(append([]string{"iptables", "-I"}, drop...)...))
+	require.NoError(t, c.StartNodeAt(ctx, 2))
+	var held string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + joining.Name()})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range events.Items {
+			if e.Reason == "VerificationFailed" {
+				held = e.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	require.NoError(t, err, "VerificationFailed on the joining node")
+	node, err := client.CoreV1().Nodes().Get(ctx, joining.Name(), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, node.Labels, verifiedLabel)
+	cond := verifiedCondition(node)
+	require.NotNil(t, cond)
+	t.Logf("held: %s; condition: %s", held, cond.Message)
+	assert.Contains(t, cond.Message, "podnetwork")
+	assert.Contains(t, cond.Message, dnsIP, "the unreachable CoreDNS pod on %s named", dnsNode)
+
+	require.NoError(t, joining.InNetns(append([]string{"iptables", "-D"}, drop...)...))
+	fixed := time.Now()
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		node, err = client.CoreV1().Nodes().Get(ctx, joining.Name(), metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		_, verified := node.Labels[verifiedLabel]
+		return verified, nil
+	})
+	require.NoError(t, err, "the node released once its VXLAN traffic flows")
+	t.Logf("fixed → verified: %s", time.Since(fixed).Round(time.Millisecond))
+}
+
+// installWithPodNetwork labels the first running nodes verified (nodes of the cluster before
+// nodeready: its agent runs on none of them), installs nodeready as a user does and turns the
+// podnetwork check on as kube-node-ready's production configuration does.
+func installWithPodNetwork(t *testing.T, c *realnode.Cluster, running int) {
+	t.Helper()
+	for _, n := range c.Nodes[:running] {
+		_, err := c.Kubectl(t.Context(), "label", "node", n.Name(), verifiedLabel+"=true")
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.Install(t.Context()))
+	_, err := c.Kubectl(t.Context(), "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
+		`-p={"data":{"ENABLE_CONNECTIVITY_MATRIX":"true"}}`)
+	require.NoError(t, err)
+}
+
+// readyCoreDNS waits for a ready CoreDNS pod and returns its IP and node.
+func readyCoreDNS(t *testing.T, c *realnode.Cluster) (ip, node string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.CP.Client().CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range pods.Items {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Ready {
+					ip, node = p.Status.PodIP, p.Spec.NodeName
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	require.NoError(t, err, "CoreDNS ready on a running node")
+	t.Logf("CoreDNS %s on %s", ip, node)
+	return ip, node
 }
 
 const verifiedLabel = "node-ready/verified"
