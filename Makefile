@@ -94,6 +94,10 @@ node: ## Build what the real node runs (kubelet, kube-proxy, containerd, CoreDNS
 e2e-realnode: build control-plane-current node ## Only the end-to-end tests on a real node: kubelet, containerd, runc, kube-proxy, CoreDNS (Linux, root)
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -timeout 20m -v ./suites/realnode/
 
+.PHONY: e2e-multinode
+e2e-multinode: build control-plane-current node ## Only the end-to-end tests on three real nodes networked by flannel (VXLAN), the podnetwork check (Linux, root)
+	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -timeout 20m -v ./suites/multinode/
+
 .PHONY: demo
 demo: build control-plane-current ## Watch nodeready verify autoscaled nodes on a local control plane (no cluster needed), then a real node (as root on Linux)
 	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null; fi

@@ -16,7 +16,7 @@ const StartupTaint = "node-ready/unverified=true:NoSchedule"
 
 // ClusterOptions configures StartCluster.
 type ClusterOptions struct {
-	NodeName    string // default "real-node"; of several nodes, NodeName-<i>
+	NodeName string // default "real-node"; of several nodes, NodeName-<i>
 	// Nodes is how many real nodes (0: one, as a single node). More than one are a Nodes set:
 	// joined by an underlay bridge, pod CIDRs from kube-controller-manager, flanneld.
 	Nodes int

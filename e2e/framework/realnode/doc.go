@@ -19,6 +19,14 @@
 //   - processes: the daemons die with the test process (Pdeathsig); shims and containers that
 //     outlive a killed test are found in CgroupRoot and killed by the next Start or by Clean.
 //
-// Only one real node runs on a machine at a time (fixed names and addresses): Prepare waits for
-// the one before it to stop.
+// Several nodes (PrepareNodes, ClusterOptions.Nodes): node i is nodeAddress(i) with the cgroup
+// root nodeCgroup(i), a work directory and namespaces of its own; the nodes' veth pairs end on
+// a bridge inside an underlay network namespace, which the host joins with hostLink
+// (HostAddress/24), so the host gains one link, as with one node. kube-controller-manager gives
+// each Node a pod CIDR of ClusterCIDR and flanneld (VXLAN) runs in each node's namespaces; the
+// CNI configuration is written from its subnet.env. The set holds the lock and puts the
+// machine back as one node does; the underlay and all in it end with its namespace.
+//
+// Only one real node, or one set, runs on a machine at a time (fixed names and addresses):
+// Prepare and PrepareNodes wait for the one before to stop.
 package realnode
