@@ -136,13 +136,12 @@ func (c *Cluster) MachineBefore() string {
 	return c.Node.MachineBefore()
 }
 
-// MachineAfter is the machine's state once Stop put it back, read under the machine-wide lock
-// (of a set; of a single node, now).
+// MachineAfter is the machine's state once Stop put it back, read under the machine-wide lock.
 func (c *Cluster) MachineAfter() string {
 	if c.set != nil {
 		return c.set.MachineAfter()
 	}
-	return MachineState()
+	return c.Node.MachineAfter()
 }
 
 // StartNode starts the node's containerd, kubelet and kube-proxy; the kubelet registers the

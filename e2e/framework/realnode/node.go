@@ -32,6 +32,7 @@ type Node struct {
 	opts    Options
 	lock    *os.File // held from Prepare to Stop: one real node per machine
 	before  string   // MachineState once a killed run's leftovers are gone
+	after   string   // MachineState when Stop had put the machine back, under the lock
 	dir     string
 	nsPid   int
 	holder  *process.Process
@@ -255,6 +256,8 @@ func (n *Node) Stop() error {
 	if errs[0] == nil {
 		errs = append(errs, os.RemoveAll(n.dir))
 	}
+	// Read while the lock is held: once it is released, the next real node may start.
+	n.after = MachineState()
 	if n.lock != nil {
 		n.lock.Close()
 	}
@@ -295,6 +298,10 @@ func (n *Node) PodPids(uid string) []int {
 // MachineBefore is the machine's state when Prepare began, after it cleaned what a killed run
 // left (which a test could not have put back): what Stop must leave.
 func (n *Node) MachineBefore() string { return n.before }
+
+// MachineAfter is the machine's state when Stop had put it back, read before Stop released the
+// lock (after that another real node may run): it should equal MachineBefore.
+func (n *Node) MachineAfter() string { return n.after }
 
 // Dir is the node's work directory: configs, the kubelet's root, containerd's root.
 func (n *Node) Dir() string { return n.dir }

@@ -47,7 +47,7 @@ func startCluster(t *testing.T) *realnode.Cluster {
 		if err := c.Stop(); err != nil {
 			t.Errorf("stop real node: %v", err)
 		}
-		assert.Equal(t, c.Node.MachineBefore(), realnode.MachineState(), "the machine as it was before the real node")
+		assert.Equal(t, c.Node.MachineBefore(), c.Node.MachineAfter(), "the machine as it was before the real node")
 		if t.Failed() {
 			t.Logf("logs kept in %s", logDir)
 			return
