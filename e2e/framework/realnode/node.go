@@ -60,7 +60,7 @@ func Prepare(opts Options) (*Node, error) {
 		return nil, err
 	}
 	teardownNetwork()
-	if err := errors.Join(cleanCgroups(CgroupRoot), restoreTunables()); err != nil {
+	if err := errors.Join(cleanCgroups(CgroupRoot), restoreTunables(), removeWorkDirs()); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("clean up a previous real node: %w", err)
 	}
@@ -293,6 +293,24 @@ func (n *Node) PodPids(uid string) []int {
 		return out
 	}
 	return nil
+}
+
+// workDirPattern matches the nodes' work directories (os.MkdirTemp's random digits), not the
+// kept logs (nodeready-realnode-logs-*) nor the lock or the sysctls' record.
+const workDirPattern = "nodeready-realnode-[0-9]*"
+
+// removeWorkDirs removes the work directories a killed run left: under the lock, with the
+// processes under CgroupRoot gone, none is in use.
+func removeWorkDirs() error {
+	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), workDirPattern))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, d := range dirs {
+		errs = append(errs, os.RemoveAll(d))
+	}
+	return errors.Join(errs...)
 }
 
 // MachineBefore is the machine's state when Prepare began, after it cleaned what a killed run

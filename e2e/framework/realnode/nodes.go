@@ -52,7 +52,7 @@ func PrepareNodes(opts []Options) (*Nodes, error) {
 		return nil, err
 	}
 	teardownNetwork()
-	if err := errors.Join(cleanCgroups(CgroupRoot), restoreTunables()); err != nil {
+	if err := errors.Join(cleanCgroups(CgroupRoot), restoreTunables(), removeWorkDirs()); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("clean up a previous real node: %w", err)
 	}
