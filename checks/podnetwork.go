@@ -220,8 +220,13 @@ func (c *PodNetwork) reach(ctx context.Context, t podTarget) error {
 			return c.probe.Dialer.DialContext(ctx, network, addr)
 		}}
 		_, err := r.LookupHost(ctx, c.probe.DNSName)
-		if dnsErr := (*net.DNSError)(nil); errors.As(err, &dnsErr) && dnsErr.IsNotFound {
-			return nil // an answer: the pod was reached
+		if dnsErr := (*net.DNSError)(nil); errors.As(err, &dnsErr) {
+			if dnsErr.IsNotFound {
+				return nil // an answer: the pod was reached
+			}
+			// The resolver names the server of the agent's resolv.conf (the cluster DNS
+			// Service), which Dial replaced with the pod: name the pod's address.
+			dnsErr.Server = addr
 		}
 		return err
 	case c.probe.HTTPPath != "":

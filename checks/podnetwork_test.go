@@ -90,6 +90,8 @@ func TestPodNetworkNamesUnreachablePods(t *testing.T) {
 	assert.Equal(t, "fail", res.Status())
 	assert.Contains(t, res.Err.Error(), "cannot reach 1 of 2 pods of kube-system/kube-dns on other nodes: 127.0.0.1 on node-b: ")
 	assert.NotContains(t, res.Err.Error(), "node-c", "the pod that answered NXDOMAIN")
+	// The pod is the server asked, not the agent's resolv.conf's (a real node's cluster DNS).
+	assert.Contains(t, res.Err.Error(), "on "+silent.Addr()+":", "the server named in the lookup error")
 }
 
 // TestPodNetworkNotCheckableAlone: with no ready endpoint on another node (the first node,
