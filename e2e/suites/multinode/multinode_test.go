@@ -216,7 +216,8 @@ func TestJoiningNodeWithoutPodNetworkIsHeld(t *testing.T) {
 	require.NotNil(t, cond)
 	t.Logf("held: %s; condition: %s", held, cond.Message)
 	assert.Contains(t, cond.Message, "podnetwork")
-	assert.Contains(t, cond.Message, dnsIP, "the unreachable CoreDNS pod on %s named", dnsNode)
+	assert.Contains(t, cond.Message, dnsIP+" on "+dnsNode, "the unreachable CoreDNS pod named")
+	assert.Contains(t, cond.Message, "on "+dnsIP+":1053:", "the pod named as the server asked")
 
 	require.NoError(t, joining.InNetns(append([]string{"iptables", "-D"}, drop...)...))
 	fixed := time.Now()
