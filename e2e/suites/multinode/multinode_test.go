@@ -189,13 +189,17 @@ func TestJoiningNodeWithoutPodNetworkIsHeld(t *testing.T) {
 	client := c.CP.Client()
 	dnsIP, dnsNode := readyCoreDNS(t, c)
 	installWithPodNetwork(t, c, 2)
+	// A failed verification sooner: two rounds of checks that give up after 3s each.
+	_, err := c.Kubectl(t.Context(), "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
+		`-p={"data":{"CHECK_TIMEOUT":"3s","MAX_RETRIES":"2"}}`)
+	require.NoError(t, err)
 
 	joining := c.Nodes[2]
 	drop := []string{"OUTPUT", "-o", "eth0", "-p", "udp", "--dport", "8472", "-j", "DROP"} // flannel's VXLAN port
 	require.NoError(t, joining.InNetns(append([]string{"iptables", "-I"}, drop...)...))
 	require.NoError(t, c.StartNodeAt(ctx, 2))
 	var held string
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + joining.Name()})
 		if err != nil {
 			return false, nil
