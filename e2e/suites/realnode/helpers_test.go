@@ -163,40 +163,38 @@ func warnings(t *testing.T, c *realnode.Cluster, pod string, since time.Time) []
 	require.NoError(t, err)
 	var out []corev1.Event
 	for _, e := range list.Items {
-		if e.Type != corev1.EventTypeWarning || (e.InvolvedObject.Name != pod && e.InvolvedObject.Name != c.NodeName) {
-			continue
-		}
-		last := e.LastTimestamp.Time
-		if e.Series != nil {
-			last = e.Series.LastObservedTime.Time
-		}
-		if last.IsZero() {
-			last = e.EventTime.Time
-		}
-		if !last.Before(since.Truncate(time.Second)) {
+		if e.Type == corev1.EventTypeWarning && (e.InvolvedObject.Name == pod || e.InvolvedObject.Name == c.NodeName) && seenSince(e, since) {
 			out = append(out, e)
 		}
 	}
 	return out
 }
 
-// events returns the reasons of the Events about the node since a time.
+// nodeEventReasons returns the reasons of the Events about the node since a time.
 func nodeEventReasons(t *testing.T, c *realnode.Cluster, since time.Time) []string {
 	t.Helper()
 	list, err := c.CP.Client().CoreV1().Events("").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + c.NodeName})
 	require.NoError(t, err)
 	var out []string
 	for _, e := range list.Items {
-		last := e.LastTimestamp.Time
-		if e.Series != nil {
-			last = e.Series.LastObservedTime.Time
-		}
-		if last.IsZero() {
-			last = e.EventTime.Time
-		}
-		if !last.Before(since.Truncate(time.Second)) {
+		if seenSince(e, since) {
 			out = append(out, e.Reason)
 		}
 	}
 	return out
+}
+
+// seenSince reports whether the Event was last seen at or after since. The kubelet's Events
+// carry whole seconds (LastTimestamp), so they are compared to since's second; nodeready's
+// (events.k8s.io: EventTime, a series' last observation) carry microseconds and are compared
+// exactly, so that the first agent's Events a moment before since are not counted.
+func seenSince(e corev1.Event, since time.Time) bool {
+	switch {
+	case e.Series != nil:
+		return !e.Series.LastObservedTime.Time.Before(since)
+	case !e.EventTime.IsZero():
+		return !e.EventTime.Time.Before(since)
+	default:
+		return !e.LastTimestamp.Time.Before(since.Truncate(time.Second))
+	}
 }
