@@ -362,3 +362,114 @@ func readFull(c net.Conn, b []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// TestJoiningNodeReleasedWithoutTheCheck is the evidence of what the podnetwork check
+// prevents. The same break as in TestJoiningNodeWithoutPodNetworkIsHeld (the joining node's
+// VXLAN traffic dropped while it is Ready and flanneld runs), with checks that do not cross
+// the pod network to another node (tcp and apiserver reach the API server on the host): the
+// node is released, and a workload pod scheduled there cannot reach the CoreDNS pod on another
+// node, until the traffic flows again.
+func TestJoiningNodeReleasedWithoutTheCheck(t *testing.T) {
+	c := startNodes(t, 3, 2, 2)
+	ctx := t.Context()
+	dnsIP, dnsNode := readyCoreDNS(t, c)
+	for _, n := range c.Nodes[:2] {
+		_, err := c.Kubectl(ctx, "label", "node", n.Name(), verifiedLabel+"=true")
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.Install(ctx))
+	_, err := c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
+		`-p={"data":{"CHECKS":"tcp,apiserver"}}`)
+	require.NoError(t, err)
+
+	joining := c.Nodes[2]
+	drop := []string{"OUTPUT", "-o", "eth0", "-p", "udp", "--dport", "8472", "-j", "DROP"} // flannel's VXLAN port
+	require.NoError(t, joining.InNetns(append([]string{"iptables", "-I"}, drop...)...))
+	require.NoError(t, c.StartNodeAt(ctx, 2))
+	waitVerified(t, c, joining.Name())
+
+	workload := runningPod(t, c, "default", &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "workload-on-joined-node"},
+		Spec:       corev1.PodSpec{NodeName: joining.Name(), Containers: []corev1.Container{{Name: "pause", Image: c.Images.Pause}}},
+	})
+	pids := joining.PodPids(string(workload.UID))
+	require.NotEmpty(t, pids, "the workload pod's processes on %s", joining.Name())
+	target := net.JoinHostPort(dnsIP, "1053")
+	_, err = queryFromNetns(pids[0], target, "kubernetes.default.svc.cluster.local.")
+	require.Error(t, err, "the workload pod on the released node reached the CoreDNS pod on %s", dnsNode)
+	t.Logf("workload pod on %s → CoreDNS pod %s on %s: %v", joining.Name(), dnsIP, dnsNode, err)
+
+	require.NoError(t, joining.InNetns(append([]string{"iptables", "-D"}, drop...)...))
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		_, err := queryFromNetns(pids[0], target, "kubernetes.default.svc.cluster.local.")
+		return err == nil, nil
+	})
+	require.NoError(t, err, "the same query once the VXLAN traffic flows: the data path was what failed")
+}
+
+// TestFirstNodesBootstrap: a new cluster whose every node is held. The first node's agent can
+// check neither the DNS (no CoreDNS runs anywhere) nor the pod network (no CoreDNS pod on another
+// node): it releases the node and says so (DNSNotChecked, PodNetworkNotChecked). CoreDNS then
+// runs there, and the next node to join reaches it by pod IP.
+func TestFirstNodesBootstrap(t *testing.T) {
+	c := startNodes(t, 2, 0, 0)
+	ctx := t.Context()
+	installWithPodNetwork(t, c, 0)
+
+	require.NoError(t, c.StartNodeAt(ctx, 0))
+	first := waitVerified(t, c, c.Nodes[0].Name())
+	assert.Contains(t, verifiedCondition(first).Message, "cannot be checked: no ready endpoint on another node")
+	reasons := map[string]bool{}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		events, err := c.CP.Client().CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + first.Name})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range events.Items {
+			reasons[e.Reason] = true
+		}
+		return reasons["DNSNotChecked"] && reasons["PodNetworkNotChecked"], nil
+	})
+	require.NoError(t, err, "the first node's Events say what could not be checked: %v", reasons)
+
+	dnsIP, dnsNode := readyCoreDNS(t, c)
+	require.Equal(t, first.Name, dnsNode, "CoreDNS on the first released node")
+	require.NoError(t, c.StartNodeAt(ctx, 1))
+	second := waitVerified(t, c, c.Nodes[1].Name())
+	assert.Equal(t, "All 5 checks passed; podnetwork reached "+dnsIP+" on "+dnsNode, verifiedCondition(second).Message)
+}
+
+// waitVerified waits until the node carries the verified label and its condition, and returns it.
+func waitVerified(t *testing.T, c *realnode.Cluster, name string) *corev1.Node {
+	t.Helper()
+	var node *corev1.Node
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := c.CP.Client().CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		node = n
+		_, verified := n.Labels[verifiedLabel]
+		return verified && verifiedCondition(n) != nil, nil
+	})
+	require.NoError(t, err, "node %s verified, with its condition: %+v", name, node)
+	return node
+}
+
+// runningPod creates the pod and waits until it runs with an IP.
+func runningPod(t *testing.T, c *realnode.Cluster, ns string, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	client := c.CP.Client()
+	created, err := client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	err = wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := client.CoreV1().Pods(ns).Get(ctx, created.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		created = p
+		return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "", nil
+	})
+	require.NoError(t, err, "pod %s/%s running with an IP: %+v", ns, pod.Name, created.Status)
+	return created
+}
