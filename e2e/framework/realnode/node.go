@@ -87,21 +87,13 @@ func (n *Node) prepare() error {
 	// /var/log/containers) and /var/lib (the CNI plugins' /var/lib/cni, the kubelet's
 	// /var/lib/kubelet), so none of their mounts and files reaches the host.
 	ready := filepath.Join(n.dir, "namespaces-ready")
-	script := "for d in /run /var/log /var/lib; do mount -t tmpfs -o mode=0755 nodeready $d || exit 1; done && " +
-		"touch " + ready + " && exec sleep infinity"
-	holder, err := start("namespaces", n.opts.LogDir, 0, n.cgroup, nil,
-		"unshare", "--net", "--mount", "--propagation", "private", "--", "sh", "-c", script)
-	if err != nil {
-		return err
+	holder, err := holdNamespaces("namespaces", n.opts.LogDir, n.cgroup, ready,
+		"for d in /run /var/log /var/lib; do mount -t tmpfs -o mode=0755 nodeready $d || exit 1; done",
+		"--net", "--mount", "--propagation", "private")
+	if holder != nil {
+		n.holder, n.nsPid = holder, holder.Cmd.Process.Pid
 	}
-	n.holder, n.nsPid = holder, holder.Cmd.Process.Pid
-	if err := waitFor(10*time.Second, func() error {
-		if err := holder.ExitError(); err != nil {
-			return backoffStop{err}
-		}
-		_, err := os.Stat(ready)
-		return err
-	}); err != nil {
+	if err != nil {
 		return fmt.Errorf("node namespaces: %w", err)
 	}
 	if n.set != nil {

@@ -77,19 +77,11 @@ func (s *Nodes) prepare(opts []Options) error {
 	logDir := opts[0].LogDir
 	ready := filepath.Join(os.TempDir(), fmt.Sprintf("nodeready-underlay-%d", os.Getpid()))
 	defer os.Remove(ready)
-	u, err := start("underlay", logDir, 0, underlayCgroup, nil,
-		"unshare", "--net", "--", "sh", "-c", "touch "+ready+" && exec sleep infinity")
-	if err != nil {
-		return err
+	u, err := holdNamespaces("underlay", logDir, underlayCgroup, ready, "", "--net")
+	if u != nil {
+		s.underlay, s.underlayPid = u, u.Cmd.Process.Pid
 	}
-	s.underlay, s.underlayPid = u, u.Cmd.Process.Pid
-	if err := waitFor(10*time.Second, func() error {
-		if err := u.ExitError(); err != nil {
-			return backoffStop{err}
-		}
-		_, err := os.Stat(ready)
-		return err
-	}); err != nil {
+	if err != nil {
 		return fmt.Errorf("underlay namespace: %w", err)
 	}
 	if err := setupUnderlay(s.underlayPid); err != nil {

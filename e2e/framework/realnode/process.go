@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/nodeready/nodeready/e2e/framework/process"
 )
@@ -29,4 +30,25 @@ func start(name, logDir string, nsPid int, cgroupRoot string, env []string, argv
 		return nil, err
 	}
 	return pr, nil
+}
+
+// holdNamespaces starts a holder that keeps new namespaces alive: `unshare flags -- sh -c
+// setup`, after which the holder touches ready and sleeps. It returns once ready exists; the
+// holder is returned even when it did not get there, so the caller's Stop ends it.
+func holdNamespaces(name, logDir, cgroupRoot, ready, setup string, flags ...string) (*process.Process, error) {
+	script := "touch " + ready + " && exec sleep infinity"
+	if setup != "" {
+		script = setup + " && " + script
+	}
+	holder, err := start(name, logDir, 0, cgroupRoot, nil, append(append([]string{"unshare"}, flags...), "--", "sh", "-c", script)...)
+	if err != nil {
+		return nil, err
+	}
+	return holder, waitFor(10*time.Second, func() error {
+		if err := holder.ExitError(); err != nil {
+			return backoffStop{err}
+		}
+		_, err := os.Stat(ready)
+		return err
+	})
 }
