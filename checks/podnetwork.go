@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 )
 
 var (
@@ -152,7 +153,7 @@ func (c *PodNetwork) choose(items []discoveryv1.EndpointSlice) ([]podTarget, err
 			if slices.ContainsFunc(byNode[node], func(t podTarget) bool { return sameFamily(t.addr, ep.Addresses[0]) }) {
 				continue
 			}
-			byNode[node] = append(byNode[node], podTarget{addr: ep.Addresses[0], node: node, zone: ptrValue(ep.Zone), port: port})
+			byNode[node] = append(byNode[node], podTarget{addr: ep.Addresses[0], node: node, zone: ptr.Deref(ep.Zone, ""), port: port})
 		}
 	}
 	if len(byNode) == 0 {
@@ -198,10 +199,10 @@ func (c *PodNetwork) port(s *discoveryv1.EndpointSlice) (int32, bool) {
 		protocol = corev1.ProtocolUDP
 	}
 	for _, p := range s.Ports {
-		if p.Port == nil || cmp.Or(ptrValue(p.Protocol), corev1.ProtocolTCP) != protocol {
+		if p.Port == nil || cmp.Or(ptr.Deref(p.Protocol, ""), corev1.ProtocolTCP) != protocol {
 			continue
 		}
-		if c.probe.Port == "" || c.probe.Port == ptrValue(p.Name) || c.probe.Port == strconv.Itoa(int(*p.Port)) {
+		if c.probe.Port == "" || c.probe.Port == ptr.Deref(p.Name, "") || c.probe.Port == strconv.Itoa(int(*p.Port)) {
 			return *p.Port, true
 		}
 	}
@@ -251,12 +252,4 @@ func (c *PodNetwork) reach(ctx context.Context, t podTarget) error {
 
 func sameFamily(a, b string) bool {
 	return strings.Contains(a, ":") == strings.Contains(b, ":")
-}
-
-func ptrValue[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }
