@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodeready/nodeready/nodepatch"
 	"github.com/nodeready/nodeready/report"
 )
 
@@ -87,4 +88,16 @@ func TestGracePeriodIsTheAgents(t *testing.T) {
 	m := regexp.MustCompile(`(?m)^\s+terminationGracePeriodSeconds: (\d+)$`).FindSubmatch(chart)
 	require.NotNil(t, m, "the chart sets terminationGracePeriodSeconds")
 	assert.Equal(t, strconv.Itoa(int(report.TerminationGracePeriod.Seconds())), string(m[1]), "the chart")
+}
+
+// TestPolicyNamesTheAgentsFieldManager: the own-node policy lets the field manager the
+// agent writes as (nodepatch.FieldManager) own its fields; under any other name its
+// writes would be refused as a rewrite of managedFields.
+func TestPolicyNamesTheAgentsFieldManager(t *testing.T) {
+	want := regexp.MustCompile(`(?m)^\s+- name: fieldManager\n\s+expression: "'` + regexp.QuoteMeta(nodepatch.FieldManager) + `'"`)
+	for _, path := range []string{"manifests/04-admission-policy.yaml", "charts/nodeready/templates/admission-policy.yaml"} {
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Regexp(t, want, string(data), path)
+	}
 }

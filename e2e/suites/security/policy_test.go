@@ -226,7 +226,8 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 		// Putting the startup taint back (re-verification) and releasing
 		// again are the agent's too.
 		_, err = agentA.CoreV1().Nodes().Patch(ctx, nodeA, types.JSONPatchType,
-			[]byte(`[{"op":"add","path":"/spec/taints/-","value":{"key":"node-ready/unverified","value":"true","effect":"NoSchedule"}}]`), metav1.PatchOptions{})
+			[]byte(`[{"op":"add","path":"/spec/taints/-","value":{"key":"node-ready/unverified","value":"true","effect":"NoSchedule"}}]`),
+			metav1.PatchOptions{FieldManager: nodepatch.FieldManager})
 		require.NoError(t, err)
 		outcome, err = p.Release(ctx, nil)
 		require.NoError(t, err)

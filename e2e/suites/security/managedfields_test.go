@@ -1,0 +1,206 @@
+package security
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeready/nodeready/nodepatch"
+)
+
+// An entry of managedFields as the tests compare it: who, when and which fields.
+type entry struct {
+	Manager, Operation, Subresource, Time string
+	Fields                                map[string]any
+}
+
+func entries(t *testing.T, n *corev1.Node) map[string]entry {
+	t.Helper()
+	out := map[string]entry{}
+	for _, f := range n.ManagedFields {
+		e := entry{Manager: f.Manager, Operation: string(f.Operation), Subresource: f.Subresource}
+		if f.Time != nil {
+			e.Time = f.Time.UTC().Format(time.RFC3339)
+		}
+		if f.FieldsV1 != nil {
+			require.NoError(t, json.Unmarshal(f.FieldsV1.Raw, &e.Fields))
+		}
+		out[f.Manager+" "+e.Operation+" "+f.Subresource] = e
+	}
+	return out
+}
+
+// index is the position of manager's main-resource Update entry in n's managedFields.
+func index(t *testing.T, n *corev1.Node, manager string) int {
+	t.Helper()
+	for i, f := range n.ManagedFields {
+		if f.Manager == manager && f.Operation == metav1.ManagedFieldsOperationUpdate && f.Subresource == "" {
+			return i
+		}
+	}
+	require.Failf(t, "no entry", "node %s has no Update entry of %s", n.Name, manager)
+	return -1
+}
+
+// creator is the field manager of the admin client that created the test's nodes:
+// the one that owns the annotation createNode sets.
+func creator(t *testing.T, n *corev1.Node) string {
+	t.Helper()
+	for _, e := range entries(t, n) {
+		meta, _ := e.Fields["f:metadata"].(map[string]any)
+		annotations, _ := meta["f:annotations"].(map[string]any)
+		if _, ok := annotations["f:example.com/owner"]; ok && e.Operation == "Update" && e.Subresource == "" {
+			return e.Manager
+		}
+	}
+	require.Fail(t, "the node's creator has no managedFields entry")
+	return ""
+}
+
+func patchAs(t *testing.T, c kubernetes.Interface, node, manager, patch string) error {
+	t.Helper()
+	pt := types.MergePatchType
+	if patch[0] == '[' {
+		pt = types.JSONPatchType
+	}
+	_, err := c.CoreV1().Nodes().Patch(t.Context(), node, pt, []byte(patch), metav1.PatchOptions{FieldManager: manager})
+	return err
+}
+
+func retaint(t *testing.T, c kubernetes.Interface, node, manager string) {
+	t.Helper()
+	require.NoError(t, patchAs(t, c, node, manager,
+		`[{"op":"add","path":"/spec/taints/-","value":{"key":"node-ready/unverified","value":"true","effect":"NoSchedule"}}]`))
+}
+
+// TestAgentCannotRewriteManagedFields: on its own node the agent's token may not
+// rewrite who owns which field (server-side apply decides conflicts and removals
+// by it), while its releases, which move the ownership of what they change the
+// way the API server does, still pass.
+func TestAgentCannotRewriteManagedFields(t *testing.T) {
+	cp, admin, nodeA, _, agentA := twoNodes(t)
+	waitForPolicy(t, admin, agentA)
+	n := getNode(t, admin, nodeA)
+	owner := creator(t, n)
+	i := index(t, n, owner)
+	at := fmt.Sprintf("/metadata/managedFields/%d", i)
+	const refused = "may not rewrite managedFields"
+
+	forbidden := []struct{ name, manager, patch string }{
+		{"reset managedFields", nodepatch.FieldManager, `{"metadata":{"managedFields":[{}]}}`},
+		{"move another manager's time", nodepatch.FieldManager,
+			`[{"op":"replace","path":"` + at + `/time","value":"2001-01-01T00:00:00Z"}]`},
+		{"drop another manager's entry", nodepatch.FieldManager, `[{"op":"remove","path":"` + at + `"}]`},
+		{"give another manager a field", nodepatch.FieldManager,
+			`[{"op":"add","path":"` + at + `/fieldsV1/f:metadata/f:labels/f:example.com~1evil","value":{}}]`},
+		{"take a label from another manager", nodepatch.FieldManager,
+			`[{"op":"remove","path":"` + at + `/fieldsV1/f:metadata/f:labels/f:pool"}]`},
+		{"add an entry for another manager", nodepatch.FieldManager,
+			`[{"op":"add","path":"/metadata/managedFields/-","value":{"manager":"kubelet","operation":"Update","apiVersion":"v1",` +
+				`"time":"2001-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:unschedulable":{}}}}}]`},
+		{"claim another manager's field in its own entry", nodepatch.FieldManager,
+			`[{"op":"add","path":"/metadata/managedFields/-","value":{"manager":"nodeready","operation":"Update","apiVersion":"v1",` +
+				`"time":"2001-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{"f:pool":{}}}}}}]`},
+		{"write its label as the creator", owner, `{"metadata":{"labels":{"node-ready/verified":"true"}}}`},
+		{"write its label as a new manager", "kubelet", `{"metadata":{"labels":{"node-ready/verified":"true"}}}`},
+	}
+	for _, w := range forbidden {
+		t.Run(w.name, func(t *testing.T) {
+			before := entries(t, getNode(t, admin, nodeA))
+			err := patchAs(t, agentA, nodeA, w.manager, w.patch)
+			require.Error(t, err, "got through")
+			assert.True(t, apierrors.IsForbidden(err), "want 403, got %v", err)
+			assert.Contains(t, err.Error(), refused)
+			after := getNode(t, admin, nodeA)
+			assert.Equal(t, before[owner+" Update "], entries(t, after)[owner+" Update "], "the creator's entry changed")
+			assert.NotContains(t, managers(after), "kubelet")
+			assert.NotContains(t, after.Labels, "node-ready/verified")
+		})
+	}
+
+	p := nodepatch.New(agentA, nodeA, releaseSpec)
+	release := func(t *testing.T) {
+		t.Helper()
+		outcome, err := p.Release(t.Context(), map[string]string{"node-ready/verified-at": "2026-11-27T00:00:00Z"})
+		require.NoError(t, err)
+		assert.Equal(t, nodepatch.Patched, outcome)
+	}
+
+	t.Run("a release takes the taint list from the manager that wrote it", func(t *testing.T) {
+		before := entries(t, getNode(t, admin, nodeA))
+		var taints entry // whoever wrote the list last: the creator, or the node lifecycle controller's taint
+		for _, e := range before {
+			if spec, ok := e.Fields["f:spec"].(map[string]any); ok && spec["f:taints"] != nil && e.Manager != nodepatch.FieldManager {
+				taints = e
+			}
+		}
+		require.NotEmpty(t, taints.Manager, "another manager owns the taint list")
+		release(t)
+		after := entries(t, getNode(t, admin, nodeA))
+		want := taints
+		want.Fields = maps.Clone(taints.Fields)
+		spec := maps.Clone(taints.Fields["f:spec"].(map[string]any))
+		delete(spec, "f:taints")
+		want.Fields["f:spec"] = spec
+		if len(spec) == 0 {
+			delete(want.Fields, "f:spec")
+		}
+		key := taints.Manager + " Update "
+		if len(want.Fields) == 0 {
+			assert.NotContains(t, after, key)
+		} else {
+			assert.Equal(t, want, after[key], "%s lost more than the taint list", taints.Manager)
+		}
+		assert.Equal(t, before[owner+" Update "], after[owner+" Update "], "the creator's entry changed")
+		assert.Contains(t, after[nodepatch.FieldManager+" Update "].Fields["f:spec"], "f:taints")
+	})
+
+	t.Run("an entry that held only the taint list goes with it", func(t *testing.T) {
+		retaint(t, admin, nodeA, "readiness-controller")
+		held := entries(t, getNode(t, admin, nodeA))["readiness-controller Update "]
+		require.Equal(t, map[string]any{"f:spec": map[string]any{"f:taints": map[string]any{}}}, held.Fields)
+		release(t)
+		assert.NotContains(t, managers(getNode(t, admin, nodeA)), "readiness-controller")
+	})
+
+	t.Run("past ten update entries the API server folds the oldest, also under a release", func(t *testing.T) {
+		// A node of its own whose agent has never written it, filled to ten update
+		// entries: the agent's first write makes eleven, and the API server folds.
+		nodeC := createNode(t, admin, "node-c")
+		agentC := clientForToken(t, cp, boundToken(t, admin, agentPod(t, admin, nodeC)))
+		for k := 0; ; k++ {
+			n := getNode(t, admin, nodeC)
+			updates := 0
+			for _, f := range n.ManagedFields {
+				if f.Operation == metav1.ManagedFieldsOperationUpdate {
+					updates++
+				}
+			}
+			require.NotContains(t, managers(n), "ancient-changes", "folded before the agent wrote")
+			if updates == 10 {
+				break
+			}
+			require.NoError(t, patchAs(t, admin, nodeC, fmt.Sprintf("example-%d", k),
+				fmt.Sprintf(`{"metadata":{"annotations":{"example.com/writer-%d":"x"}}}`, k)))
+		}
+		outcome, err := nodepatch.New(agentC, nodeC, releaseSpec).Release(t.Context(), nil)
+		require.NoError(t, err)
+		assert.Equal(t, nodepatch.Patched, outcome)
+		after := getNode(t, admin, nodeC)
+		assert.Contains(t, managers(after), "ancient-changes")
+		assert.Contains(t, managers(after), nodepatch.FieldManager)
+		assert.Equal(t, "true", after.Labels["node-ready/verified"])
+		assert.False(t, strings.Contains(fmt.Sprint(after.Spec.Taints), "node-ready/unverified"))
+	})
+}
