@@ -47,7 +47,7 @@ import (
 var dnsAnswer = netip.MustParseAddr("10.96.0.10")
 
 // benchmarks are the names -only takes, in the order they run.
-var benchmarks = []string{"concurrency", "daemonset", "overhead", "latency", "scale", "realnode"}
+var benchmarks = []string{"concurrency", "daemonset", "overhead", "latency", "scale", "realnode", "joins"}
 
 type options struct {
 	out       string
@@ -144,6 +144,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if want("realnode") && ctx.Err() == nil {
 		logf("realnode: a new node on a real kubelet, containerd and runc")
 		sections = append(sections, benchRealNode(ctx, o, logf))
+	}
+	if want("joins") && ctx.Err() == nil {
+		logf("joins: %d real nodes joining a running cluster of %d", joinsCount, joinsRunning)
+		sections = append(sections, benchJoins(ctx, o, logf))
 	}
 
 	m.LoadEnd = loadavg()

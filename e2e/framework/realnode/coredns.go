@@ -3,12 +3,14 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
@@ -120,4 +122,27 @@ func DeployCoreDNS(ctx context.Context, client kubernetes.Interface, img string)
 		}
 	}
 	return nil
+}
+
+// WaitClusterDNS waits for a ready CoreDNS pod and returns its IP and node.
+func (c *Cluster) WaitClusterDNS(ctx context.Context) (ip, node string, err error) {
+	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.CP.Client().CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range pods.Items {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Ready {
+					ip, node = p.Status.PodIP, p.Spec.NodeName
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("no ready CoreDNS pod: %w", err)
+	}
+	return ip, node, nil
 }

@@ -53,6 +53,9 @@ func (t Timeline) Steps() []Step {
 // Total is node Ready to pod gone.
 func (t Timeline) Total() time.Duration { return t.PodGone.Sub(t.NodeReady) }
 
+// ToRelease is node Ready to the agent's release: what holds workloads off a Ready node.
+func (t Timeline) ToRelease() time.Duration { return t.Released.Sub(t.NodeReady) }
+
 // Step is one step of a Timeline.
 type Step struct {
 	Name string
@@ -74,16 +77,23 @@ type Recorder struct {
 }
 
 // agentPod is what the timeline needs of one version of an agent pod.
-type agentPod struct{ bound, started bool }
+type agentPod struct {
+	node           string // bound to, or (before the scheduler binds it) the node its affinity names
+	bound, started bool
+}
 
-// Record starts recording the first agent pod's path on the cluster's node.
-func (c *Cluster) Record(ctx context.Context) (*Recorder, error) {
+// Record starts recording the first agent pod's path on the cluster's first node.
+func (c *Cluster) Record(ctx context.Context) (*Recorder, error) { return c.RecordNode(ctx, 0) }
+
+// RecordNode starts recording the path of the first agent pod for node i.
+func (c *Cluster) RecordNode(ctx context.Context, i int) (*Recorder, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	r := &Recorder{node: c.NodeName, cancel: cancel, done: make(chan struct{})}
-	podLogsDir := c.Node.PodLogsDir()
+	node := c.Nodes[i].Name()
+	r := &Recorder{node: node, cancel: cancel, done: make(chan struct{})}
+	podLogsDir := c.Nodes[i].PodLogsDir()
 	client := c.CP.Client()
 	var err error
-	r.nodes, err = history.Record(ctx, history.Nodes(client, metav1.ListOptions{FieldSelector: "metadata.name=" + c.NodeName}),
+	r.nodes, err = history.Record(ctx, history.Nodes(client, metav1.ListOptions{FieldSelector: "metadata.name=" + node}),
 		func(n *corev1.Node) bool {
 			for _, cond := range n.Status.Conditions {
 				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
@@ -95,7 +105,7 @@ func (c *Cluster) Record(ctx context.Context) (*Recorder, error) {
 	if err == nil {
 		r.pods, err = history.Record(ctx, history.Pods(client, "kube-system", metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=nodeready"}),
 			func(p *corev1.Pod) agentPod {
-				a := agentPod{bound: p.Spec.NodeName != ""}
+				a := agentPod{node: targetNode(p), bound: p.Spec.NodeName != ""}
 				for _, cs := range p.Status.ContainerStatuses {
 					a.started = a.started || cs.State.Running != nil || cs.State.Terminated != nil
 				}
@@ -136,10 +146,30 @@ func (c *Cluster) Record(ctx context.Context) (*Recorder, error) {
 	return r, nil
 }
 
-// pod is the first agent pod seen: the one the timeline follows.
+// pod is the first agent pod seen for the node: the one the timeline follows.
 func (r *Recorder) pod() string {
-	if names := r.pods.Names(); len(names) > 0 {
-		return names[0]
+	for _, name := range r.pods.Names() {
+		if _, ok := r.pods.First(name, func(e history.Entry[agentPod]) bool { return e.State.node == r.node }); ok {
+			return name
+		}
+	}
+	return ""
+}
+
+// targetNode is the node a DaemonSet pod is for: its node once bound, before that the node
+// the DaemonSet controller names in its required affinity (metadata.name In [node]).
+func targetNode(p *corev1.Pod) string {
+	if p.Spec.NodeName != "" {
+		return p.Spec.NodeName
+	}
+	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, f := range term.MatchFields {
+				if f.Key == "metadata.name" && len(f.Values) == 1 {
+					return f.Values[0]
+				}
+			}
+		}
 	}
 	return ""
 }

@@ -255,21 +255,9 @@ func installWithPodNetwork(t *testing.T, c *realnode.Cluster, running int) {
 // readyCoreDNS waits for a ready CoreDNS pod and returns its IP and node.
 func readyCoreDNS(t *testing.T, c *realnode.Cluster) (ip, node string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := c.CP.Client().CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
-		if err != nil {
-			return false, nil
-		}
-		for _, p := range pods.Items {
-			for _, cs := range p.Status.ContainerStatuses {
-				if cs.Ready {
-					ip, node = p.Status.PodIP, p.Spec.NodeName
-					return true, nil
-				}
-			}
-		}
-		return false, nil
-	})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	ip, node, err := c.WaitClusterDNS(ctx)
 	require.NoError(t, err, "CoreDNS ready on a running node")
 	t.Logf("CoreDNS %s on %s", ip, node)
 	return ip, node
@@ -367,8 +355,8 @@ func readFull(c net.Conn, b []byte) (int, error) {
 // prevents. The same break as in TestJoiningNodeWithoutPodNetworkIsHeld (the joining node's
 // VXLAN traffic dropped while it is Ready and flanneld runs), with checks that do not cross
 // the pod network to another node (tcp and apiserver reach the API server on the host): the
-// node is released, and a workload pod scheduled there cannot reach the CoreDNS pod on another
-// node, until the traffic flows again.
+// node is released, and a workload pod scheduled there can reach neither the CoreDNS pod on
+// another node nor the cluster DNS Service that it backs, until the traffic flows again.
 func TestJoiningNodeReleasedWithoutTheCheck(t *testing.T) {
 	c := startNodes(t, 3, 2, 2)
 	ctx := t.Context()
@@ -394,17 +382,23 @@ func TestJoiningNodeReleasedWithoutTheCheck(t *testing.T) {
 	})
 	pids := joining.PodPids(string(workload.UID))
 	require.NotEmpty(t, pids, "the workload pod's processes on %s", joining.Name())
-	target := net.JoinHostPort(dnsIP, "1053")
-	_, err = queryFromNetns(pids[0], target, "kubernetes.default.svc.cluster.local.")
-	require.Error(t, err, "the workload pod on the released node reached the CoreDNS pod on %s", dnsNode)
-	t.Logf("workload pod on %s → CoreDNS pod %s on %s: %v", joining.Name(), dnsIP, dnsNode, err)
+	// The backend by its pod IP, and the Service a workload uses: kube-proxy on the joined node
+	// sends the cluster DNS address to the same backend on the other node.
+	targets := []string{net.JoinHostPort(dnsIP, "1053"), net.JoinHostPort(realnode.ClusterDNS, "53")}
+	for _, target := range targets {
+		_, err = queryFromNetns(pids[0], target, "kubernetes.default.svc.cluster.local.")
+		require.Error(t, err, "the workload pod on the released node reached %s (CoreDNS on %s)", target, dnsNode)
+		t.Logf("workload pod on %s → %s (CoreDNS pod %s on %s): %v", joining.Name(), target, dnsIP, dnsNode, err)
+	}
 
 	require.NoError(t, joining.InNetns(append([]string{"iptables", "-D"}, drop...)...))
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		_, err := queryFromNetns(pids[0], target, "kubernetes.default.svc.cluster.local.")
-		return err == nil, nil
-	})
-	require.NoError(t, err, "the same query once the VXLAN traffic flows: the data path was what failed")
+	for _, target := range targets {
+		err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			_, err := queryFromNetns(pids[0], target, "kubernetes.default.svc.cluster.local.")
+			return err == nil, nil
+		})
+		require.NoError(t, err, "the same query to %s once the VXLAN traffic flows: the data path was what failed", target)
+	}
 }
 
 // TestFirstNodesBootstrap: a new cluster whose every node is held. The first node's agent can
