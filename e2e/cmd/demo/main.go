@@ -1,9 +1,11 @@
 // Command demo shows nodeready at work on a local control plane: nodes join one after
 // another as an autoscaler adds them, each is held back by the startup taint until its agent
 // has verified it, and every agent is gone once its node is released. It prints the nodes'
-// progress live and a summary of the timings at the end.
+// progress live and a summary of the timings at the end. Then, as root on Linux, real nodes
+// join a running cluster: one is released, one with a broken pod network is held until repaired.
 //
 // It runs the binaries that `make build control-plane` builds; `make demo` does that first.
+// What real nodes run it builds itself with scripts/build-node.sh, beside the simulated fleet.
 package main
 
 import (
@@ -31,7 +33,8 @@ type config struct {
 	keepLogs bool
 	// karpenter: the real Karpenter launches the nodes, for pending pods.
 	karpenter bool
-	// realNode: after the simulated nodes, one real node when the machine allows it.
+	// realNode: after the simulated nodes, real nodes joining a running cluster when the
+	// machine allows it.
 	realNode bool
 }
 
@@ -41,7 +44,7 @@ func main() {
 	flag.DurationVar(&cfg.interval, "interval", time.Second, "time between two nodes joining")
 	flag.DurationVar(&cfg.deadline, "deadline", time.Minute, "fail if a node is not verified and rid of its agent this long after it was created")
 	flag.BoolVar(&cfg.keepLogs, "keep-logs", false, "keep the agent, kubelet and control plane logs and print where they are")
-	flag.BoolVar(&cfg.realNode, "real-node", true, "then verify one real node (kubelet, containerd, runc; Linux and root, binaries of make node)")
+	flag.BoolVar(&cfg.realNode, "real-node", true, "then real nodes joining a running cluster, one of them with a broken pod network (kubelet, containerd, runc, flanneld; Linux and root; built in the background by scripts/build-node.sh)")
 	flag.BoolVar(&cfg.karpenter, "karpenter", false, "let the real Karpenter (kwok provider, built by make karpenter) launch the nodes for -nodes pending pods, instead of adding them one every -interval")
 	flag.Parse()
 	if cfg.nodes < 1 || cfg.interval < 0 || cfg.deadline <= 0 {
@@ -56,10 +59,22 @@ func main() {
 		stop() // a second Ctrl-C ends the demo at once; its processes die with it
 	}()
 
+	// What real nodes run builds beside the simulated fleet: the fleet shows as soon as the
+	// control plane is built, and the build is done or shown progressing when the fleet is.
+	var build *nodeBuild
+	if cfg.realNode && realNodesSupported() == "" {
+		if root, err := harness.FindRepoRoot(); err == nil {
+			build = startNodeBuild(ctx, root)
+		}
+	}
 	err := run(ctx, cfg, newScreen(os.Stdout))
 	if err == nil && ctx.Err() == nil && cfg.realNode {
 		agent, _, _ := findBinaries() // run found them
-		err = realNode(ctx, os.Stdout, agent)
+		if build == nil {
+			build = &nodeBuild{start: time.Now(), done: make(chan struct{}), err: errors.New("the repository root was not found")}
+			close(build.done)
+		}
+		err = realNodes(ctx, os.Stdout, agent, build)
 	}
 	switch {
 	case ctx.Err() != nil:
