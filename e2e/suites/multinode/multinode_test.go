@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,6 +178,60 @@ func TestJoiningNodeReachesPodsElsewhere(t *testing.T) {
 	require.Len(t, verified, 1)
 	t.Logf("Verified: %s", verified[0])
 	assert.Contains(t, verified[0], "podnetwork reached "+dnsIP, "the CoreDNS pod on %s reached by pod IP", dnsNode)
+}
+
+// TestJoiningNodeReachesPodsAcrossZones: the podnetwork check spreads its pods over zones as
+// the EndpointSlice controller reports them from the nodes' topology.kubernetes.io/zone labels.
+// Three CoreDNS pods run on three nodes, two of them in zone a and one in zone b; asked for two
+// nodes (POD_NETWORK_NODES=2), the joining node's agent reaches the pod in zone b and one in
+// zone a, not two in zone a.
+func TestJoiningNodeReachesPodsAcrossZones(t *testing.T) {
+	c := startNodes(t, 4, 3, 3)
+	ctx := t.Context()
+	zones := []string{"zone-a", "zone-a", "zone-b"}
+	for i, zone := range zones {
+		_, err := c.Kubectl(ctx, "label", "node", c.Nodes[i].Name(), "topology.kubernetes.io/zone="+zone)
+		require.NoError(t, err)
+	}
+	// One CoreDNS pod on each running node.
+	_, err := c.Kubectl(ctx, "-n", "kube-system", "patch", "deployment", "coredns", "--type=merge", `-p={"spec":{"replicas":3,`+
+		`"template":{"spec":{"affinity":{"podAntiAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[`+
+		`{"labelSelector":{"matchLabels":{"k8s-app":"kube-dns"}},"topologyKey":"kubernetes.io/hostname"}]}}}}}}`)
+	require.NoError(t, err)
+	pods := map[string]string{} // node → CoreDNS pod IP
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.CP.Client().CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+		if err != nil {
+			return false, nil
+		}
+		clear(pods)
+		for _, p := range list.Items {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Ready && p.DeletionTimestamp == nil {
+					pods[p.Spec.NodeName] = p.Status.PodIP
+				}
+			}
+		}
+		return len(pods) == 3, nil
+	})
+	require.NoError(t, err, "a ready CoreDNS pod on each running node: %v", pods)
+	installWithPodNetwork(t, c, 3)
+	_, err = c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
+		`-p={"data":{"POD_NETWORK_NODES":"2"}}`)
+	require.NoError(t, err)
+
+	require.NoError(t, c.StartNodeAt(ctx, 3))
+	cond := verifiedCondition(waitVerified(t, c, c.Nodes[3].Name()))
+	t.Logf("condition: %s", cond.Message)
+	zoneB := pods[c.Nodes[2].Name()] + " on " + c.Nodes[2].Name()
+	assert.Contains(t, cond.Message, zoneB, "the pod in zone b reached")
+	inZoneA := 0
+	for _, n := range c.Nodes[:2] {
+		if strings.Contains(cond.Message, pods[n.Name()]+" on "+n.Name()) {
+			inZoneA++
+		}
+	}
+	assert.Equal(t, 1, inZoneA, "one pod of zone a reached, not two")
 }
 
 // TestJoiningNodeWithoutPodNetworkIsHeld: a joining node whose VXLAN traffic does not leave it
