@@ -14,17 +14,14 @@ import (
 // gateChecks builds the checks of the gate name, one per target where the
 // targets are known from the configuration.
 func gateChecks(name checks.Name, c config.Config, client kubernetes.Interface) []checks.Check {
-	// apiSkip is the reason an API gate cannot run here, or "".
-	apiSkip := func() string {
-		switch {
-		case client == nil:
-			return "no kubeconfig: set KUBECONFIG or create ~/.kube/config"
-		case c.NodeName == "":
-			return "NODE_NAME is not set"
-		}
-		return ""
+	// why is the reason the API gates cannot run here, or "".
+	var why string
+	switch {
+	case client == nil:
+		why = "no kubeconfig: set KUBECONFIG or create ~/.kube/config"
+	case c.NodeName == "":
+		why = "NODE_NAME is not set"
 	}
-	var list []checks.Check
 	switch name {
 	case checks.NameDaemonSets:
 		ds := checks.NewDaemonSets(client, c.NodeName, checks.DaemonSetsOptions{
@@ -34,45 +31,43 @@ func gateChecks(name checks.Name, c config.Config, client kubernetes.Interface) 
 			VerifiedLabel:      c.VerifiedLabel,
 			VerifiedLabelValue: c.VerifiedLabelValue,
 		})
-		if why := apiSkip(); why != "" {
+		if why != "" {
 			return []checks.Check{skip(name, ds.Target(), why)}
 		}
-		list = append(list, ds)
+		return []checks.Check{ds}
 	case checks.NameConditions:
-		for _, want := range c.NodeConditions {
-			if why := apiSkip(); why != "" {
-				list = append(list, skip(name, want.String(), why))
-				continue
-			}
-			list = append(list, checks.NewNodeCondition(client, c.NodeName, want))
-		}
+		return perTarget(name, c.NodeConditions, why, checks.ConditionWant.String, func(want checks.ConditionWant) checks.Check {
+			return checks.NewNodeCondition(client, c.NodeName, want)
+		})
 	case checks.NameResources:
-		for _, min := range c.RequiredResources {
-			if why := apiSkip(); why != "" {
-				list = append(list, skip(name, min.String(), why))
-				continue
-			}
-			list = append(list, checks.NewResource(client, c.NodeName, min))
-		}
+		return perTarget(name, c.RequiredResources, why, checks.ResourceMinimum.String, func(min checks.ResourceMinimum) checks.Check {
+			return checks.NewResource(client, c.NodeName, min)
+		})
 	case checks.NameCSI:
-		for _, d := range c.CSIDrivers {
-			if why := apiSkip(); why != "" {
-				list = append(list, skip(name, d, why))
-				continue
-			}
-			list = append(list, checks.NewCSIDriver(client, c.NodeName, d, c.CSIRequireAllocatable))
-		}
+		return perTarget(name, c.CSIDrivers, why, func(d string) string { return d }, func(d string) checks.Check {
+			return checks.NewCSIDriver(client, c.NodeName, d, c.CSIRequireAllocatable)
+		})
 	case checks.NameDRA:
 		api := checks.NewDRAAPI(client) // one discovery of the served version for every driver
-		for _, min := range c.DRADevices {
-			if why := apiSkip(); why != "" {
-				list = append(list, skip(name, min.String(), why))
-				continue
-			}
-			list = append(list, checks.NewDRADevices(client, api, c.NodeName, min))
-		}
+		return perTarget(name, c.DRADevices, why, checks.DeviceMinimum.String, func(min checks.DeviceMinimum) checks.Check {
+			return checks.NewDRADevices(client, api, c.NodeName, min)
+		})
 	case checks.NameCommand:
-		list = append(list, checks.NewCommand(c.CommandPath, c.CommandArgs))
+		return []checks.Check{checks.NewCommand(c.CommandPath, c.CommandArgs)}
+	}
+	return nil
+}
+
+// perTarget builds one check per target with build, or, when why is set, one
+// skipped check per target named by target.
+func perTarget[T any](name checks.Name, targets []T, why string, target func(T) string, build func(T) checks.Check) []checks.Check {
+	var list []checks.Check
+	for _, t := range targets {
+		if why != "" {
+			list = append(list, skip(name, target(t), why))
+			continue
+		}
+		list = append(list, build(t))
 	}
 	return list
 }

@@ -20,11 +20,7 @@ import (
 )
 
 func TestParseDeviceMinimum(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    string // String() of the result
-		wantErr string
-	}{
+	testParse(t, checks.ParseDeviceMinimum, []parseCase{
 		{in: "gpu.nvidia.com>=1", want: "gpu.nvidia.com>=1"},
 		{in: " gpu.example.com >= 8 ", want: "gpu.example.com>=8"},
 		// A name without a domain is in the driver's.
@@ -38,17 +34,7 @@ func TestParseDeviceMinimum(t *testing.T) {
 		{in: "gpu.nvidia.com[productName]>=1", wantErr: "want [attribute=value]"},
 		{in: "gpu.nvidia.com[productName=A100>=1", wantErr: "the attribute ends with ]"},
 		{in: "gpu.nvidia.com[a/b/c=x]>=1", wantErr: `attribute "a/b/c"`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			got, ok := parsed(t, checks.ParseDeviceMinimum, tt.in, tt.wantErr)
-			if !ok {
-				return
-			}
-			assert.Equal(t, tt.want, got.String())
-			assertRoundTrips(t, checks.ParseDeviceMinimum, got)
-		})
-	}
+	})
 }
 
 const (

@@ -95,6 +95,29 @@ func parsed[T any](t *testing.T, parse func(string) (T, error), in, wantErr stri
 	return got, true
 }
 
+// parseCase is a row of a parse test: in parses to what String gives as want, or fails
+// with an error that contains wantErr.
+type parseCase struct {
+	in      string
+	want    string // String() of the result
+	wantErr string
+}
+
+// testParse runs each case as a subtest; what parses also round-trips through String.
+func testParse[T fmt.Stringer](t *testing.T, parse func(string) (T, error), cases []parseCase) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.in, func(t *testing.T) {
+			got, ok := parsed(t, parse, tt.in, tt.wantErr)
+			if !ok {
+				return
+			}
+			assert.Equal(t, tt.want, got.String())
+			assertRoundTrips(t, parse, got)
+		})
+	}
+}
+
 // assertRoundTrips asserts that v's String parses back to v.
 func assertRoundTrips[T fmt.Stringer](t *testing.T, parse func(string) (T, error), v T) {
 	t.Helper()

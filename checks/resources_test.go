@@ -13,11 +13,7 @@ import (
 )
 
 func TestParseResourceMinimum(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    string // String() of the result
-		wantErr string
-	}{
+	testParse(t, checks.ParseResourceMinimum, []parseCase{
 		{in: "nvidia.com/gpu>=1", want: "nvidia.com/gpu>=1"},
 		{in: " example.com/fpga >= 2 ", want: "example.com/fpga>=2"},
 		{in: "hugepages-2Mi>=1Gi", want: "hugepages-2Mi>=1Gi"},
@@ -29,14 +25,7 @@ func TestParseResourceMinimum(t *testing.T) {
 		{in: "a/b/c>=1", wantErr: `resource name "a/b/c"`},
 		{in: "nvidia.com/gpu>=one", wantErr: `quantity "one" of nvidia.com/gpu: want a quantity such as 1, 500m or 4Gi`},
 		{in: "nvidia.com/gpu>=-1", wantErr: `quantity "-1" of nvidia.com/gpu: must not be negative`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			if got, ok := parsed(t, checks.ParseResourceMinimum, tt.in, tt.wantErr); ok {
-				assert.Equal(t, tt.want, got.String())
-			}
-		})
-	}
+	})
 }
 
 func nodeWithResources(capacity, allocatable corev1.ResourceList) *corev1.Node {

@@ -43,41 +43,21 @@ func (l *loader) validateGates() error {
 			}
 			return nil
 		},
-		func() error {
-			if c.selected(checks.NameConditions) && len(l.conditions) == 0 {
-				return &Error{"NODE_CONDITIONS", "", "required when CHECKS has conditions: Type=Status pairs such as Ready=True,NetworkUnavailable=False"}
-			}
-			for _, s := range l.conditions {
-				want, err := checks.ParseConditionWant(s)
-				if err != nil {
-					return &Error{"NODE_CONDITIONS", join(l.conditions), err.Error()}
-				}
-				for _, o := range c.NodeConditions {
-					if o.Type == want.Type {
-						return &Error{"NODE_CONDITIONS", join(l.conditions), fmt.Sprintf("condition %s is named twice", want.Type)}
-					}
-				}
-				c.NodeConditions = append(c.NodeConditions, want)
-			}
-			return nil
+		func() (err error) {
+			c.NodeConditions, err = parseTargets("NODE_CONDITIONS", l.conditions, c.selected(checks.NameConditions),
+				"required when CHECKS has conditions: Type=Status pairs such as Ready=True,NetworkUnavailable=False",
+				checks.ParseConditionWant,
+				func(w checks.ConditionWant) string { return string(w.Type) },
+				func(w checks.ConditionWant) string { return fmt.Sprintf("condition %s", w.Type) })
+			return err
 		},
-		func() error {
-			if c.selected(checks.NameResources) && len(l.resources) == 0 {
-				return &Error{"REQUIRED_RESOURCES", "", "required when CHECKS has resources: name>=quantity pairs such as nvidia.com/gpu>=1"}
-			}
-			for _, s := range l.resources {
-				min, err := checks.ParseResourceMinimum(s)
-				if err != nil {
-					return &Error{"REQUIRED_RESOURCES", join(l.resources), err.Error()}
-				}
-				for _, o := range c.RequiredResources {
-					if o.Name == min.Name {
-						return &Error{"REQUIRED_RESOURCES", join(l.resources), fmt.Sprintf("resource %s is named twice", min.Name)}
-					}
-				}
-				c.RequiredResources = append(c.RequiredResources, min)
-			}
-			return nil
+		func() (err error) {
+			c.RequiredResources, err = parseTargets("REQUIRED_RESOURCES", l.resources, c.selected(checks.NameResources),
+				"required when CHECKS has resources: name>=quantity pairs such as nvidia.com/gpu>=1",
+				checks.ParseResourceMinimum,
+				func(m checks.ResourceMinimum) string { return string(m.Name) },
+				func(m checks.ResourceMinimum) string { return fmt.Sprintf("resource %s", m.Name) })
+			return err
 		},
 		func() error {
 			if c.selected(checks.NameCSI) && len(c.CSIDrivers) == 0 {
@@ -90,23 +70,12 @@ func (l *loader) validateGates() error {
 			}
 			return nil
 		},
-		func() error {
-			if c.selected(checks.NameDRA) && len(l.devices) == 0 {
-				return &Error{"DRA_DEVICES", "", "required when CHECKS has dra: driver>=count pairs such as gpu.nvidia.com>=8"}
-			}
-			for _, s := range l.devices {
-				min, err := checks.ParseDeviceMinimum(s)
-				if err != nil {
-					return &Error{"DRA_DEVICES", join(l.devices), err.Error()}
-				}
-				for _, o := range c.DRADevices {
-					if o.Key() == min.Key() {
-						return &Error{"DRA_DEVICES", join(l.devices), fmt.Sprintf("%s is named twice", min.String())}
-					}
-				}
-				c.DRADevices = append(c.DRADevices, min)
-			}
-			return nil
+		func() (err error) {
+			// Minimums of one driver and attribute value are the same target, whatever their counts.
+			c.DRADevices, err = parseTargets("DRA_DEVICES", l.devices, c.selected(checks.NameDRA),
+				"required when CHECKS has dra: driver>=count pairs such as gpu.nvidia.com>=8",
+				checks.ParseDeviceMinimum, checks.DeviceMinimum.Key, checks.DeviceMinimum.String)
+			return err
 		},
 		func() error {
 			if c.selected(checks.NameCommand) && c.CommandPath == "" {
@@ -135,4 +104,30 @@ func (l *loader) validateGates() error {
 		}
 	}
 	return nil
+}
+
+// parseTargets parses the targets a gate's variable lists, each with parse.
+// The list is required (what to write says required) when the gate is
+// selected, and no two targets may share a key; named names the one named
+// twice in the message.
+func parseTargets[T any](variable string, values []string, selected bool, required string,
+	parse func(string) (T, error), key, named func(T) string,
+) ([]T, error) {
+	if selected && len(values) == 0 {
+		return nil, &Error{variable, "", required}
+	}
+	var list []T
+	seen := map[string]bool{}
+	for _, s := range values {
+		t, err := parse(s)
+		if err != nil {
+			return nil, &Error{variable, join(values), err.Error()}
+		}
+		if seen[key(t)] {
+			return nil, &Error{variable, join(values), named(t) + " is named twice"}
+		}
+		seen[key(t)] = true
+		list = append(list, t)
+	}
+	return list, nil
 }
