@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nodeready/nodeready/e2e/framework/realnode"
@@ -25,8 +26,14 @@ const (
 // (e2e/framework/realnode with flannel): cluster DNS answers, so nothing is excused, and the
 // podnetwork check reaches the CoreDNS pods on the other nodes by pod IP. Linux and root,
 // alone on the machine.
-func benchJoins(ctx context.Context, o options, logf func(string, ...any)) *section {
+//
+// kubeletConfig, when set, is added to every kubelet's configuration: a setting users may
+// choose, measured beside the default.
+func benchJoins(ctx context.Context, o options, logf func(string, ...any), kubeletConfig string) *section {
 	s := &section{Title: fmt.Sprintf("real nodes: %d nodes joining a running cluster", joinsCount)}
+	if kubeletConfig != "" {
+		s.Title += ", kubelet with " + strings.TrimSpace(kubeletConfig)
+	}
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
 		s.Notes = append(s.Notes, "skipped: real nodes need Linux and root")
 		return s
@@ -44,7 +51,7 @@ func benchJoins(ctx context.Context, o options, logf func(string, ...any)) *sect
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
 	c, err := realnode.StartCluster(ctx, realnode.ClusterOptions{AgentBinary: o.agent, LogDir: logDir, Logf: logf,
-		Nodes: joinsRunning + joinsCount, JoinedNodes: joinsRunning})
+		Nodes: joinsRunning + joinsCount, JoinedNodes: joinsRunning, KubeletConfig: kubeletConfig})
 	if err != nil {
 		s.Err = err
 		return s
@@ -99,6 +106,10 @@ func benchJoins(ctx context.Context, o options, logf func(string, ...any)) *sect
 		}
 	}
 	s.add("token volume's first mount failed (\"kube-root-ca.crt\" not registered)", fmt.Sprintf("%d of %d pods", failedFirst, len(starts)))
+	if kubeletConfig != "" {
+		s.Notes = append(s.Notes, "The same joins with one kubelet setting changed: configMapAndSecretChangeDetectionStrategy: Get makes the kubelet read a pod's ConfigMaps and Secrets from the API server when it mounts them, instead of from a watch it registers the pod with, so the token volume no longer waits for the network (its first mount succeeds). What is left is the kubelet's pod worker retrying a sync that failed while the network was not ready about a second later (volume mounted → sandbox asked). Get costs API requests for every mount on every node: a choice for the cluster's operator, measured here, not a recommendation.")
+		return s
+	}
 	s.Notes = append(s.Notes,
 		fmt.Sprintf("%d real nodes joined one after another a running cluster of %d (CoreDNS on them, nodeready installed as the README says, ENABLE_CONNECTIVITY_MATRIX=true as kube-node-ready's production configuration), each a kubelet, containerd, runc, kube-proxy and flanneld (VXLAN) in namespaces of its own; the agent image pulled from a registry on the host. Each figure is the median over the joins, with the fastest and the slowest.", joinsCount, joinsRunning),
 		"Times are when each change reached a watch of the API, and the kubelet's own timestamps of the agent's log lines, as in the first node's table. The Pulled Event reaches a watch late (the kubelet's Event broadcaster), so the rows marked kubelet: and containerd: split the same start as those two logged it.",

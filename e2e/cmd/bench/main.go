@@ -147,7 +147,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if want("joins") && ctx.Err() == nil {
 		logf("joins: %d real nodes joining a running cluster of %d", joinsCount, joinsRunning)
-		sections = append(sections, benchJoins(ctx, o, logf))
+		sections = append(sections, benchJoins(ctx, o, logf, ""))
+		if ctx.Err() == nil {
+			logf("joins: the same, the kubelets reading ConfigMaps and Secrets with Get")
+			sections = append(sections, benchJoins(ctx, o, logf, "configMapAndSecretChangeDetectionStrategy: Get\n"))
+		}
 	}
 
 	m.LoadEnd = loadavg()

@@ -23,9 +23,11 @@ type ClusterOptions struct {
 	// JoinedNodes of the nodes, the first ones, register without StartupTaint: nodes of a
 	// running cluster, verified before. The others join with it.
 	JoinedNodes int
-	AgentBinary string // the nodeready binary for the agent image: $NODEREADY_BIN or <repo>/bin/nodeready
-	LogDir      string // kept; required
-	Logf        func(format string, args ...any)
+	// KubeletConfig is appended to every node's kubelet configuration (Options.KubeletConfig).
+	KubeletConfig string
+	AgentBinary   string // the nodeready binary for the agent image: $NODEREADY_BIN or <repo>/bin/nodeready
+	LogDir        string // kept; required
+	Logf          func(format string, args ...any)
 }
 
 // Cluster is a control plane with one real node, the images in a registry on the host end of
@@ -79,7 +81,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		var nodes []Options
 		for i := range opts.Nodes {
 			name := fmt.Sprintf("%s-%d", opts.NodeName, i)
-			nodes = append(nodes, Options{Name: name, Taints: taints(i), LogDir: filepath.Join(opts.LogDir, name)})
+			nodes = append(nodes, Options{Name: name, Taints: taints(i), LogDir: filepath.Join(opts.LogDir, name), KubeletConfig: opts.KubeletConfig})
 		}
 		if c.set, err = PrepareNodes(nodes); err != nil {
 			return nil, err
@@ -87,7 +89,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		c.Nodes, c.Node, c.NodeName = c.set.Nodes, c.set.Nodes[0], c.set.Nodes[0].Name()
 		cidr = ClusterCIDR
 	} else {
-		if c.Node, err = Prepare(Options{Name: opts.NodeName, Taints: taints(0), LogDir: opts.LogDir}); err != nil {
+		if c.Node, err = Prepare(Options{Name: opts.NodeName, Taints: taints(0), LogDir: opts.LogDir, KubeletConfig: opts.KubeletConfig}); err != nil {
 			return nil, err
 		}
 		c.Nodes = []*Node{c.Node}

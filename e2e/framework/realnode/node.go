@@ -25,6 +25,9 @@ type Options struct {
 	K8sBin, ContainerdBin string
 	// LogDir receives one log per daemon; it is kept.
 	LogDir string
+	// KubeletConfig is appended to the kubelet's configuration (KubeletConfiguration fields,
+	// one per line), to measure a setting users may choose.
+	KubeletConfig string
 }
 
 // Node is a running real node.
@@ -116,7 +119,7 @@ func (n *Node) Start(ctx context.Context, cp *controlplane.ControlPlane, registr
 	files := map[string]string{
 		filepath.Join(ctrd, "config.toml"):                     containerdConfig(ctrd, registry, sandboxImage),
 		filepath.Join(ctrd, "certs.d", registry, "hosts.toml"): registryHosts(registry),
-		filepath.Join(kubelet, "config.yaml"):                  kubeletConfig(kubelet, cp.CAFile(), socketPath(ctrd), n.cgroup, n.address, n.opts.Taints),
+		filepath.Join(kubelet, "config.yaml"):                  kubeletConfig(kubelet, cp.CAFile(), socketPath(ctrd), n.cgroup, n.address, n.opts.Taints) + n.opts.KubeletConfig,
 		filepath.Join(kubelet, "resolv.conf"):                  "",
 		filepath.Join(proxy, "config.yaml"):                    kubeProxyConfig(filepath.Join(proxy, "kubeconfig"), n.opts.Name, n.address),
 	}
