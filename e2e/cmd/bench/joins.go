@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -34,20 +32,11 @@ func benchJoins(ctx context.Context, o options, logf func(string, ...any), kubel
 	if kubeletConfig != "" {
 		s.Title += ", kubelet with " + strings.TrimSpace(kubeletConfig)
 	}
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		s.Notes = append(s.Notes, "skipped: real nodes need Linux and root")
+	logDir, done := realNodeLogDir(o, s, "joins")
+	if done == nil {
 		return s
 	}
-	logDir := o.logDir
-	if logDir == "" {
-		dir, err := os.MkdirTemp("", "nodeready-bench-joins-")
-		if err != nil {
-			s.Err = err
-			return s
-		}
-		defer os.RemoveAll(dir)
-		logDir = dir
-	}
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
 	c, err := realnode.StartCluster(ctx, realnode.ClusterOptions{AgentBinary: o.agent, LogDir: logDir, Logf: logf,

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/history"
 )
 
@@ -105,7 +106,7 @@ func (c *Cluster) RecordNode(ctx context.Context, i int) (*Recorder, error) {
 	if err == nil {
 		r.pods, err = history.Record(ctx, history.Pods(client, "kube-system", metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=nodeready"}),
 			func(p *corev1.Pod) agentPod {
-				a := agentPod{node: targetNode(p), bound: p.Spec.NodeName != ""}
+				a := agentPod{node: harness.PodNode(p), bound: p.Spec.NodeName != ""}
 				for _, cs := range p.Status.ContainerStatuses {
 					a.started = a.started || cs.State.Running != nil || cs.State.Terminated != nil
 				}
@@ -151,24 +152,6 @@ func (r *Recorder) pod() string {
 	for _, name := range r.pods.Names() {
 		if _, ok := r.pods.First(name, func(e history.Entry[agentPod]) bool { return e.State.node == r.node }); ok {
 			return name
-		}
-	}
-	return ""
-}
-
-// targetNode is the node a DaemonSet pod is for: its node once bound, before that the node
-// the DaemonSet controller names in its required affinity (metadata.name In [node]).
-func targetNode(p *corev1.Pod) string {
-	if p.Spec.NodeName != "" {
-		return p.Spec.NodeName
-	}
-	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-			for _, f := range term.MatchFields {
-				if f.Key == "metadata.name" && len(f.Values) == 1 {
-					return f.Values[0]
-				}
-			}
 		}
 	}
 	return ""
