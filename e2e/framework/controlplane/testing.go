@@ -18,20 +18,10 @@ func StartForTest(t testing.TB) *ControlPlane {
 	return StartForTestWith(t, Options{})
 }
 
-// StartForTestWith is StartForTest with extra options. Empty BinDir and LogDir are filled in
-// as StartForTest does.
+// StartForTestWith is StartForTest with extra options. An empty LogDir is filled in as
+// StartForTest does; an empty BinDir as Start does.
 func StartForTestWith(t testing.TB, opts Options) *ControlPlane {
 	t.Helper()
-	if opts.BinDir == "" {
-		dir, err := DefaultBinDir()
-		if err != nil {
-			t.Fatalf("control plane binaries: %v", err)
-		}
-		opts.BinDir = dir
-	}
-	if err := checkBinaries(opts.BinDir); err != nil {
-		t.Fatal(err)
-	}
 	ownLogDir := opts.LogDir == ""
 	if ownLogDir {
 		dir, err := os.MkdirTemp("", "nodeready-e2e-logs-")
