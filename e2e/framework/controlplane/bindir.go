@@ -68,15 +68,17 @@ func DefaultBinDir() (string, error) {
 // BinDirFor returns <repo>/.cache/k8s/<version>/bin, where scripts/build-control-plane.sh
 // puts the binaries of that release; $NODEREADY_K8S_BIN does not apply.
 func BinDirFor(version string) (string, error) {
-	root, err := repoRoot()
+	root, err := RepoRoot()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w; or set %s", err, BinDirEnv)
 	}
 	return filepath.Join(root, ".cache", "k8s", version, "bin"), nil
 }
 
-// repoRoot walks up from the working directory to the directory holding the build script.
-func repoRoot() (string, error) {
+// RepoRoot walks up from the working directory to the repository that holds
+// scripts/build-control-plane.sh (and manifests/): the tests, the demo and the benchmarks run
+// from inside it.
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("find repository root: %w", err)
@@ -87,7 +89,7 @@ func repoRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("find repository root: no scripts/build-control-plane.sh above the working directory; set " + BinDirEnv)
+			return "", errors.New("find repository root: no scripts/build-control-plane.sh above the working directory")
 		}
 		dir = parent
 	}
