@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/nodeready/nodeready/e2e/framework/process"
 )
 
@@ -51,4 +54,20 @@ func StartForTestWith(t testing.TB, opts Options) *ControlPlane {
 		t.Logf("control plane logs kept in %s; last lines of kube-apiserver.log:\n%s", opts.LogDir, tail)
 	})
 	return cp
+}
+
+// ServiceAccountClientForTest returns a client that acts with PodToken's token of the
+// ServiceAccount: bound to the pod, as the kubelet equips the pod's containers, or bound to
+// nothing when pod is empty. A failure fails t.
+func ServiceAccountClientForTest(t testing.TB, cp *ControlPlane, namespace, serviceAccount, pod string, uid types.UID) kubernetes.Interface {
+	t.Helper()
+	token, err := cp.PodToken(t.Context(), namespace, serviceAccount, pod, uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kubernetes.NewForConfig(cp.TokenConfig(token))
+	if err != nil {
+		t.Fatalf("client for a token: %v", err)
+	}
+	return c
 }

@@ -14,10 +14,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 )
@@ -319,16 +317,7 @@ func testOwnNode(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, err)
 	require.Len(t, pods, 1)
 	pod := pods[0]
-	tr, err := c.Client().CoreV1().ServiceAccounts(pod.Namespace).CreateToken(t.Context(), pod.Spec.ServiceAccountName,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-			ExpirationSeconds: ptr.To[int64](600),
-			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	cp := c.ControlPlane()
-	agent, err := kubernetes.NewForConfig(&rest.Config{Host: cp.APIServerURL(), BearerToken: tr.Status.Token,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: cp.CAFile()}})
-	require.NoError(t, err)
+	agent := controlplane.ServiceAccountClientForTest(t, c.ControlPlane(), pod.Namespace, pod.Spec.ServiceAccountName, pod.Name, pod.UID)
 	review, err := agent.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, authenticationv1.ExtraValue{own}, review.Status.UserInfo.Extra["authentication.kubernetes.io/node-name"])
