@@ -123,6 +123,23 @@ func (f *fleet) waitRunning(ctx context.Context, node string, skip map[types.UID
 	return pod, nil
 }
 
+// onEachNode runs fn for every node at once, with the node's index, and waits for all of
+// them; each error it returns fails t.
+func onEachNode(t *testing.T, nodes []string, fn func(i int, node string) error) {
+	t.Helper()
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() { errs[i] = fn(i, n) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // assertExits asserts that every agent process the kubelet ran on the nodes ended with exit
 // code 0 on the kubelet's SIGTERM, within the grace period, and was never restarted. It
 // returns how many processes ended.

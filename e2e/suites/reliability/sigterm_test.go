@@ -94,40 +94,29 @@ func TestSIGTERMAtAnyMoment(t *testing.T) {
 
 	var mu sync.Mutex
 	var all []sigtermRun
-	var wg sync.WaitGroup
-	failures := make(chan error, nodes)
-	for i, n := range names {
+	onEachNode(t, names, func(i int, n string) error {
 		rng := rand.New(rand.NewPCG(uint64(i), 42))
-		wg.Go(func() {
-			seen := map[types.UID]bool{}
-			for r := range runs {
-				run, err := sigtermOnce(ctx, f, dns[n], n, moments[(i+r)%len(moments)], seen, rng)
-				if err != nil {
-					failures <- fmt.Errorf("node %s, run %d (%s): %w", n, r, moments[(i+r)%len(moments)], err)
-					return
+		seen := map[types.UID]bool{}
+		for r := range runs {
+			run, err := sigtermOnce(ctx, f, dns[n], n, moments[(i+r)%len(moments)], seen, rng)
+			if err != nil {
+				return fmt.Errorf("node %s, run %d (%s): %w", n, r, moments[(i+r)%len(moments)], err)
+			}
+			mu.Lock()
+			all = append(all, run)
+			mu.Unlock()
+			if run.released && r < runs-1 {
+				// Verified: start over, with a new agent.
+				if err := f.waitAgentsDone(ctx, n, len(seen)); err != nil {
+					return err
 				}
-				mu.Lock()
-				all = append(all, run)
-				mu.Unlock()
-				if run.released && r < runs-1 {
-					// Verified: start over, with a new agent.
-					if err := f.waitAgentsDone(ctx, n, len(seen)); err != nil {
-						failures <- err
-						return
-					}
-					if _, err := reverify(ctx, client, n); err != nil {
-						failures <- err
-						return
-					}
+				if _, err := reverify(ctx, client, n); err != nil {
+					return err
 				}
 			}
-		})
-	}
-	wg.Wait()
-	close(failures)
-	for err := range failures {
-		t.Error(err)
-	}
+		}
+		return nil
+	})
 	if t.Failed() {
 		return
 	}

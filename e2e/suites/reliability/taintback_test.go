@@ -43,47 +43,32 @@ func TestStartupTaintComesBack(t *testing.T) {
 	var mu sync.Mutex
 	var undos []undo
 	readds := 0
-	var wg sync.WaitGroup
-	failures := make(chan error, nodes)
-	for i, n := range names {
-		times := 1 + i%2
-		wg.Go(func() {
-			var after int64
-			for range times {
-				// The first release, or the agent's removal of the taint put back before.
-				if _, err := f.versions.waitFor(ctx, n, harness.WaitTimeout, "released", func(v nodeVersion) bool { return v.RV >= after && v.released() }); err != nil {
-					failures <- err
-					return
-				}
-				rv, err := retaint(ctx, client, n)
-				if err != nil {
-					failures <- err
-					return
-				}
-				at := time.Now()
-				mu.Lock()
-				readds++
-				mu.Unlock()
-				v, err := f.versions.waitFor(ctx, n, harness.WaitTimeout, "released again", func(v nodeVersion) bool { return v.RV > rv && v.released() })
-				if err != nil {
-					failures <- err
-					return
-				}
-				mu.Lock()
-				undos = append(undos, undo{node: n, readdAt: at, undone: v})
-				mu.Unlock()
-				after = v.RV
+	onEachNode(t, names, func(i int, n string) error {
+		var after int64
+		for range 1 + i%2 {
+			// The first release, or the agent's removal of the taint put back before.
+			if _, err := f.versions.waitFor(ctx, n, harness.WaitTimeout, "released", func(v nodeVersion) bool { return v.RV >= after && v.released() }); err != nil {
+				return err
 			}
-			if err := f.waitAgentsDone(ctx, n, 1); err != nil {
-				failures <- err
+			rv, err := retaint(ctx, client, n)
+			if err != nil {
+				return err
 			}
-		})
-	}
-	wg.Wait()
-	close(failures)
-	for err := range failures {
-		t.Error(err)
-	}
+			at := time.Now()
+			mu.Lock()
+			readds++
+			mu.Unlock()
+			v, err := f.versions.waitFor(ctx, n, harness.WaitTimeout, "released again", func(v nodeVersion) bool { return v.RV > rv && v.released() })
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			undos = append(undos, undo{node: n, readdAt: at, undone: v})
+			mu.Unlock()
+			after = v.RV
+		}
+		return f.waitAgentsDone(ctx, n, 1)
+	})
 	if t.Failed() {
 		return
 	}
