@@ -65,11 +65,8 @@ func draNode(t *testing.T, c *harness.Cluster, fleet, devices string) (*harness.
 	t.Helper()
 	out, err := c.Kubectl(t.Context(), "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "gates", "dra.yaml"))
 	require.NoError(t, err, out)
-	f := harness.NewFleetForTest(t, c, fleet)
-	node := f.Name() + "-0"
-	require.NoError(t, f.AddNode(t.Context(), node, harness.NodeOptions{Env: map[string]string{
-		"CHECKS": "dns,tcp,apiserver,endpoints,dra", "DRA_DEVICES": devices, "MAX_RETRIES": "1"}}))
-	return f, node
+	return harness.NewFleetWithNodeForTest(t, c, fleet, harness.NodeOptions{Env: map[string]string{
+		"CHECKS": "dns,tcp,apiserver,endpoints,dra", "DRA_DEVICES": devices, "MAX_RETRIES": "1"}})
 }
 
 // TestDRAGateOnV1beta1: Kubernetes 1.32 with Dynamic Resource Allocation turned on serves
