@@ -163,22 +163,10 @@ func TestSIGTERMAtAnyMoment(t *testing.T) {
 	// Every agent process, deleted by the test or not, ended on the kubelet's SIGTERM with
 	// exit code 0 within its grace period, but for those the SIGTERM killed before they
 	// could catch it (counted above).
-	exits := 0
-	for _, n := range names {
-		for _, p := range f.PodsOn(n) {
-			assert.Zero(t, p.Restarts, "restarts of %s on %s", p.Name, n)
-			for _, e := range p.Exits {
-				exits++
-				assert.True(t, e.Signaled, "%s on %s ended on its own, not on the kubelet's SIGTERM", p.Name, n)
-				assert.False(t, e.Killed, "%s on %s outlived its grace period", p.Name, n)
-				r, tested := byPod[p.UID]
-				uncaught := tested && r.moment == atStart && e.Code == 128+int(syscall.SIGTERM) && e.At.Sub(p.Started) < uncaughtWithin
-				if !uncaught {
-					assert.Equal(t, 0, e.Code, "exit code of %s on %s", p.Name, n)
-				}
-			}
-		}
-	}
+	exits := f.assertExitsBut(t, func(p kubelet.PodInfo, e kubelet.Exit) bool {
+		r, tested := byPod[p.UID]
+		return tested && r.moment == atStart && e.Code == 128+int(syscall.SIGTERM) && e.At.Sub(p.Started) < uncaughtWithin
+	}, names...)
 	versionsSeen := f.assertNeverHalfDone(t, names...)
 	for _, n := range names {
 		for _, s := range f.History().States(n) {
