@@ -212,19 +212,34 @@ func (p jsonPatch) bytes() []byte {
 // would: the DaemonSet then brings a new agent. It retries lost locks, and returns the
 // resourceVersion it wrote.
 func reverify(ctx context.Context, client kubernetes.Interface, node string) (int64, error) {
+	return addStartupTaint(ctx, client, node, "e2e-reverify", func(*corev1.Node) (jsonPatch, error) {
+		return jsonPatch{
+			{"op": "test", "path": "/metadata/labels/" + escape(harness.VerifiedLabel), "value": "true"},
+			{"op": "remove", "path": "/metadata/labels/" + escape(harness.VerifiedLabel)},
+		}, nil
+	})
+}
+
+// addStartupTaint adds the startup taint to the node as fieldManager, in one JSON Patch
+// locked by a test of the whole taint list, with the operations more returns for the node as
+// read (an error of more ends it). It retries lost locks, and returns the resourceVersion it
+// wrote.
+func addStartupTaint(ctx context.Context, client kubernetes.Interface, node, fieldManager string, more func(*corev1.Node) (jsonPatch, error)) (int64, error) {
 	var rv int64
 	err := retryLocked(ctx, func() error {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		patch := jsonPatch{
+		ops, err := more(n)
+		if err != nil {
+			return err
+		}
+		patch := append(jsonPatch{
 			{"op": "test", "path": "/spec/taints", "value": n.Spec.Taints},
 			{"op": "replace", "path": "/spec/taints", "value": append(slices.Clone(n.Spec.Taints), harness.StartupTaint)},
-			{"op": "test", "path": "/metadata/labels/" + escape(harness.VerifiedLabel), "value": "true"},
-			{"op": "remove", "path": "/metadata/labels/" + escape(harness.VerifiedLabel)},
-		}
-		out, err := client.CoreV1().Nodes().Patch(ctx, node, types.JSONPatchType, patch.bytes(), metav1.PatchOptions{FieldManager: "e2e-reverify"})
+		}, ops...)
+		out, err := client.CoreV1().Nodes().Patch(ctx, node, types.JSONPatchType, patch.bytes(), metav1.PatchOptions{FieldManager: fieldManager})
 		if err != nil {
 			return err
 		}

@@ -3,13 +3,13 @@ package reliability
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -106,27 +106,12 @@ func TestStartupTaintComesBack(t *testing.T) {
 // registration merges startupTaints into the Node: one JSON Patch locked by a test of the
 // whole taint list, retried on a lost lock. It returns the resourceVersion it wrote.
 func retaint(ctx context.Context, client kubernetes.Interface, node string) (int64, error) {
-	var rv int64
-	err := retryLocked(ctx, func() error {
-		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
+	return addStartupTaint(ctx, client, node, "e2e-karpenter", func(n *corev1.Node) (jsonPatch, error) {
 		if (nodeVersion{Taints: n.Spec.Taints, Labels: n.Labels}).tainted() {
-			return fmt.Errorf("node %s is tainted already", node)
+			return nil, fmt.Errorf("node %s is tainted already", node)
 		}
-		patch := jsonPatch{
-			{"op": "test", "path": "/spec/taints", "value": n.Spec.Taints},
-			{"op": "replace", "path": "/spec/taints", "value": append(slices.Clone(n.Spec.Taints), harness.StartupTaint)},
-		}
-		out, err := client.CoreV1().Nodes().Patch(ctx, node, types.JSONPatchType, patch.bytes(), metav1.PatchOptions{FieldManager: "e2e-karpenter"})
-		if err != nil {
-			return err
-		}
-		rv = resourceVersion(out)
-		return nil
+		return nil, nil
 	})
-	return rv, err
 }
 
 // TestKarpenterRegistration: on a Karpenter-managed node (label karpenter.sh/nodepool) that
