@@ -2,10 +2,7 @@ package scenarios
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -108,19 +105,4 @@ func addNodes(t *testing.T, f *harness.Fleet, n int, o harness.NodeOptions) []st
 	nodes, err := f.AddNodes(t.Context(), n, o)
 	require.NoError(t, err)
 	return nodes
-}
-
-// agentLogs reads the logs the fleet's kubelet kept of its agent processes.
-func agentLogs(t *testing.T, f *harness.Fleet) string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(f.LogDir(), harness.Namespace+"_nodeready-*.log"))
-	require.NoError(t, err)
-	var b strings.Builder
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err == nil {
-			b.Write(data)
-		}
-	}
-	return b.String()
 }

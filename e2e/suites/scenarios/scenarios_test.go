@@ -301,8 +301,9 @@ func testOwnNode(t *testing.T, c *harness.Cluster) {
 	want := "nodeready: write to node " + other + " refused: the agent on node " + own + " may change only its own node"
 	var logs string
 	err := harness.Poll(t, func(context.Context) (bool, error) {
-		logs = agentLogs(t, f)
-		return strings.Contains(logs, want) && strings.Contains(logs, "nodeready: Event refused"), nil
+		var err error
+		logs, err = f.AgentLogs()
+		return err == nil && strings.Contains(logs, want) && strings.Contains(logs, "nodeready: Event refused"), nil
 	})
 	require.NoError(t, err, "the agent never logged both refusals; its log:\n%s", logs)
 	harness.RequireNoNodeEvent(t, c, other, "ReleaseFailed")
