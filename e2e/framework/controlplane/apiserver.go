@@ -80,7 +80,7 @@ func (cp *ControlPlane) launchAPIServer() (*process.Process, error) {
 			return nil, errors.New("already running")
 		}
 	}
-	p, err := startProcess("kube-apiserver", filepath.Join(cp.binDir, "kube-apiserver"), cp.apiServerArgs(), cp.logDir)
+	p, err := cp.startComponent("kube-apiserver", cp.apiServerArgs())
 	if err != nil {
 		return nil, err
 	}

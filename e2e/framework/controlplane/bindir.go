@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // KubernetesVersion is the release that e2e/build/k8s/go.mod pins and
@@ -21,31 +23,62 @@ const FloorKubernetesVersion = "v1.32.5"
 // e2e/suites/versions runs the core scenarios against it too.
 const NewestKubernetesVersion = "v1.37.2"
 
+// VersionEnv chooses the Kubernetes release every e2e control plane runs that names no
+// binaries of its own (Options.BinDir), and so the version its simulated kubelets report: one
+// of Releases, KubernetesVersion when unset. make e2e-versions runs the core suites with it set
+// to each other release.
+const VersionEnv = "NODEREADY_E2E_KUBERNETES"
+
+// Releases are the releases e2e/build builds control planes of, oldest first.
+var Releases = []string{FloorKubernetesVersion, KubernetesVersion, NewestKubernetesVersion}
+
 // BinDirEnv overrides where the control plane binaries are looked up.
 const BinDirEnv = "NODEREADY_K8S_BIN"
 
+// Version returns the release $NODEREADY_E2E_KUBERNETES chooses, or KubernetesVersion.
+func Version() (string, error) {
+	v := os.Getenv(VersionEnv)
+	if v == "" {
+		return KubernetesVersion, nil
+	}
+	if !slices.Contains(Releases, v) {
+		return "", fmt.Errorf("%s=%q: not a release e2e/build builds; want one of %s", VersionEnv, v, strings.Join(Releases, ", "))
+	}
+	return v, nil
+}
+
 // DefaultBinDir returns $NODEREADY_K8S_BIN, or else <repo>/.cache/k8s/<version>/bin of the
 // repository that contains the working directory, where scripts/build-control-plane.sh
-// puts the binaries.
+// puts the binaries, for the release Version chooses. Setting both variables is an error: the
+// release would be the binaries', not the one asked for.
 func DefaultBinDir() (string, error) {
 	if dir := os.Getenv(BinDirEnv); dir != "" {
+		if os.Getenv(VersionEnv) != "" {
+			return "", fmt.Errorf("both %s and %s are set; set one", BinDirEnv, VersionEnv)
+		}
 		return dir, nil
 	}
-	return BinDirFor(KubernetesVersion)
+	v, err := Version()
+	if err != nil {
+		return "", err
+	}
+	return BinDirFor(v)
 }
 
 // BinDirFor returns <repo>/.cache/k8s/<version>/bin, where scripts/build-control-plane.sh
 // puts the binaries of that release; $NODEREADY_K8S_BIN does not apply.
 func BinDirFor(version string) (string, error) {
-	root, err := repoRoot()
+	root, err := RepoRoot()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w; or set %s", err, BinDirEnv)
 	}
 	return filepath.Join(root, ".cache", "k8s", version, "bin"), nil
 }
 
-// repoRoot walks up from the working directory to the directory holding the build script.
-func repoRoot() (string, error) {
+// RepoRoot walks up from the working directory to the repository that holds
+// scripts/build-control-plane.sh (and manifests/): the tests, the demo and the benchmarks run
+// from inside it.
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("find repository root: %w", err)
@@ -56,7 +89,7 @@ func repoRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("find repository root: no scripts/build-control-plane.sh above the working directory; set " + BinDirEnv)
+			return "", errors.New("find repository root: no scripts/build-control-plane.sh above the working directory")
 		}
 		dir = parent
 	}

@@ -62,8 +62,11 @@ var errStopped = errors.New("control plane stopped")
 // ControlPlane is a running set of etcd, kube-apiserver, kube-controller-manager and
 // kube-scheduler. Its methods are safe for concurrent use.
 type ControlPlane struct {
-	opts    Options
-	binDir  string
+	opts   Options
+	binDir string
+	// release is the release the binaries must be, when they come from the cache directory of
+	// the release Version chooses; empty when Options.BinDir or $NODEREADY_K8S_BIN names them.
+	release string
 	logDir  string
 	workDir string
 	pki     *pki
@@ -112,12 +115,16 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 const startAttempts = 3
 
 func newControlPlane(opts Options) (*ControlPlane, error) {
+	var release string
 	if opts.BinDir == "" {
 		dir, err := DefaultBinDir()
 		if err != nil {
 			return nil, err
 		}
 		opts.BinDir = dir
+		if os.Getenv(BinDirEnv) == "" {
+			release, _ = Version() // DefaultBinDir has checked it
+		}
 	}
 	if err := checkBinaries(opts.BinDir); err != nil {
 		return nil, err
@@ -126,7 +133,7 @@ func newControlPlane(opts Options) (*ControlPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create work dir: %w", err)
 	}
-	cp := &ControlPlane{opts: opts, binDir: opts.BinDir, logDir: opts.LogDir, workDir: workDir}
+	cp := &ControlPlane{opts: opts, binDir: opts.BinDir, release: release, logDir: opts.LogDir, workDir: workDir}
 	if err := cp.prepare(); err != nil {
 		os.RemoveAll(workDir)
 		return nil, err
@@ -197,6 +204,22 @@ func (cp *ControlPlane) start(ctx context.Context) error {
 	}
 	if err := cp.waitScheduler(ctx); err != nil {
 		return fmt.Errorf("start kube-scheduler: %w", err)
+	}
+	return cp.checkRelease()
+}
+
+// checkRelease fails when the binaries of the cache directory are not the release they were
+// chosen for: a run asked for one release must not pass on another.
+func (cp *ControlPlane) checkRelease() error {
+	if cp.release == "" {
+		return nil
+	}
+	info, err := cp.client.Discovery().ServerVersion()
+	if err != nil {
+		return fmt.Errorf("read the API server's version: %w", err)
+	}
+	if info.GitVersion != cp.release {
+		return fmt.Errorf("kube-apiserver in %s is %s, not %s; build it again with make control-plane", cp.binDir, info.GitVersion, cp.release)
 	}
 	return nil
 }

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
@@ -57,18 +56,7 @@ func TestControlPlane(t *testing.T) {
 
 	t.Run("pod-bound token carries the node name", func(t *testing.T) {
 		require.NotNil(t, pod, "needs the bound DaemonSet pod")
-		tr, err := client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, pod.Spec.ServiceAccountName, &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{
-				ExpirationSeconds: ptr.To[int64](600),
-				BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-			},
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
-
-		cfg := rest.AnonymousClientConfig(cp.RESTConfig())
-		cfg.BearerToken = tr.Status.Token
-		podClient, err := kubernetes.NewForConfig(cfg)
-		require.NoError(t, err)
+		podClient := controlplane.ServiceAccountClientForTest(t, cp, ns, pod.Spec.ServiceAccountName, pod.Name, pod.UID)
 		review, err := podClient.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		require.NoError(t, err)
 

@@ -25,7 +25,7 @@ func (cp *ControlPlane) etcdArgs() []string {
 }
 
 func (cp *ControlPlane) startEtcd(ctx context.Context) error {
-	p, err := startProcess("etcd", filepath.Join(cp.binDir, "etcd"), cp.etcdArgs(), cp.logDir)
+	p, err := cp.startComponent("etcd", cp.etcdArgs())
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/nodeready/nodeready/e2e/framework/process"
 )
 
@@ -18,20 +21,10 @@ func StartForTest(t testing.TB) *ControlPlane {
 	return StartForTestWith(t, Options{})
 }
 
-// StartForTestWith is StartForTest with extra options. Empty BinDir and LogDir are filled in
-// as StartForTest does.
+// StartForTestWith is StartForTest with extra options. An empty LogDir is filled in as
+// StartForTest does; an empty BinDir as Start does.
 func StartForTestWith(t testing.TB, opts Options) *ControlPlane {
 	t.Helper()
-	if opts.BinDir == "" {
-		dir, err := DefaultBinDir()
-		if err != nil {
-			t.Fatalf("control plane binaries: %v", err)
-		}
-		opts.BinDir = dir
-	}
-	if err := checkBinaries(opts.BinDir); err != nil {
-		t.Fatal(err)
-	}
 	ownLogDir := opts.LogDir == ""
 	if ownLogDir {
 		dir, err := os.MkdirTemp("", "nodeready-e2e-logs-")
@@ -61,4 +54,20 @@ func StartForTestWith(t testing.TB, opts Options) *ControlPlane {
 		t.Logf("control plane logs kept in %s; last lines of kube-apiserver.log:\n%s", opts.LogDir, tail)
 	})
 	return cp
+}
+
+// ServiceAccountClientForTest returns a client that acts with PodToken's token of the
+// ServiceAccount: bound to the pod, as the kubelet equips the pod's containers, or bound to
+// nothing when pod is empty. A failure fails t.
+func ServiceAccountClientForTest(t testing.TB, cp *ControlPlane, namespace, serviceAccount, pod string, uid types.UID) kubernetes.Interface {
+	t.Helper()
+	token, err := cp.PodToken(t.Context(), namespace, serviceAccount, pod, uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kubernetes.NewForConfig(cp.TokenConfig(token))
+	if err != nil {
+		t.Fatalf("client for a token: %v", err)
+	}
+	return c
 }

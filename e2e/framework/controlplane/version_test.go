@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"maps"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -77,4 +78,37 @@ func TestStagingModulesMatchKubernetesVersion(t *testing.T) {
 			require.True(t, replaced[m], "%s does not replace %s", path, m)
 		}
 	}
+}
+
+// NODEREADY_E2E_KUBERNETES chooses the release and so the cache directory of its binaries;
+// a release e2e/build does not build, or a second way to name the binaries, is refused.
+func TestVersionOption(t *testing.T) {
+	t.Setenv(controlplane.BinDirEnv, "")
+	for _, tc := range []struct {
+		value, want string
+	}{
+		{"", controlplane.KubernetesVersion},
+		{controlplane.FloorKubernetesVersion, controlplane.FloorKubernetesVersion},
+		{controlplane.KubernetesVersion, controlplane.KubernetesVersion},
+		{controlplane.NewestKubernetesVersion, controlplane.NewestKubernetesVersion},
+	} {
+		t.Setenv(controlplane.VersionEnv, tc.value)
+		v, err := controlplane.Version()
+		require.NoError(t, err)
+		require.Equal(t, tc.want, v)
+		dir, err := controlplane.DefaultBinDir()
+		require.NoError(t, err)
+		require.True(t, strings.HasSuffix(dir, filepath.Join(".cache", "k8s", tc.want, "bin")), dir)
+	}
+
+	t.Setenv(controlplane.VersionEnv, "v1.30.0")
+	_, err := controlplane.Version()
+	require.EqualError(t, err, `NODEREADY_E2E_KUBERNETES="v1.30.0": not a release e2e/build builds; want one of v1.32.5, v1.36.3, v1.37.2`)
+	_, err = controlplane.DefaultBinDir()
+	require.Error(t, err)
+
+	t.Setenv(controlplane.VersionEnv, controlplane.FloorKubernetesVersion)
+	t.Setenv(controlplane.BinDirEnv, "/opt/k8s/bin")
+	_, err = controlplane.DefaultBinDir()
+	require.EqualError(t, err, "both NODEREADY_K8S_BIN and NODEREADY_E2E_KUBERNETES are set; set one")
 }

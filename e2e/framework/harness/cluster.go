@@ -3,7 +3,6 @@ package harness
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -321,21 +320,6 @@ func (c *Cluster) createBackendService(ctx context.Context) error {
 	return nil
 }
 
-// FindRepoRoot walks up from the working directory to the repository holding manifests/:
-// the tests, the demo and the benchmarks run from inside it.
-func FindRepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("find repository root: %w", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "manifests", "03-daemonset.yaml")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("find repository root: no manifests/03-daemonset.yaml above the working directory")
-		}
-		dir = parent
-	}
-}
+// FindRepoRoot returns the repository the working directory is in, whose manifests/ Start
+// installs: controlplane.RepoRoot.
+func FindRepoRoot() (string, error) { return controlplane.RepoRoot() }

@@ -221,6 +221,24 @@ func (f *Fleet) Name() string { return f.name }
 // process start (<namespace>_<pod>_<n>.log).
 func (f *Fleet) LogDir() string { return f.logDir }
 
+// AgentLogs returns what the fleet's agent processes wrote, every run of every agent pod, one
+// log after the other, as the kubelet kept it in LogDir.
+func (f *Fleet) AgentLogs() (string, error) {
+	files, err := filepath.Glob(filepath.Join(f.logDir, Namespace+"_"+DaemonSetName+"-*.log"))
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return "", err
+		}
+		b.Write(data)
+	}
+	return b.String(), nil
+}
+
 // Kubelet returns the simulated kubelet of the fleet's nodes: what it ran, and how each
 // process ended.
 func (f *Fleet) Kubelet() *kubelet.Kubelet { return f.kubelet }

@@ -101,6 +101,18 @@ func NewFleetForTest(t testing.TB, c *Cluster, name string) *Fleet {
 	return f
 }
 
+// NewFleetWithNodeForTest is NewFleetForTest with one node, <name>-0, added with o; it
+// returns the fleet and the node's name. A failure fails t.
+func NewFleetWithNodeForTest(t testing.TB, c *Cluster, name string, o NodeOptions) (*Fleet, string) {
+	t.Helper()
+	f := NewFleetForTest(t, c, name)
+	node := f.Name() + "-0"
+	if err := f.AddNode(t.Context(), node, o); err != nil {
+		t.Fatal(err)
+	}
+	return f, node
+}
+
 // Poll calls cond every PollInterval until it is done, bounded by WaitTimeout and the test.
 func Poll(t testing.TB, cond wait.ConditionWithContextFunc) error {
 	t.Helper()

@@ -32,8 +32,7 @@ type envInputs struct {
 // earlier variables as $(NAME), then the kubernetes Service variables that the pod did not
 // set itself.
 func containerEnv(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, c *corev1.Container, in envInputs) (map[string]string, error) {
-	src := &envSources{client: client, namespace: pod.Namespace,
-		configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{}}
+	src := &envSources{client: client, namespace: pod.Namespace, read: map[source]map[string]string{}}
 	service := serviceEnv(in.serviceHost, in.servicePort)
 	env := map[string]string{}
 
@@ -103,41 +102,35 @@ func serviceEnv(host, port string) map[string]string {
 // envSources reads ConfigMaps and Secrets once per container start, as the kubelet's
 // managers do.
 type envSources struct {
-	client     kubernetes.Interface
-	namespace  string
-	configMaps map[string]*corev1.ConfigMap
-	secrets    map[string]*corev1.Secret
+	client    kubernetes.Interface
+	namespace string
+	read      map[source]map[string]string // a Secret's values as strings
+}
+
+// source is a ConfigMap or a Secret that an env entry or an envFrom names.
+type source struct {
+	kind string // ConfigMap or Secret
+	name string
 }
 
 // envFrom returns the variables of one envFrom source, without the prefix. A missing
 // optional source yields none.
 func (s *envSources) envFrom(ctx context.Context, from corev1.EnvFromSource) (map[string]string, error) {
+	var src source
+	var optional *bool
 	switch {
 	case from.ConfigMapRef != nil:
-		cm, err := s.configMap(ctx, from.ConfigMapRef.Name)
-		if apierrors.IsNotFound(err) && isTrue(from.ConfigMapRef.Optional) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return cm.Data, nil
+		src, optional = source{"ConfigMap", from.ConfigMapRef.Name}, from.ConfigMapRef.Optional
 	case from.SecretRef != nil:
-		secret, err := s.secret(ctx, from.SecretRef.Name)
-		if apierrors.IsNotFound(err) && isTrue(from.SecretRef.Optional) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		data := make(map[string]string, len(secret.Data))
-		for k, v := range secret.Data {
-			data[k] = string(v)
-		}
-		return data, nil
+		src, optional = source{"Secret", from.SecretRef.Name}, from.SecretRef.Optional
 	default:
 		return nil, fmt.Errorf("envFrom has neither configMapRef nor secretRef")
 	}
+	data, err := s.data(ctx, src)
+	if apierrors.IsNotFound(err) && isTrue(optional) {
+		return nil, nil
+	}
+	return data, err
 }
 
 // valueFrom resolves one env entry's source. ok is false when an optional source is missing,
@@ -153,59 +146,58 @@ func (s *envSources) valueFrom(ctx context.Context, pod *corev1.Pod, c *corev1.C
 		return v, err == nil, err
 	case from.ConfigMapKeyRef != nil:
 		ref := from.ConfigMapKeyRef
-		cm, err := s.configMap(ctx, ref.Name)
-		if err != nil {
-			if apierrors.IsNotFound(err) && isTrue(ref.Optional) {
-				return "", false, nil
-			}
-			return "", false, err
-		}
-		v, found := cm.Data[ref.Key]
-		if !found && !isTrue(ref.Optional) {
-			return "", false, fmt.Errorf("couldn't find key %s in ConfigMap %s/%s", ref.Key, s.namespace, ref.Name)
-		}
-		return v, found, nil
+		return s.key(ctx, source{"ConfigMap", ref.Name}, ref.Key, ref.Optional)
 	case from.SecretKeyRef != nil:
 		ref := from.SecretKeyRef
-		secret, err := s.secret(ctx, ref.Name)
-		if err != nil {
-			if apierrors.IsNotFound(err) && isTrue(ref.Optional) {
-				return "", false, nil
-			}
-			return "", false, err
-		}
-		v, found := secret.Data[ref.Key]
-		if !found && !isTrue(ref.Optional) {
-			return "", false, fmt.Errorf("couldn't find key %s in Secret %s/%s", ref.Key, s.namespace, ref.Name)
-		}
-		return string(v), found, nil
+		return s.key(ctx, source{"Secret", ref.Name}, ref.Key, ref.Optional)
 	default:
 		return "", false, fmt.Errorf("unsupported valueFrom source")
 	}
 }
 
-func (s *envSources) configMap(ctx context.Context, name string) (*corev1.ConfigMap, error) {
-	if cm, ok := s.configMaps[name]; ok {
-		return cm, nil
-	}
-	cm, err := s.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, name, metav1.GetOptions{})
+// key returns the value of key in the source. ok is false when the source or the key is
+// missing and optional.
+func (s *envSources) key(ctx context.Context, src source, key string, optional *bool) (value string, ok bool, err error) {
+	data, err := s.data(ctx, src)
 	if err != nil {
-		return nil, fmt.Errorf("get ConfigMap %s/%s: %w", s.namespace, name, err)
+		if apierrors.IsNotFound(err) && isTrue(optional) {
+			return "", false, nil
+		}
+		return "", false, err
 	}
-	s.configMaps[name] = cm
-	return cm, nil
+	v, found := data[key]
+	if !found && !isTrue(optional) {
+		return "", false, fmt.Errorf("couldn't find key %s in %s %s/%s", key, src.kind, s.namespace, src.name)
+	}
+	return v, found, nil
 }
 
-func (s *envSources) secret(ctx context.Context, name string) (*corev1.Secret, error) {
-	if secret, ok := s.secrets[name]; ok {
-		return secret, nil
+// data returns the data of the source, a Secret's values as strings, read once.
+func (s *envSources) data(ctx context.Context, src source) (map[string]string, error) {
+	if data, ok := s.read[src]; ok {
+		return data, nil
 	}
-	secret, err := s.client.CoreV1().Secrets(s.namespace).Get(ctx, name, metav1.GetOptions{})
+	var data map[string]string
+	var err error
+	if src.kind == "ConfigMap" {
+		var cm *corev1.ConfigMap
+		if cm, err = s.client.CoreV1().ConfigMaps(s.namespace).Get(ctx, src.name, metav1.GetOptions{}); err == nil {
+			data = cm.Data
+		}
+	} else {
+		var secret *corev1.Secret
+		if secret, err = s.client.CoreV1().Secrets(s.namespace).Get(ctx, src.name, metav1.GetOptions{}); err == nil {
+			data = make(map[string]string, len(secret.Data))
+			for k, v := range secret.Data {
+				data[k] = string(v)
+			}
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("get Secret %s/%s: %w", s.namespace, name, err)
+		return nil, fmt.Errorf("get %s %s/%s: %w", src.kind, s.namespace, src.name, err)
 	}
-	s.secrets[name] = secret
-	return secret, nil
+	s.read[src] = data
+	return data, nil
 }
 
 // fieldRefValue resolves a downward API field of the pod.

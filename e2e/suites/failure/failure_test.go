@@ -108,13 +108,11 @@ func testFailOpen(t *testing.T, c *harness.Cluster) {
 		retryMax      = time.Second // RETRY_BACKOFF_MAX of the harness: the interval after the failure
 	)
 	ctx := t.Context()
-	f := harness.NewFleetForTest(t, c, "failopen")
-	node := f.Name() + "-0"
-	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{BrokenDNS: true, Env: map[string]string{
+	f, node := harness.NewFleetWithNodeForTest(t, c, "failopen", harness.NodeOptions{BrokenDNS: true, Env: map[string]string{
 		"FAILURE_ACTION":  "fail-open",
 		"FAIL_OPEN_AFTER": failOpenAfter.String(),
 		"MAX_RETRIES":     "2",
-	}}))
+	}})
 	require.NoError(t, f.WaitAgentStarted(ctx, node))
 	pods := f.PodsOn(node)
 	require.Len(t, pods, 1)
@@ -175,9 +173,7 @@ func testFailOpen(t *testing.T, c *harness.Cluster) {
 // again; the node watch sees every step in that order.
 func testReverifyTaint(t *testing.T, c *harness.Cluster) {
 	ctx := t.Context()
-	f := harness.NewFleetForTest(t, c, "retaint")
-	node := f.Name() + "-0"
-	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{Env: map[string]string{"REVERIFY_TAINT": "true"}}))
+	f, node := harness.NewFleetWithNodeForTest(t, c, "retaint", harness.NodeOptions{Env: map[string]string{"REVERIFY_TAINT": "true"}})
 	require.NoError(t, f.WaitReleased(ctx, node))
 	require.NoError(t, f.WaitAgentsGone(ctx, node))
 	harness.RequireNoNodeEvent(t, c, node, "Reverifying") // a new node is tainted already: nothing to put back

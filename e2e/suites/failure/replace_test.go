@@ -10,14 +10,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
@@ -133,7 +131,7 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		pods, err := f.AgentPods(ctx, claimed)
 		require.NoError(t, err)
 		require.Len(t, pods, 1)
-		agentClaims := dynamicForToken(t, c, boundToken(t, c, &pods[0])).Resource(nodepatch.NodeClaims)
+		agentClaims := agentDynamicClient(t, c, &pods[0]).Resource(nodepatch.NodeClaims)
 		want := "nodeready: deletion of NodeClaim " + healthyClaim.GetName() + " refused: it is not the NodeClaim of node " + claimed
 		var last error
 		err = harness.Poll(t, func(ctx context.Context) (bool, error) {
@@ -272,22 +270,13 @@ func createNodeClaim(t *testing.T, claims dynamic.NamespaceableResourceInterface
 
 // boundToken returns a token of the agent's ServiceAccount bound to pod, as the kubelet
 // mounts one: the API server puts the pod's node into it.
-func boundToken(t *testing.T, c *harness.Cluster, pod *corev1.Pod) string {
-	t.Helper()
-	tr, err := c.Client().CoreV1().ServiceAccounts(harness.Namespace).CreateToken(t.Context(), pod.Spec.ServiceAccountName, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{
-			ExpirationSeconds: ptr.To[int64](600),
-			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return tr.Status.Token
-}
-
-func dynamicForToken(t *testing.T, c *harness.Cluster, token string) dynamic.Interface {
+// agentDynamicClient returns a dynamic client with the token the kubelet gets for the pod.
+func agentDynamicClient(t *testing.T, c *harness.Cluster, pod *corev1.Pod) dynamic.Interface {
 	t.Helper()
 	cp := c.ControlPlane()
-	d, err := dynamic.NewForConfig(&rest.Config{Host: cp.APIServerURL(), BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAFile: cp.CAFile()}})
+	token, err := cp.PodToken(t.Context(), pod.Namespace, pod.Spec.ServiceAccountName, pod.Name, pod.UID)
+	require.NoError(t, err)
+	d, err := dynamic.NewForConfig(cp.TokenConfig(token))
 	require.NoError(t, err)
 	return d
 }

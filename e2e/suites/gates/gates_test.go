@@ -42,12 +42,10 @@ func TestGates(t *testing.T) {
 func testDaemonSetsRBAC(t *testing.T, c *harness.Cluster) {
 	const rbacFile = "manifests/gates/daemonsets.yaml"
 	ctx := t.Context()
-	f := harness.NewFleetForTest(t, c, "dsrbac")
-	node := f.Name() + "-0"
-	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{Env: map[string]string{
+	f, node := harness.NewFleetWithNodeForTest(t, c, "dsrbac", harness.NodeOptions{Env: map[string]string{
 		"CHECKS":      baseChecks + ",daemonsets",
 		"MAX_RETRIES": "1",
-	}}))
+	}})
 
 	var last corev1.NodeCondition
 	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
@@ -178,13 +176,11 @@ func testDaemonSets(t *testing.T, c *harness.Cluster) {
 func testConditions(t *testing.T, c *harness.Cluster) {
 	const network corev1.NodeConditionType = "example.com/NetworkReady"
 	ctx := t.Context()
-	f := harness.NewFleetForTest(t, c, "cond")
-	node := f.Name() + "-0"
-	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{Env: map[string]string{
+	f, node := harness.NewFleetWithNodeForTest(t, c, "cond", harness.NodeOptions{Env: map[string]string{
 		"CHECKS":          baseChecks + ",conditions",
 		"NODE_CONDITIONS": "Ready=True," + string(network) + "=True",
 		"MAX_RETRIES":     "2",
-	}}))
+	}})
 
 	// Missing: the failure is recorded and names the condition, and only that one.
 	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
@@ -222,13 +218,11 @@ func testConditions(t *testing.T, c *harness.Cluster) {
 func testResources(t *testing.T, c *harness.Cluster) {
 	const gpu corev1.ResourceName = "nvidia.com/gpu"
 	ctx := t.Context()
-	f := harness.NewFleetForTest(t, c, "res")
-	node := f.Name() + "-0"
-	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{Env: map[string]string{
+	f, node := harness.NewFleetWithNodeForTest(t, c, "res", harness.NodeOptions{Env: map[string]string{
 		"CHECKS":             baseChecks + ",resources",
 		"REQUIRED_RESOURCES": string(gpu) + ">=1",
 		"MAX_RETRIES":        "2",
-	}}))
+	}})
 
 	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
 	assert.Contains(t, cond.Message, "no allocatable "+string(gpu)+", want at least 1")
@@ -290,9 +284,7 @@ func testPrepull(t *testing.T, c *harness.Cluster) {
 	require.Equal(t, []string{"nodeready-bin", "warm-example", secondName}, initNames)
 	require.Equal(t, harness.AgentImage, initImages[0], "the copy comes from the agent's image")
 
-	f := harness.NewFleetForTest(t, c, "prepull")
-	node := f.Name() + "-0"
-	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{}))
+	f, node := harness.NewFleetWithNodeForTest(t, c, "prepull", harness.NodeOptions{})
 	require.NoError(t, f.WaitReleased(ctx, node))
 	require.NoError(t, f.WaitAgentsGone(ctx, node))
 

@@ -12,16 +12,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 
 	"github.com/nodeready/nodeready/checks/dnstest"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 	"github.com/nodeready/nodeready/nodepatch"
@@ -280,21 +278,7 @@ func TestSlowDNS(t *testing.T) {
 // ServiceAccount's token bound to the pod, as the kubelet gives it.
 func agentClient(t *testing.T, c *harness.Cluster, pod kubelet.PodInfo) kubernetes.Interface {
 	t.Helper()
-	tr, err := c.Client().CoreV1().ServiceAccounts(harness.Namespace).CreateToken(t.Context(), "nodeready", &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{
-			ExpirationSeconds: ptr.To[int64](3600),
-			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	cfg := &rest.Config{
-		Host:            c.ControlPlane().APIServerURL(),
-		BearerToken:     tr.Status.Token,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: c.ControlPlane().CAFile()},
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	return client
+	return controlplane.ServiceAccountClientForTest(t, c.ControlPlane(), harness.Namespace, "nodeready", pod.Name, pod.UID)
 }
 
 // assertEventSays asserts that an agent Event about the node with the reason says what.

@@ -37,25 +37,16 @@ func TestLoad(t *testing.T) {
 
 	var mu sync.Mutex
 	var took []time.Duration
-	var wg sync.WaitGroup
-	failures := make(chan error, nodes)
-	for _, n := range names {
-		wg.Go(func() {
-			v, err := f.versions.waitFor(ctx, n, 5*time.Minute, "released", nodeVersion.released)
-			if err != nil {
-				failures <- err
-				return
-			}
-			mu.Lock()
-			took = append(took, v.At.Sub(began))
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	close(failures)
-	for err := range failures {
-		t.Error(err)
-	}
+	onEachNode(t, names, func(_ int, n string) error {
+		v, err := f.versions.waitFor(ctx, n, 5*time.Minute, "released", nodeVersion.released)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		took = append(took, v.At.Sub(began))
+		mu.Unlock()
+		return nil
+	})
 	if t.Failed() {
 		return
 	}

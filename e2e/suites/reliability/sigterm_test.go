@@ -94,40 +94,29 @@ func TestSIGTERMAtAnyMoment(t *testing.T) {
 
 	var mu sync.Mutex
 	var all []sigtermRun
-	var wg sync.WaitGroup
-	failures := make(chan error, nodes)
-	for i, n := range names {
+	onEachNode(t, names, func(i int, n string) error {
 		rng := rand.New(rand.NewPCG(uint64(i), 42))
-		wg.Go(func() {
-			seen := map[types.UID]bool{}
-			for r := range runs {
-				run, err := sigtermOnce(ctx, f, dns[n], n, moments[(i+r)%len(moments)], seen, rng)
-				if err != nil {
-					failures <- fmt.Errorf("node %s, run %d (%s): %w", n, r, moments[(i+r)%len(moments)], err)
-					return
+		seen := map[types.UID]bool{}
+		for r := range runs {
+			run, err := sigtermOnce(ctx, f, dns[n], n, moments[(i+r)%len(moments)], seen, rng)
+			if err != nil {
+				return fmt.Errorf("node %s, run %d (%s): %w", n, r, moments[(i+r)%len(moments)], err)
+			}
+			mu.Lock()
+			all = append(all, run)
+			mu.Unlock()
+			if run.released && r < runs-1 {
+				// Verified: start over, with a new agent.
+				if err := f.waitAgentsDone(ctx, n, len(seen)); err != nil {
+					return err
 				}
-				mu.Lock()
-				all = append(all, run)
-				mu.Unlock()
-				if run.released && r < runs-1 {
-					// Verified: start over, with a new agent.
-					if err := f.waitAgentsDone(ctx, n, len(seen)); err != nil {
-						failures <- err
-						return
-					}
-					if _, err := reverify(ctx, client, n); err != nil {
-						failures <- err
-						return
-					}
+				if _, err := reverify(ctx, client, n); err != nil {
+					return err
 				}
 			}
-		})
-	}
-	wg.Wait()
-	close(failures)
-	for err := range failures {
-		t.Error(err)
-	}
+		}
+		return nil
+	})
 	if t.Failed() {
 		return
 	}
@@ -174,22 +163,10 @@ func TestSIGTERMAtAnyMoment(t *testing.T) {
 	// Every agent process, deleted by the test or not, ended on the kubelet's SIGTERM with
 	// exit code 0 within its grace period, but for those the SIGTERM killed before they
 	// could catch it (counted above).
-	exits := 0
-	for _, n := range names {
-		for _, p := range f.PodsOn(n) {
-			assert.Zero(t, p.Restarts, "restarts of %s on %s", p.Name, n)
-			for _, e := range p.Exits {
-				exits++
-				assert.True(t, e.Signaled, "%s on %s ended on its own, not on the kubelet's SIGTERM", p.Name, n)
-				assert.False(t, e.Killed, "%s on %s outlived its grace period", p.Name, n)
-				r, tested := byPod[p.UID]
-				uncaught := tested && r.moment == atStart && e.Code == 128+int(syscall.SIGTERM) && e.At.Sub(p.Started) < uncaughtWithin
-				if !uncaught {
-					assert.Equal(t, 0, e.Code, "exit code of %s on %s", p.Name, n)
-				}
-			}
-		}
-	}
+	exits := f.assertExitsBut(t, func(p kubelet.PodInfo, e kubelet.Exit) bool {
+		r, tested := byPod[p.UID]
+		return tested && r.moment == atStart && e.Code == 128+int(syscall.SIGTERM) && e.At.Sub(p.Started) < uncaughtWithin
+	}, names...)
 	versionsSeen := f.assertNeverHalfDone(t, names...)
 	for _, n := range names {
 		for _, s := range f.History().States(n) {

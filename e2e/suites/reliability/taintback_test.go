@@ -3,13 +3,13 @@ package reliability
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -43,47 +43,32 @@ func TestStartupTaintComesBack(t *testing.T) {
 	var mu sync.Mutex
 	var undos []undo
 	readds := 0
-	var wg sync.WaitGroup
-	failures := make(chan error, nodes)
-	for i, n := range names {
-		times := 1 + i%2
-		wg.Go(func() {
-			var after int64
-			for range times {
-				// The first release, or the agent's removal of the taint put back before.
-				if _, err := f.versions.waitFor(ctx, n, harness.WaitTimeout, "released", func(v nodeVersion) bool { return v.RV >= after && v.released() }); err != nil {
-					failures <- err
-					return
-				}
-				rv, err := retaint(ctx, client, n)
-				if err != nil {
-					failures <- err
-					return
-				}
-				at := time.Now()
-				mu.Lock()
-				readds++
-				mu.Unlock()
-				v, err := f.versions.waitFor(ctx, n, harness.WaitTimeout, "released again", func(v nodeVersion) bool { return v.RV > rv && v.released() })
-				if err != nil {
-					failures <- err
-					return
-				}
-				mu.Lock()
-				undos = append(undos, undo{node: n, readdAt: at, undone: v})
-				mu.Unlock()
-				after = v.RV
+	onEachNode(t, names, func(i int, n string) error {
+		var after int64
+		for range 1 + i%2 {
+			// The first release, or the agent's removal of the taint put back before.
+			if _, err := f.versions.waitFor(ctx, n, harness.WaitTimeout, "released", func(v nodeVersion) bool { return v.RV >= after && v.released() }); err != nil {
+				return err
 			}
-			if err := f.waitAgentsDone(ctx, n, 1); err != nil {
-				failures <- err
+			rv, err := retaint(ctx, client, n)
+			if err != nil {
+				return err
 			}
-		})
-	}
-	wg.Wait()
-	close(failures)
-	for err := range failures {
-		t.Error(err)
-	}
+			at := time.Now()
+			mu.Lock()
+			readds++
+			mu.Unlock()
+			v, err := f.versions.waitFor(ctx, n, harness.WaitTimeout, "released again", func(v nodeVersion) bool { return v.RV > rv && v.released() })
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			undos = append(undos, undo{node: n, readdAt: at, undone: v})
+			mu.Unlock()
+			after = v.RV
+		}
+		return f.waitAgentsDone(ctx, n, 1)
+	})
 	if t.Failed() {
 		return
 	}
@@ -121,27 +106,12 @@ func TestStartupTaintComesBack(t *testing.T) {
 // registration merges startupTaints into the Node: one JSON Patch locked by a test of the
 // whole taint list, retried on a lost lock. It returns the resourceVersion it wrote.
 func retaint(ctx context.Context, client kubernetes.Interface, node string) (int64, error) {
-	var rv int64
-	err := retryLocked(ctx, func() error {
-		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
+	return addStartupTaint(ctx, client, node, "e2e-karpenter", func(n *corev1.Node) (jsonPatch, error) {
 		if (nodeVersion{Taints: n.Spec.Taints, Labels: n.Labels}).tainted() {
-			return fmt.Errorf("node %s is tainted already", node)
+			return nil, fmt.Errorf("node %s is tainted already", node)
 		}
-		patch := jsonPatch{
-			{"op": "test", "path": "/spec/taints", "value": n.Spec.Taints},
-			{"op": "replace", "path": "/spec/taints", "value": append(slices.Clone(n.Spec.Taints), harness.StartupTaint)},
-		}
-		out, err := client.CoreV1().Nodes().Patch(ctx, node, types.JSONPatchType, patch.bytes(), metav1.PatchOptions{FieldManager: "e2e-karpenter"})
-		if err != nil {
-			return err
-		}
-		rv = resourceVersion(out)
-		return nil
+		return nil, nil
 	})
-	return rv, err
 }
 
 // TestKarpenterRegistration: on a Karpenter-managed node (label karpenter.sh/nodepool) that

@@ -62,42 +62,30 @@ func TestConcurrentWriters(t *testing.T) {
 	t.Cleanup(stopWriters)
 
 	var verified atomic.Int64
-	var verifying sync.WaitGroup
-	failures := make(chan error, nodes)
-	for _, n := range names {
-		verifying.Go(func() {
-			var after int64 // the re-verification's write: the release must come later
-			for i := range cycles {
-				v, err := f.versions.waitFor(ctx, n, harness.WaitTimeout, "released", func(v nodeVersion) bool { return v.RV > after && v.released() })
-				if err != nil {
-					failures <- err
-					return
-				}
-				if !v.hasTaint(harness.StartupTaint.Key, "PreferNoSchedule") || v.Labels[harness.ForeignLabel] != harness.ForeignLabelValue {
-					failures <- fmt.Errorf("node %s released without its foreign taints and labels: %s", n, v)
-					return
-				}
-				if err := f.waitAgentsDone(ctx, n, i+1); err != nil {
-					failures <- err
-					return
-				}
-				verified.Add(1)
-				if i == cycles-1 {
-					return
-				}
-				if after, err = reverify(ctx, client, n); err != nil {
-					failures <- err
-					return
-				}
+	onEachNode(t, names, func(_ int, n string) error {
+		var after int64 // the re-verification's write: the release must come later
+		for i := range cycles {
+			v, err := f.versions.waitFor(ctx, n, harness.WaitTimeout, "released", func(v nodeVersion) bool { return v.RV > after && v.released() })
+			if err != nil {
+				return err
 			}
-		})
-	}
-	verifying.Wait()
+			if !v.hasTaint(harness.StartupTaint.Key, "PreferNoSchedule") || v.Labels[harness.ForeignLabel] != harness.ForeignLabelValue {
+				return fmt.Errorf("node %s released without its foreign taints and labels: %s", n, v)
+			}
+			if err := f.waitAgentsDone(ctx, n, i+1); err != nil {
+				return err
+			}
+			verified.Add(1)
+			if i == cycles-1 {
+				return nil
+			}
+			if after, err = reverify(ctx, client, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	stopWriters()
-	close(failures)
-	for err := range failures {
-		t.Error(err)
-	}
 	elapsed := time.Since(began)
 
 	var writes, conflicts int

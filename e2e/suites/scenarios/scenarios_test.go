@@ -2,14 +2,20 @@ package scenarios
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 )
@@ -25,6 +31,8 @@ func TestNodeReady(t *testing.T) {
 	t.Run("failing check keeps the node tainted until it heals", func(t *testing.T) { testFailingCheck(t, c) })
 	t.Run("verifies nodes added after install", func(t *testing.T) { testScaleUp(t, c) })
 	t.Run("crash-loops on a bad setting and recovers once it is fixed", func(t *testing.T) { testCrashLoop(t, c) })
+	t.Run("a bad setting in nodeready-config stops the agent, the node stays tainted", func(t *testing.T) { testBadConfigMap(t, c) })
+	t.Run("the own-node policy refuses the agent's write to another node", func(t *testing.T) { testOwnNode(t, c) })
 	t.Run("finishes verification after an API server restart", func(t *testing.T) { testAPIServerRestart(t, c) })
 }
 
@@ -40,6 +48,8 @@ func testVerify(t *testing.T, c *harness.Cluster) {
 
 	var podNames []string
 	for _, n := range nodes {
+		// The simulated kubelet reports the control plane's release, whichever the run chose.
+		assert.Equal(t, c.KubernetesVersion(), harness.RequireNode(t, c, n).Status.NodeInfo.KubeletVersion, "kubelet version of %s", n)
 		pods := assertVerifiedBy(t, f, n, 1)
 		podNames = append(podNames, pods[0].Name)
 		assertHistory(t, f, n, harness.Unverified, harness.Released)
@@ -233,4 +243,83 @@ func testAPIServerRestart(t *testing.T, c *harness.Cluster) {
 		assert.Equal(t, agents[i].UID, pods[0].UID, "released by the agent that rode out the outage")
 		assertHistory(t, f, n, harness.Unverified, harness.Released)
 	}
+}
+
+// testBadConfigMap: an invalid value in nodeready-config, the ConfigMap every agent reads
+// (envFrom), stops every agent at start, exit code 2, with a message naming the variable and
+// the value; the node stays tainted and unlabelled. Once the ConfigMap is fixed, the next
+// restart of the same pod releases the node.
+func testBadConfigMap(t *testing.T, c *harness.Cluster) {
+	require.NoError(t, c.ApplyConfig(t.Context(), map[string]string{"MAX_RETRIES": "many"}))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.ApplyConfig(ctx, nil); err != nil {
+			t.Errorf("restore config: %v", err)
+		}
+	})
+	f := harness.NewFleetForTest(t, c, "badconfig")
+	node := addNodes(t, f, 1, harness.NodeOptions{})[0]
+
+	var pod corev1.Pod
+	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
+		pods, err := f.AgentPods(ctx, node)
+		if err != nil || len(pods) != 1 || len(pods[0].Status.ContainerStatuses) != 1 {
+			return false, nil
+		}
+		pod = pods[0]
+		return pod.Status.ContainerStatuses[0].LastTerminationState.Terminated != nil, nil
+	})
+	require.NoError(t, err, "the agent on %s never ended", node)
+	assert.EqualValues(t, 2, pod.Status.ContainerStatuses[0].LastTerminationState.Terminated.ExitCode)
+	// The first run's output, as `kubectl logs --previous` shows it.
+	out, err := os.ReadFile(filepath.Join(f.LogDir(), fmt.Sprintf("%s_%s_0.log", pod.Namespace, pod.Name)))
+	require.NoError(t, err)
+	assert.Contains(t, string(out), `MAX_RETRIES="many"`)
+	n := harness.RequireNode(t, c, node)
+	assert.NotContains(t, n.Labels, harness.VerifiedLabel)
+	assert.Contains(t, taintsOf(n), harness.StartupTaint.ToString())
+
+	require.NoError(t, c.ApplyConfig(t.Context(), nil))
+	require.NoError(t, f.WaitReleased(t.Context(), node))
+	assertHistory(t, f, node, harness.Unverified, harness.Released)
+}
+
+// testOwnNode: the agent on node A is told it runs on node B (NODE_NAME), whose own agent
+// never passes its checks. Its checks pass and it tries to release B with the token the
+// kubelet got for its pod: the policy in manifests/04-admission-policy.yaml refuses, and the
+// agent reports the refusal in an Event about B. Neither node is released. That token names
+// node A in the user extra the policy reads.
+func testOwnNode(t *testing.T, c *harness.Cluster) {
+	f := harness.NewFleetForTest(t, c, "ownnode")
+	other, own := f.Name()+"-other", f.Name()+"-own"
+	require.NoError(t, f.AddNode(t.Context(), other, harness.NodeOptions{BrokenDNS: true}))
+	require.NoError(t, f.AddNode(t.Context(), own, harness.NodeOptions{Env: map[string]string{"NODE_NAME": other}}))
+
+	// The agent speaks only for its own node: its release of the other node is refused, and
+	// so is its ReleaseFailed Event about it. The refusal is in the agent's log.
+	want := "nodeready: write to node " + other + " refused: the agent on node " + own + " may change only its own node"
+	var logs string
+	err := harness.Poll(t, func(context.Context) (bool, error) {
+		var err error
+		logs, err = f.AgentLogs()
+		return err == nil && strings.Contains(logs, want) && strings.Contains(logs, "nodeready: Event refused"), nil
+	})
+	require.NoError(t, err, "the agent never logged both refusals; its log:\n%s", logs)
+	harness.RequireNoNodeEvent(t, c, other, "ReleaseFailed")
+	for _, name := range []string{other, own} {
+		n := harness.RequireNode(t, c, name)
+		assert.NotContains(t, n.Labels, harness.VerifiedLabel, "label on %s", name)
+		assert.Contains(t, taintsOf(n), harness.StartupTaint.ToString(), "startup taint gone from %s", name)
+	}
+
+	// What the API server makes of a token bound to that agent pod, as the kubelet's is.
+	pods, err := f.AgentPods(t.Context(), own)
+	require.NoError(t, err)
+	require.Len(t, pods, 1)
+	pod := pods[0]
+	agent := controlplane.ServiceAccountClientForTest(t, c.ControlPlane(), pod.Namespace, pod.Spec.ServiceAccountName, pod.Name, pod.UID)
+	review, err := agent.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, authenticationv1.ExtraValue{own}, review.Status.UserInfo.Extra["authentication.kubernetes.io/node-name"])
 }

@@ -104,7 +104,7 @@ func TestAgentSpeaksOnlyForItsOwnNode(t *testing.T) {
 		require.NoError(t, err)
 	})
 	t.Run("a token without a node", func(t *testing.T) {
-		plain := clientForToken(t, cp, token(t, admin, nil))
+		plain := plainClient(t, cp)
 		err := events(plain)(ctx, event("", nodeA, agentController, "Verified"))
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "the token names no node")

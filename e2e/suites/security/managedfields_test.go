@@ -178,7 +178,7 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 		// A node of its own whose agent has never written it, filled to ten update
 		// entries: the agent's first write makes eleven, and the API server folds.
 		nodeC := createNode(t, admin, "node-c")
-		agentC := clientForToken(t, cp, boundToken(t, admin, agentPod(t, admin, nodeC)))
+		agentC := agentClient(t, cp, agentPod(t, admin, nodeC))
 		for k := 0; ; k++ {
 			n := getNode(t, admin, nodeC)
 			updates := 0

@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -186,7 +185,7 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 
 	// A ServiceAccount token that is not bound to a pod names no node, so it
 	// may write no node at all, not even the release.
-	plain := clientForToken(t, cp, token(t, admin, nil))
+	plain := plainClient(t, cp)
 	noNode := append(forbidden, write{"release node A", nodeA,
 		`{"metadata":{"labels":{"node-ready/verified":"true"}},"spec":{"taints":[{"key":"example.com/dedicated","value":"infra","effect":"NoSchedule"}]}}`, false})
 	for _, w := range noNode {
@@ -257,7 +256,7 @@ func twoNodes(t *testing.T) (cp *controlplane.ControlPlane, admin kubernetes.Int
 	admin = cp.Client()
 	applyManifests(t, cp)
 	nodeA, nodeB = createNode(t, admin, "node-a"), createNode(t, admin, "node-b")
-	agentA = clientForToken(t, cp, boundToken(t, admin, agentPod(t, admin, nodeA)))
+	agentA = agentClient(t, cp, agentPod(t, admin, nodeA))
 	return cp, admin, nodeA, nodeB, agentA
 }
 
@@ -318,26 +317,15 @@ func agentPod(t *testing.T, c kubernetes.Interface, node string) *corev1.Pod {
 	return pod
 }
 
-func boundToken(t *testing.T, c kubernetes.Interface, pod *corev1.Pod) string {
+// agentClient returns a client with the token the kubelet gets for the pod.
+func agentClient(t *testing.T, cp *controlplane.ControlPlane, pod *corev1.Pod) kubernetes.Interface {
 	t.Helper()
-	return token(t, c, &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID})
+	return controlplane.ServiceAccountClientForTest(t, cp, namespace, serviceAccount, pod.Name, pod.UID)
 }
 
-// token asks the TokenRequest API for a token of the agent's ServiceAccount,
-// bound to ref when it is not nil.
-func token(t *testing.T, c kubernetes.Interface, ref *authenticationv1.BoundObjectReference) string {
+// plainClient returns a client with a token of the agent's ServiceAccount that is bound to no
+// pod, and so names no node.
+func plainClient(t *testing.T, cp *controlplane.ControlPlane) kubernetes.Interface {
 	t.Helper()
-	tr, err := c.CoreV1().ServiceAccounts(namespace).CreateToken(t.Context(), serviceAccount, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(3600)), BoundObjectRef: ref},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return tr.Status.Token
-}
-
-func clientForToken(t *testing.T, cp *controlplane.ControlPlane, token string) kubernetes.Interface {
-	t.Helper()
-	cfg := &rest.Config{Host: cp.APIServerURL(), BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAFile: cp.CAFile()}}
-	c, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	return c
+	return controlplane.ServiceAccountClientForTest(t, cp, namespace, serviceAccount, "", "")
 }

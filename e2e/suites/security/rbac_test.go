@@ -1,14 +1,17 @@
 package security
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
@@ -68,14 +71,23 @@ func TestDefaultInstallReadsNoPodsOrDaemonSets(t *testing.T) {
 		assert.False(t, allowed(t, admin, a), "the default install allows %s", a)
 	}
 
-	// Each gate's file grants what that gate reads.
+	// Each gate's file grants what that gate reads. The authorizer reads RBAC from its
+	// informers, so a grant shows a moment after kubectl apply returns.
 	apply(t, cp, "daemonsets.yaml")
 	for _, a := range []access{{"list", "", "pods", ""}, {"list", "apps", "daemonsets", ""}, {"get", "apps", "daemonsets", "kube-system"}} {
-		assert.True(t, allowed(t, admin, a), "manifests/gates/daemonsets.yaml must allow %s", a)
+		assert.NoError(t, waitAllowed(t, admin, a), "manifests/gates/daemonsets.yaml must allow %s", a)
 	}
 	assert.False(t, allowed(t, admin, access{"get", "storage.k8s.io", "csinodes", ""}), "daemonsets.yaml allows csinodes")
 	apply(t, cp, "csi.yaml")
-	assert.True(t, allowed(t, admin, access{"get", "storage.k8s.io", "csinodes", ""}), "manifests/gates/csi.yaml must allow get csinodes")
+	assert.NoError(t, waitAllowed(t, admin, access{"get", "storage.k8s.io", "csinodes", ""}), "manifests/gates/csi.yaml must allow get csinodes")
+}
+
+// waitAllowed waits until the authorizer allows a, for at most a minute.
+func waitAllowed(t *testing.T, c kubernetes.Interface, a access) error {
+	t.Helper()
+	return wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return allowed(t, c, a), nil
+	})
 }
 
 func apply(t *testing.T, cp *controlplane.ControlPlane, gateFile string) {
