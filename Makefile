@@ -104,9 +104,7 @@ e2e-versions: build control-plane ## The core e2e suites on Kubernetes v1.37.2 a
 	$(call e2e_on,$(E2E_NEWEST)) $(E2E_VERSIONS_SKIP) ./suites/scenarios/
 	$(call e2e_on,$(E2E_NEWEST)) -run '^TestFailure$$/^replace-node$$' ./suites/failure/
 	@# The taint-at-creation and label-to-taint policies, and the dra gate on resource.k8s.io/v1.
-	@# Not TestLabelToTaintPolicy and TestLabelToTaintRules: they fail on v1.37.2, where a label
-	@# removed or changed on a running node leaves its taint (README, Kubernetes versions).
-	$(call e2e_on,$(E2E_NEWEST)) -run '^(TestStartupTaintPolicy|TestLabelToTaintWithTheAgent)$$' ./suites/admission/
+	$(call e2e_on,$(E2E_NEWEST)) -run '^(TestStartupTaintPolicy|TestLabelToTaintPolicy|TestLabelToTaintRules)$$' ./suites/admission/
 	$(call e2e_on,$(E2E_NEWEST)) -run '^TestGates$$/^dra:' ./suites/gates/
 	$(call e2e_on,$(E2E_OLDEST)) $(E2E_VERSIONS_SKIP) ./suites/scenarios/
 	$(call e2e_on,$(E2E_OLDEST)) -run '^TestFailure$$/^replace-node$$' ./suites/failure/
