@@ -20,6 +20,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/karpenter"
+	"github.com/nodeready/nodeready/nodepatch"
 )
 
 // The policies that name the startup taint key: the creation-time MutatingAdmissionPolicy
@@ -124,7 +125,7 @@ func waitTaintPolicies(ctx context.Context, t *testing.T, c *harness.Cluster, cr
 		}
 		for _, k := range keys {
 			patch := `[{"op":"add","path":"/spec/taints/-","value":{"key":"` + k + `","value":"true","effect":"NoSchedule"}}]`
-			_, err := agent.CoreV1().Nodes().Patch(ctx, probeNode, types.JSONPatchType, []byte(patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			_, err := agent.CoreV1().Nodes().Patch(ctx, probeNode, types.JSONPatchType, []byte(patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: nodepatch.FieldManager})
 			if (err == nil) != (k == removable) {
 				return false, nil
 			}

@@ -176,7 +176,7 @@ func TestForbidden(t *testing.T) {
 		inForce: func(ctx context.Context, agent kubernetes.Interface, node string) bool {
 			_, err := agent.CoreV1().Nodes().Patch(ctx, node, types.JSONPatchType,
 				[]byte(`[{"op":"add","path":"/metadata/labels/node-ready~1verified","value":"true"}]`),
-				metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+				metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: nodepatch.FieldManager})
 			return apierrors.IsForbidden(err)
 		},
 		restore: func(ctx context.Context) error {
