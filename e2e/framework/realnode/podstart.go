@@ -65,15 +65,34 @@ func (n *Node) PodStart(pod string) (PodStart, error) {
 	return s, err
 }
 
+// klogTime reads the time of a kubelet (klog) line: I1127 00:11:39.892989   31913 kubelet.go:2709]
+// ...; the year is not in the line.
+func klogTime(line string) (time.Time, bool) {
+	m := klogStamp.FindStringSubmatch(line)
+	if m == nil {
+		return time.Time{}, false
+	}
+	at, err := time.Parse("2006 0102 15:04:05.000000", fmt.Sprintf("%d %s", time.Now().UTC().Year(), m[1]))
+	return at, err == nil
+}
+
+// logrusTime reads the time of a containerd (logrus) line: time="2026-11-27T00:11:43.843584727Z" ...
+func logrusTime(line string) (time.Time, bool) {
+	m := logrusStamp.FindStringSubmatch(line)
+	if m == nil {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339Nano, m[1])
+	return at, err == nil
+}
+
 var (
-	// I1127 00:11:39.892989   31913 kubelet.go:2709] ...; the year is not in the line.
-	klogTime = regexp.MustCompile(`^[IWE](\d{4} \d{2}:\d{2}:\d{2}\.\d{6})`)
-	// time="2026-11-27T00:11:43.843584727Z" level=info msg=...
-	logrusTime = regexp.MustCompile(`^time="([^"]+)"`)
+	klogStamp   = regexp.MustCompile(`^[IWE](\d{4} \d{2}:\d{2}:\d{2}\.\d{6})`)
+	logrusStamp = regexp.MustCompile(`^time="([^"]+)"`)
 )
 
-// scanLog calls f with the time and text of every line of path that starts with a time.
-func scanLog(path string, stamp *regexp.Regexp, f func(time.Time, string)) error {
+// scanLog calls f with the time and text of every line of path whose time stamp reads.
+func scanLog(path string, stamp func(string) (time.Time, bool), f func(time.Time, string)) error {
 	file, err := os.Open(path)
 	if err != nil {
 		return err
@@ -81,21 +100,9 @@ func scanLog(path string, stamp *regexp.Regexp, f func(time.Time, string)) error
 	defer file.Close()
 	sc := bufio.NewScanner(file)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	year := time.Now().UTC().Year()
 	for sc.Scan() {
-		line := sc.Text()
-		m := stamp.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		var at time.Time
-		if stamp == klogTime {
-			at, err = time.Parse("2006 0102 15:04:05.000000", fmt.Sprintf("%d %s", year, m[1]))
-		} else {
-			at, err = time.Parse(time.RFC3339Nano, m[1])
-		}
-		if err == nil {
-			f(at, line)
+		if at, ok := stamp(sc.Text()); ok {
+			f(at, sc.Text())
 		}
 	}
 	return sc.Err()
