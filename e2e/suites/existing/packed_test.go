@@ -77,11 +77,15 @@ func testPackedNode(t *testing.T, c *harness.Cluster) {
 	assert.Equal(t, "nodeready", agent.Spec.PriorityClassName)
 	assert.Empty(t, agent.Status.NominatedNodeName, "the scheduler nominated the node for a preemption")
 
-	// The scheduler's answer for the agent, and the workload as it was.
-	events, err := client.CoreV1().Events(harness.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.SelectorFromSet(fields.Set{"involvedObject.name": agent.Name, "reason": "FailedScheduling"}).String()})
-	require.NoError(t, err)
-	require.NotEmpty(t, events.Items, "no FailedScheduling Event for %s", agent.Name)
+	// The scheduler's answer for the agent, and the workload as it was. The scheduler's
+	// event broadcaster writes the Event after the pod's condition, so it is waited for.
+	var events *corev1.EventList
+	require.NoError(t, harness.Poll(t, func(ctx context.Context) (bool, error) {
+		var err error
+		events, err = client.CoreV1().Events(harness.Namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.SelectorFromSet(fields.Set{"involvedObject.name": agent.Name, "reason": "FailedScheduling"}).String()})
+		return err == nil && len(events.Items) > 0, nil
+	}), "no FailedScheduling Event for %s", agent.Name)
 	t.Logf("scheduler: %s", events.Items[0].Message)
 	assert.Contains(t, events.Items[0].Message, "Insufficient cpu")
 	p, err := client.CoreV1().Pods("default").Get(ctx, workload.Name, metav1.GetOptions{})

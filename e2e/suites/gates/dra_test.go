@@ -54,10 +54,8 @@ func testDRA(t *testing.T, c *harness.Cluster) {
 	cond = harness.RequireAgentCondition(t, c, incomplete, nodepatch.ReasonChecksFailed)
 	assert.Contains(t, cond.Message, "dra driver "+gpuDriver+": 0 of 2 devices on node "+incomplete+" in pools "+incomplete+
 		"; incomplete, not counted: pool "+incomplete+" has 1 of 2 slices of generation 1")
-	failed, err := c.NodeEvents(ctx, incomplete, "CheckFailed")
-	require.NoError(t, err)
-	require.NotEmpty(t, failed)
-	assert.Contains(t, failed[0].Note, "pool "+incomplete+" has 1 of 2 slices of generation 1")
+	failed := harness.RequireNodeEvent(t, c, incomplete, "CheckFailed")
+	assert.Contains(t, failed.Note, "pool "+incomplete+" has 1 of 2 slices of generation 1")
 
 	// Slices of another node and of another driver, with devices enough: ignored.
 	publish(t, client, "elsewhere", gpuDriver, "other-node", 1, 1, 4)

@@ -147,9 +147,9 @@ func testDaemonSets(t *testing.T, c *harness.Cluster) {
 	assert.False(t, cniReadyAt.IsZero(), "fake-cni never seen Ready")
 
 	// The recorded failure names the DaemonSet that held the node, and only that one.
+	harness.RequireNodeEvent(t, c, node, "CheckFailed")
 	failed, err := c.NodeEvents(t.Context(), node, "CheckFailed")
 	require.NoError(t, err)
-	require.NotEmpty(t, failed, "no CheckFailed Event for %s", node)
 	for _, e := range failed {
 		assert.Contains(t, e.Note, "daemonset kube-system/fake-cni")
 		assert.NotContains(t, e.Note, "log-shipper")

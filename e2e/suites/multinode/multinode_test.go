@@ -167,14 +167,22 @@ func TestJoiningNodeReachesPodsElsewhere(t *testing.T) {
 	}
 	cond := verifiedCondition(node)
 	assert.Equal(t, "All 5 checks passed; podnetwork reached "+dnsIP+" on "+dnsNode, cond.Message)
-	events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + joining.Name()})
-	require.NoError(t, err)
+	// The agent sends its Events asynchronously: the Verified one may follow the label.
 	var verified []string
-	for _, e := range events.Items {
-		if e.Reason == "Verified" {
-			verified = append(verified, e.Message)
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + joining.Name()})
+		if err != nil {
+			return false, nil
 		}
-	}
+		verified = verified[:0]
+		for _, e := range events.Items {
+			if e.Reason == "Verified" {
+				verified = append(verified, e.Message)
+			}
+		}
+		return len(verified) > 0, nil
+	})
+	require.NoError(t, err, "no Verified Event about %s", joining.Name())
 	require.Len(t, verified, 1)
 	t.Logf("Verified: %s", verified[0])
 	assert.Contains(t, verified[0], "podnetwork reached "+dnsIP, "the CoreDNS pod on %s reached by pod IP", dnsNode)
