@@ -123,7 +123,7 @@ e2e-realnode: build control-plane-current node ## Only the end-to-end tests on a
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -timeout 20m -v ./suites/realnode/
 
 .PHONY: e2e-multinode
-e2e-multinode: build control-plane-current node ## Only the end-to-end tests on three real nodes networked by flannel (VXLAN), the podnetwork check (Linux, root)
+e2e-multinode: build control-plane-current node ## Only the end-to-end tests on clusters of two to four real nodes networked by flannel (VXLAN), the podnetwork check (Linux, root)
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -timeout 20m -v ./suites/multinode/
 
 .PHONY: demo
