@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -32,27 +31,15 @@ func benchJoins(ctx context.Context, o options, logf func(string, ...any), kubel
 	if kubeletConfig != "" {
 		s.Title += ", kubelet with " + strings.TrimSpace(kubeletConfig)
 	}
-	logDir, done := realNodeLogDir(o, s, "joins")
-	if done == nil {
-		return s
-	}
-	defer done()
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
-	defer cancel()
-	c, err := realnode.StartCluster(ctx, realnode.ClusterOptions{AgentBinary: o.agent, LogDir: logDir, Logf: logf,
-		Nodes: joinsRunning + joinsCount, JoinedNodes: joinsRunning, KubeletConfig: kubeletConfig})
-	if err != nil {
-		s.Err = err
-		return s
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			s.Err = errors.Join(s.Err, err)
-		}
-	}()
-	timelines, starts, err := joinNodes(ctx, c, logf)
-	if err != nil {
-		s.Err = err
+	var timelines []realnode.Timeline
+	var starts []realnode.PodStart
+	withRealCluster(ctx, o, s, "joins", 15*time.Minute, realnode.ClusterOptions{Logf: logf,
+		Nodes: joinsRunning + joinsCount, JoinedNodes: joinsRunning, KubeletConfig: kubeletConfig},
+		func(ctx context.Context, c *realnode.Cluster) (err error) {
+			timelines, starts, err = joinNodes(ctx, c, logf)
+			return err
+		})
+	if s.Err != nil || len(timelines) == 0 {
 		return s
 	}
 	column := func(f func(realnode.Timeline) time.Duration) []time.Duration {

@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -21,4 +22,19 @@ func lockMachine() (*os.File, error) {
 		return nil, fmt.Errorf("real node lock: %w", err)
 	}
 	return f, nil
+}
+
+// lockCleanMachine takes the machine's lock and clears what a previous real node, stopped
+// before it could clean up, left behind: its network, cgroups, tunables and work folders.
+func lockCleanMachine() (*os.File, error) {
+	lock, err := lockMachine()
+	if err != nil {
+		return nil, err
+	}
+	teardownNetwork()
+	if err := errors.Join(cleanCgroups(CgroupRoot), restoreTunables(), removeWorkDirs()); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("clean up a previous real node: %w", err)
+	}
+	return lock, nil
 }

@@ -58,14 +58,9 @@ func Prepare(opts Options) (*Node, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("a real node needs root")
 	}
-	lock, err := lockMachine()
+	lock, err := lockCleanMachine()
 	if err != nil {
 		return nil, err
-	}
-	teardownNetwork()
-	if err := errors.Join(cleanCgroups(CgroupRoot), restoreTunables(), removeWorkDirs()); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("clean up a previous real node: %w", err)
 	}
 	before := MachineState()
 	dir, err := os.MkdirTemp("", "nodeready-realnode-")

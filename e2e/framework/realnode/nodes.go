@@ -47,14 +47,9 @@ func PrepareNodes(opts []Options) (*Nodes, error) {
 	if _, err := flannelBinary(); err != nil {
 		return nil, err
 	}
-	lock, err := lockMachine()
+	lock, err := lockCleanMachine()
 	if err != nil {
 		return nil, err
-	}
-	teardownNetwork()
-	if err := errors.Join(cleanCgroups(CgroupRoot), restoreTunables(), removeWorkDirs()); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("clean up a previous real node: %w", err)
 	}
 	s := &Nodes{lock: lock, before: MachineState()}
 	if err := s.prepare(opts); err != nil {
