@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,9 +26,13 @@ type ClusterOptions struct {
 	JoinedNodes int
 	// KubeletConfig is appended to every node's kubelet configuration (Options.KubeletConfig).
 	KubeletConfig string
-	AgentBinary   string // the nodeready binary for the agent image: $NODEREADY_BIN or <repo>/bin/nodeready
-	LogDir        string // kept; required
-	Logf          func(format string, args ...any)
+	// DualStack makes a set of nodes dual-stack, IPv4 first: nodes, pods and Services get an
+	// IPv6 address too (ClusterCIDRv6, ServiceCIDRv6), and the kube-dns Service is
+	// RequireDualStack, so its EndpointSlices list the CoreDNS pods in both families.
+	DualStack   bool
+	AgentBinary string // the nodeready binary for the agent image: $NODEREADY_BIN or <repo>/bin/nodeready
+	LogDir      string // kept; required
+	Logf        func(format string, args ...any)
 }
 
 // Cluster is a control plane with one real node, the images in a registry on the host end of
@@ -83,12 +88,15 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 			name := fmt.Sprintf("%s-%d", opts.NodeName, i)
 			nodes = append(nodes, Options{Name: name, Taints: taints(i), LogDir: filepath.Join(opts.LogDir, name), KubeletConfig: opts.KubeletConfig})
 		}
-		if c.set, err = PrepareNodes(nodes); err != nil {
+		if c.set, err = PrepareNodes(nodes, opts.DualStack); err != nil {
 			return nil, err
 		}
 		c.Nodes, c.Node, c.NodeName = c.set.Nodes, c.set.Nodes[0], c.set.Nodes[0].Name()
 		cidr = ClusterCIDR
 	} else {
+		if opts.DualStack {
+			return nil, errors.New("dual-stack needs a set of nodes (ClusterOptions.Nodes > 1)")
+		}
 		if c.Node, err = Prepare(Options{Name: opts.NodeName, Taints: taints(0), LogDir: opts.LogDir, KubeletConfig: opts.KubeletConfig}); err != nil {
 			return nil, err
 		}
@@ -103,16 +111,21 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	}
 	c.logf("Built and pushed the images in %s: %s (%d bytes), %s, %s", time.Since(start).Round(time.Millisecond),
 		c.Images.Agent, c.Images.AgentSize, c.Images.Pause, c.Images.CoreDNS)
-	if c.CP, err = controlplane.Start(ctx, controlplane.Options{
+	cpOpts := controlplane.Options{
 		LogDir:           filepath.Join(opts.LogDir, "controlplane"),
 		APIServerAddress: HostAddress,
 		ClusterCIDR:      cidr,
 		// The API server reaches the kubelet (logs, exec) at its InternalIP, on the link.
 		APIServerArgs: []string{"--kubelet-preferred-address-types=InternalIP"},
-	}); err != nil {
+	}
+	if opts.DualStack {
+		cpOpts.ClusterCIDR += "," + ClusterCIDRv6
+		cpOpts.APIServerArgs = append(cpOpts.APIServerArgs, "--service-cluster-ip-range="+serviceCIDR+","+ServiceCIDRv6)
+	}
+	if c.CP, err = controlplane.Start(ctx, cpOpts); err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
-	if err = DeployCoreDNS(ctx, c.CP.Client(), c.Images.CoreDNS); err != nil {
+	if err = DeployCoreDNS(ctx, c.CP.Client(), c.Images.CoreDNS, opts.DualStack); err != nil {
 		return nil, err
 	}
 	return c, nil

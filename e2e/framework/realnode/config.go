@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -60,8 +61,13 @@ const cniConfig = `{
 `
 
 // flannelNetConf is flanneld's net-conf.json: the cluster's pod network over VXLAN (without a
-// Backend flanneld would use udp).
-const flannelNetConf = `{"Network": "` + ClusterCIDR + `", "Backend": {"Type": "vxlan"}}` + "\n"
+// Backend flanneld would use udp), and of a dual-stack set its IPv6 network too.
+func flannelNetConf(dualStack bool) string {
+	if dualStack {
+		return `{"Network": "` + ClusterCIDR + `", "EnableIPv6": true, "IPv6Network": "` + ClusterCIDRv6 + `", "Backend": {"Type": "vxlan"}}` + "\n"
+	}
+	return `{"Network": "` + ClusterCIDR + `", "Backend": {"Type": "vxlan"}}` + "\n"
+}
 
 // flannelCNIConfig is the conflist the flannel CNI plugin would hand to the bridge plugin from
 // flanneld's subnet.env (FLANNEL_NETWORK, FLANNEL_SUBNET, FLANNEL_MTU, FLANNEL_IPMASQ): that
@@ -81,10 +87,30 @@ func flannelCNIConfig(subnetEnv string) (string, error) {
 		}
 	}
 	// FLANNEL_SUBNET is the bridge's address with the node's prefix (10.244.1.1/24): host-local
-	// wants the subnet.
-	_, subnet, err := net.ParseCIDR(env["FLANNEL_SUBNET"])
+	// wants the subnet. A dual-stack flanneld adds FLANNEL_IPV6_SUBNET and FLANNEL_IPV6_NETWORK,
+	// and the plugin a second range and route.
+	type subnetRange struct {
+		Subnet string `json:"subnet"`
+	}
+	type route struct {
+		Dst string `json:"dst"`
+	}
+	var ranges [][]subnetRange
+	var routes []route
+	for _, family := range [][2]string{{"FLANNEL_SUBNET", "FLANNEL_NETWORK"}, {"FLANNEL_IPV6_SUBNET", "FLANNEL_IPV6_NETWORK"}} {
+		if env[family[0]] == "" {
+			continue
+		}
+		_, subnet, err := net.ParseCIDR(env[family[0]])
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", family[0], err)
+		}
+		ranges = append(ranges, []subnetRange{{subnet.String()}})
+		routes = append(routes, route{env[family[1]]})
+	}
+	ipam, err := json.Marshal(map[string]any{"type": "host-local", "ranges": ranges, "routes": routes})
 	if err != nil {
-		return "", fmt.Errorf("FLANNEL_SUBNET: %w", err)
+		return "", err
 	}
 	return fmt.Sprintf(`{
   "cniVersion": "1.0.0",
@@ -97,10 +123,10 @@ func flannelCNIConfig(subnetEnv string) (string, error) {
     "hairpinMode": true,
     "ipMasq": %t,
     "mtu": %s,
-    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": %q}]}
+    "ipam": %s
   }]
 }
-`, env["FLANNEL_IPMASQ"] != "true", env["FLANNEL_MTU"], subnet.String(), env["FLANNEL_NETWORK"]), nil
+`, env["FLANNEL_IPMASQ"] != "true", env["FLANNEL_MTU"], ipam), nil
 }
 
 // kubeletConfig registers the node with taints; cgroupfs and failCgroupV1: false because the
@@ -150,7 +176,7 @@ imageGCLowThresholdPercent: 99
 }
 
 // kubeProxyConfig: iptables mode; conntrack limits left as the machine has them (0).
-func kubeProxyConfig(kubeconfig, nodeName, address string) string {
+func kubeProxyConfig(kubeconfig, nodeName, address, clusterCIDRs string) string {
 	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
@@ -165,7 +191,7 @@ conntrack:
   min: 0
   tcpEstablishedTimeout: 0s
   tcpCloseWaitTimeout: 0s
-`, kubeconfig, nodeName, ClusterCIDR, address)
+`, kubeconfig, nodeName, clusterCIDRs, address)
 }
 
 // writeFiles writes path → content, creating directories.

@@ -32,8 +32,10 @@ const corefile = `.:1053 {
 // DeployCoreDNS installs cluster DNS as kubeadm does: the coredns Deployment and the kube-dns
 // Service at ClusterDNS. It does not tolerate the startup taint, like CoreDNS in any cluster:
 // on a cluster whose every node is held, it schedules once the agent released a node
-// (README: Bootstrap: cluster DNS).
-func DeployCoreDNS(ctx context.Context, client kubernetes.Interface, img string) error {
+// (README: Bootstrap: cluster DNS). dualStack makes the Service RequireDualStack, as k3s makes
+// a dual-stack cluster's (k3s-io/k3s#9152): kubeadm's and RKE2's stay single-stack
+// (rancher/rke2#4772), and then its EndpointSlices list only the primary family's addresses.
+func DeployCoreDNS(ctx context.Context, client kubernetes.Interface, img string, dualStack bool) error {
 	const ns, name = "kube-system", "coredns"
 	labels := map[string]string{"k8s-app": "kube-dns"}
 	objs := []func() error{
@@ -66,7 +68,7 @@ func DeployCoreDNS(ctx context.Context, client kubernetes.Interface, img string)
 			return err
 		},
 		func() error {
-			_, err := client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+			svc := &corev1.Service{
 				ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Labels: labels},
 				Spec: corev1.ServiceSpec{
 					Selector:  labels,
@@ -76,7 +78,11 @@ func DeployCoreDNS(ctx context.Context, client kubernetes.Interface, img string)
 						{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(1053)},
 					},
 				},
-			}, metav1.CreateOptions{})
+			}
+			if dualStack {
+				svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+			}
+			_, err := client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
 			return err
 		},
 		func() error {

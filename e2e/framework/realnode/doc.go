@@ -25,7 +25,10 @@
 // (HostAddress/24), so the host gains one link, as with one node. kube-controller-manager gives
 // each Node a pod CIDR of ClusterCIDR and flanneld (VXLAN) runs in each node's namespaces; the
 // CNI configuration is written from its subnet.env. The set holds the lock and puts the
-// machine back as one node does; the underlay and all in it end with its namespace.
+// machine back as one node does; the underlay and all in it end with its namespace. A
+// dual-stack set (ClusterOptions.DualStack) adds an IPv6 side to all of it: nodeAddress6(i) on
+// the underlay, a pod CIDR of ClusterCIDRv6 per Node, Services in ServiceCIDRv6, a second
+// flanneld VXLAN device; IPv4 stays the primary family.
 //
 // Only one real node, or one set, runs on a machine at a time (fixed names and addresses):
 // Prepare and PrepareNodes wait for the one before to stop.

@@ -9,19 +9,21 @@ import (
 )
 
 // MachineState describes the machine-wide state a real node could leave behind: the host's
-// iptables chains of Kubernetes and CNI, ip_forward, the kernel settings the kubelet changes,
-// the paths containerd, the CNI plugins and the kubelet use by default, the node's cgroups
-// and its link. Tests compare it before and after a real node.
+// iptables and ip6tables chains of Kubernetes, CNI and flannel, IPv4 and IPv6 forwarding, the
+// kernel settings the kubelet changes, the paths containerd, the CNI plugins and the kubelet
+// use by default, the node's cgroups and its link. Tests compare it before and after a real node.
 func MachineState() string {
 	var b strings.Builder
-	if out, err := exec.Command("iptables-save").Output(); err == nil {
-		for line := range strings.Lines(string(out)) {
-			if strings.Contains(line, "KUBE-") || strings.Contains(line, "CNI-") {
-				fmt.Fprintf(&b, "iptables: %s", line)
+	for _, save := range []string{"iptables-save", "ip6tables-save"} {
+		if out, err := exec.Command(save).Output(); err == nil {
+			for line := range strings.Lines(string(out)) {
+				if strings.Contains(line, "KUBE-") || strings.Contains(line, "CNI-") || strings.Contains(line, "FLANNEL") {
+					fmt.Fprintf(&b, "%s: %s", save, line)
+				}
 			}
 		}
 	}
-	for _, k := range append([]string{"net/ipv4/ip_forward"}, kernelTunables...) {
+	for _, k := range append([]string{"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"}, kernelTunables...) {
 		v, _ := os.ReadFile(filepath.Join("/proc/sys", k))
 		fmt.Fprintf(&b, "sysctl %s=%s\n", k, strings.TrimSpace(string(v)))
 	}

@@ -32,6 +32,16 @@ const (
 	serviceCIDR = "10.96.0.0/16"
 )
 
+// A dual-stack set's IPv6 side (ClusterOptions.DualStack). fd00::/8 is unique local (RFC
+// 4193): routed nowhere beyond a site, and these exist only in the test's namespaces.
+const (
+	// ClusterCIDRv6 is the pods' IPv6 network: kube-controller-manager gives each Node a /64.
+	ClusterCIDRv6 = "fd00:10:244::/56"
+	// ServiceCIDRv6 is the Services' secondary range (--service-cluster-ip-range).
+	ServiceCIDRv6 = "fd00:10:96::/112"
+	setPrefix6    = 64
+)
+
 // run runs a command and returns its error with its output.
 func run(name string, args ...string) error {
 	out, err := exec.Command(name, args...).CombinedOutput()
@@ -79,6 +89,9 @@ func setupNetwork(pid int) error {
 // nodeAddress is node i's address: NodeAddress for node 0, then the next ones.
 func nodeAddress(i int) string { return "198.18.0." + strconv.Itoa(2+i) }
 
+// nodeAddress6 is node i's IPv6 address in a dual-stack set.
+func nodeAddress6(i int) string { return "fd00:198:18::" + strconv.FormatInt(int64(2+i), 16) }
+
 func underlayPort(i int) string { return "node" + strconv.Itoa(i) }
 
 // inNetns runs a command in the network namespace of pid.
@@ -118,8 +131,8 @@ func setupUnderlay(upid int) error {
 
 // joinUnderlay links node i (its namespace held by pid) to the underlay's bridge: eth0 in the
 // node with nodeAddress(i)/24, the other end a port of the bridge; then the node's side as
-// setupNetwork sets it up.
-func joinUnderlay(upid, pid, i int) error {
+// setupNetwork sets it up, and of a dual-stack set its IPv6 side too.
+func joinUnderlay(upid, pid, i int, dualStack bool) error {
 	steps := [][]string{
 		{"ip", "link", "add", underlayPort(i), "type", "veth", "peer", "name", "eth0", "netns", strconv.Itoa(pid)},
 		{"ip", "link", "set", underlayPort(i), "master", underlayBridge, "up"},
@@ -129,7 +142,24 @@ func joinUnderlay(upid, pid, i int) error {
 			return fmt.Errorf("node %d network: %w", i, err)
 		}
 	}
-	return nodeSide(pid, nodeAddress(i), setPrefix)
+	if err := nodeSide(pid, nodeAddress(i), setPrefix); err != nil {
+		return err
+	}
+	if !dualStack {
+		return nil
+	}
+	for _, step := range [][]string{
+		// nodad: the address is usable at once, not after duplicate address detection.
+		{"ip", "-6", "addr", "add", nodeAddress6(i) + "/" + strconv.Itoa(setPrefix6), "dev", "eth0", "nodad"},
+		{"ip", "-6", "route", "add", ServiceCIDRv6, "dev", "eth0"},
+		{"sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"},
+		{"sysctl", "-qw", "net.bridge.bridge-nf-call-ip6tables=1"},
+	} {
+		if err := inNetns(pid, step...); err != nil {
+			return fmt.Errorf("node %d IPv6 network: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // nodeSide sets up the node's end, eth0, in the namespace of pid.

@@ -46,6 +46,7 @@ type Node struct {
 	// nodeCgroup(i), and the set holds the lock, the underlay and the machine's cleanup.
 	index    int
 	address  string
+	address6 string // of a dual-stack set; else empty
 	cgroup   string
 	set      *Nodes
 	flanneld bool // the set's pod network: flanneld writes the CNI configuration's subnet
@@ -95,7 +96,7 @@ func (n *Node) prepare() error {
 		return fmt.Errorf("node namespaces: %w", err)
 	}
 	if n.set != nil {
-		return joinUnderlay(n.set.underlayPid, n.nsPid, n.index)
+		return joinUnderlay(n.set.underlayPid, n.nsPid, n.index, n.address6 != "")
 	}
 	return setupNetwork(n.nsPid)
 }
@@ -116,7 +117,7 @@ func (n *Node) Start(ctx context.Context, cp *controlplane.ControlPlane, registr
 		filepath.Join(ctrd, "certs.d", registry, "hosts.toml"): registryHosts(registry),
 		filepath.Join(kubelet, "config.yaml"):                  kubeletConfig(kubelet, cp.CAFile(), socketPath(ctrd), n.cgroup, n.address, n.opts.Taints) + n.opts.KubeletConfig,
 		filepath.Join(kubelet, "resolv.conf"):                  "",
-		filepath.Join(proxy, "config.yaml"):                    kubeProxyConfig(filepath.Join(proxy, "kubeconfig"), n.opts.Name, n.address),
+		filepath.Join(proxy, "config.yaml"):                    kubeProxyConfig(filepath.Join(proxy, "kubeconfig"), n.opts.Name, n.address, n.clusterCIDRs()),
 	}
 	if !n.flanneld {
 		files[filepath.Join(ctrd, "cni", "10-nodeready.conflist")] = cniConfig
@@ -163,7 +164,7 @@ func (n *Node) Start(ctx context.Context, cp *controlplane.ControlPlane, registr
 		"--root-dir="+filepath.Join(kubelet, "root"),
 		"--cert-dir="+filepath.Join(kubelet, "pki"),
 		"--hostname-override="+n.opts.Name,
-		"--node-ip="+n.address,
+		"--node-ip="+n.nodeIPs(),
 		"--v=2")
 	if err != nil {
 		return err
@@ -259,6 +260,24 @@ func (n *Node) Name() string { return n.opts.Name }
 
 // Address is the node's InternalIP.
 func (n *Node) Address() string { return n.address }
+
+// nodeIPs is the kubelet's --node-ip: the node's address, and of a dual-stack node its IPv6
+// address second (IPv4 stays the primary family, as the control plane's ranges are).
+func (n *Node) nodeIPs() string {
+	if n.address6 == "" {
+		return n.address
+	}
+	return n.address + "," + n.address6
+}
+
+// clusterCIDRs is the pod network kube-proxy tells apart from the rest: ClusterCIDR, and of a
+// dual-stack node ClusterCIDRv6 too.
+func (n *Node) clusterCIDRs() string {
+	if n.address6 == "" {
+		return ClusterCIDR
+	}
+	return ClusterCIDR + "," + ClusterCIDRv6
+}
 
 // PodPids returns the processes of the pod with uid on this node: its containers share the
 // sandbox's network namespace, which a test enters through any of them.

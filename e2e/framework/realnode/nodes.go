@@ -22,8 +22,12 @@ import (
 // ClusterCIDR from kube-controller-manager (controlplane.Options.ClusterCIDR) and flanneld
 // (VXLAN, in each node's namespace) routes between the nodes. The set holds the machine-wide
 // lock from PrepareNodes to Stop, and puts the machine back as a single node does.
+//
+// A dual-stack set gives each node an IPv6 address too (nodeAddress6(i)), pods an address of
+// ClusterCIDRv6 beside their IPv4 one, and flanneld a second VXLAN device for IPv6.
 type Nodes struct {
 	Nodes       []*Node
+	dualStack   bool
 	lock        *os.File
 	before      string
 	after       string
@@ -36,8 +40,10 @@ const FlannelBinEnv = "NODEREADY_FLANNEL_BIN"
 
 // PrepareNodes cleans what a killed run left, then creates the underlay and one node per
 // options (their Name, Taints and LogDir; node i is the i-th). The control plane can bind
-// HostAddress once it returns; each node's Start starts its daemons and flanneld.
-func PrepareNodes(opts []Options) (*Nodes, error) {
+// HostAddress once it returns; each node's Start starts its daemons and flanneld. dualStack
+// makes the set dual-stack: its control plane must then allocate both families
+// (ClusterCIDRv6, ServiceCIDRv6; StartCluster does).
+func PrepareNodes(opts []Options, dualStack bool) (*Nodes, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("real nodes need root")
 	}
@@ -51,7 +57,7 @@ func PrepareNodes(opts []Options) (*Nodes, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Nodes{lock: lock, before: MachineState()}
+	s := &Nodes{lock: lock, before: MachineState(), dualStack: dualStack}
 	if err := s.prepare(opts); err != nil {
 		s.Stop()
 		return nil, err
@@ -88,6 +94,9 @@ func (s *Nodes) prepare(opts []Options) error {
 			return err
 		}
 		n := &Node{opts: o, dir: dir, index: i, address: nodeAddress(i), cgroup: nodeCgroup(i), set: s, flanneld: true}
+		if s.dualStack {
+			n.address6 = nodeAddress6(i)
+		}
 		s.Nodes = append(s.Nodes, n)
 		if err := n.prepare(); err != nil {
 			return fmt.Errorf("node %s: %w", o.Name, err)
@@ -195,7 +204,7 @@ func (n *Node) startFlannel(ctx context.Context, cp *controlplane.ControlPlane, 
 	}
 	dir := filepath.Join(n.dir, "flannel")
 	subnetEnv := filepath.Join(dir, "subnet.env")
-	if err := writeFiles(map[string]string{filepath.Join(dir, "net-conf.json"): flannelNetConf}); err != nil {
+	if err := writeFiles(map[string]string{filepath.Join(dir, "net-conf.json"): flannelNetConf(n.address6 != "")}); err != nil {
 		return err
 	}
 	if err := cp.WriteClientKubeconfig(filepath.Join(dir, "kubeconfig"), flannelUser); err != nil {

@@ -34,6 +34,13 @@ func startCluster(t *testing.T, n int) *realnode.Cluster { return startNodes(t, 
 // of them register without nodeready's startup taint.
 func startNodes(t *testing.T, n, joined, started int) *realnode.Cluster {
 	t.Helper()
+	return startClusterWith(t, realnode.ClusterOptions{Nodes: n, JoinedNodes: joined}, started)
+}
+
+// startClusterWith starts the control plane and the first started nodes of a cluster with opts
+// (its LogDir and Logf are the test's); the logs are kept when the test fails.
+func startClusterWith(t *testing.T, opts realnode.ClusterOptions, started int) *realnode.Cluster {
+	t.Helper()
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
 		t.Skip("real nodes need Linux and root")
 	}
@@ -42,7 +49,8 @@ func startNodes(t *testing.T, n, joined, started int) *realnode.Cluster {
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	begin := time.Now()
-	c, err := realnode.StartCluster(ctx, realnode.ClusterOptions{LogDir: logDir, Logf: t.Logf, Nodes: n, JoinedNodes: joined})
+	opts.LogDir, opts.Logf = logDir, t.Logf
+	c, err := realnode.StartCluster(ctx, opts)
 	if err != nil {
 		t.Fatalf("start cluster (logs in %s): %v", logDir, err)
 	}
@@ -67,7 +75,7 @@ func startNodes(t *testing.T, n, joined, started int) *realnode.Cluster {
 			t.Fatalf("logs in %s: %v", logDir, err)
 		}
 	}
-	t.Logf("%d of %d nodes up in %s", started, n, time.Since(begin).Round(time.Millisecond))
+	t.Logf("%d of %d nodes up in %s", started, len(c.Nodes), time.Since(begin).Round(time.Millisecond))
 	return c
 }
 

@@ -1,0 +1,112 @@
+package multinode_test
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nodeready/nodeready/e2e/framework/realnode"
+)
+
+// TestDualStackJoiningNodeChecksBothFamilies: on a dual-stack cluster (IPv4 first; flanneld
+// with a VXLAN device per family) the kube-dns Service's EndpointSlices list the CoreDNS pod in
+// both families, and the podnetwork check reaches it by each. A joining node whose IPv6 VXLAN
+// traffic does not leave it, while its IPv4 path works, is held: the failure names the pod's
+// IPv6 address and not its IPv4 one, which a check of one family would have passed. Once the
+// traffic flows the node is released, the condition naming both addresses.
+func TestDualStackJoiningNodeChecksBothFamilies(t *testing.T) {
+	c := startClusterWith(t, realnode.ClusterOptions{Nodes: 3, JoinedNodes: 2, DualStack: true}, 2)
+	ctx := t.Context()
+	client := c.CP.Client()
+	readyCoreDNS(t, c)
+	dns := coreDNSPod(t, c)
+	v4, v6 := podIPOfFamily(t, dns, false), podIPOfFamily(t, dns, true)
+	t.Logf("CoreDNS %s and %s on %s", v4, v6, dns.Spec.NodeName)
+
+	// The EndpointSlice controller's view, which the check reads: a slice per family.
+	families := map[discoveryv1.AddressType]bool{}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		slices, err := client.DiscoveryV1().EndpointSlices("kube-system").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kube-dns"})
+		if err != nil {
+			return false, nil
+		}
+		clear(families)
+		for _, s := range slices.Items {
+			for _, ep := range s.Endpoints {
+				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+					families[s.AddressType] = true
+				}
+			}
+		}
+		return families[discoveryv1.AddressTypeIPv4] && families[discoveryv1.AddressTypeIPv6], nil
+	})
+	require.NoError(t, err, "kube-dns EndpointSlices with a ready endpoint in both families: %v", families)
+
+	installWithPodNetwork(t, c, 2)
+	// A failed verification sooner: two rounds of checks that give up after 3s each.
+	_, err = c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
+		`-p={"data":{"CHECK_TIMEOUT":"3s","MAX_RETRIES":"2"}}`)
+	require.NoError(t, err)
+	joining := c.Nodes[2]
+	drop := []string{"OUTPUT", "-o", "eth0", "-p", "udp", "--dport", "8472", "-j", "DROP"} // flannel's VXLAN port, here over IPv6
+	require.NoError(t, joining.InNetns(append([]string{"ip6tables", "-I"}, drop...)...))
+	require.NoError(t, c.StartNodeAt(ctx, 2))
+
+	var cond *corev1.NodeCondition
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, joining.Name(), metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		cond = verifiedCondition(n)
+		return cond != nil && cond.Reason == "ChecksFailed", nil
+	})
+	require.NoError(t, err, "the joining node held by its checks; condition %+v", cond)
+	t.Logf("held: %s", cond.Message)
+	assert.Contains(t, cond.Message, v6+" on "+dns.Spec.NodeName, "the IPv6 address named")
+	assert.NotContains(t, cond.Message, v4+" on ", "the IPv4 address reached")
+	n, err := client.CoreV1().Nodes().Get(ctx, joining.Name(), metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, n.Labels, verifiedLabel)
+
+	require.NoError(t, joining.InNetns(append([]string{"ip6tables", "-D"}, drop...)...))
+	released := waitVerified(t, c, joining.Name())
+	t.Logf("released: %s", verifiedCondition(released).Message)
+	assert.Contains(t, verifiedCondition(released).Message, "podnetwork reached "+v4+" on "+dns.Spec.NodeName+", "+v6+" on "+dns.Spec.NodeName)
+}
+
+// coreDNSPod returns the ready CoreDNS pod.
+func coreDNSPod(t *testing.T, c *realnode.Cluster) *corev1.Pod {
+	t.Helper()
+	pods, err := c.CP.Client().CoreV1().Pods("kube-system").List(t.Context(), metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+	require.NoError(t, err)
+	for i, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Ready && p.DeletionTimestamp == nil {
+				return &pods.Items[i]
+			}
+		}
+	}
+	t.Fatalf("no ready CoreDNS pod: %+v", pods.Items)
+	return nil
+}
+
+// podIPOfFamily returns the pod's address of one family; a pod without it fails t.
+func podIPOfFamily(t *testing.T, p *corev1.Pod, ipv6 bool) string {
+	t.Helper()
+	for _, ip := range p.Status.PodIPs {
+		if a, err := netip.ParseAddr(ip.IP); err == nil && a.Is6() == ipv6 {
+			return ip.IP
+		}
+	}
+	t.Fatalf("pod %s has no address of the family (IPv6 %t): %v", p.Name, ipv6, p.Status.PodIPs)
+	return ""
+}
