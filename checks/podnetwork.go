@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,7 +35,9 @@ var ErrNoPodsElsewhere = fmt.Errorf("%w: cannot be checked: no ready endpoint on
 // that run on other nodes, one on each of up to Nodes nodes, spread over zones, probed at
 // once. No Service address and no kube-proxy rule is on the way, only this node's pod
 // network to theirs (the CNI's routes, tunnels and policies), which a node whose CNI agent
-// runs and which is Ready may not have yet. Dual-stack endpoints are probed in each family.
+// runs and which is Ready may not have yet. Dual-stack endpoints are probed in each family;
+// a family this pod has an address of but the Service lists no pod in (a single-stack Service
+// on a dual-stack node) cannot be probed, and a pass says so.
 type PodNetwork struct {
 	client             kubernetes.Interface
 	node               string
@@ -58,6 +61,9 @@ type PodProbe struct {
 	Port string
 	// Dialer dials every probe; a zero net.Dialer when nil.
 	Dialer *net.Dialer
+	// LocalAddrs lists this pod's addresses, whose families a pass compares with the
+	// Service's; net.InterfaceAddrs when nil.
+	LocalAddrs func() ([]net.Addr, error)
 }
 
 // NewPodNetwork returns a check, run on node, of the pods of namespace/service on up to
@@ -65,6 +71,9 @@ type PodProbe struct {
 func NewPodNetwork(client kubernetes.Interface, node, namespace, service string, nodes int, p PodProbe) *PodNetwork {
 	if p.Dialer == nil {
 		p.Dialer = &net.Dialer{}
+	}
+	if p.LocalAddrs == nil {
+		p.LocalAddrs = net.InterfaceAddrs
 	}
 	if p.DNSName != "" && !strings.HasSuffix(p.DNSName, ".") {
 		p.DNSName += "." // asked as written: the pod's search list would send several questions
@@ -80,7 +89,9 @@ func (c *PodNetwork) Target() string {
 	return fmt.Sprintf("pods of %s/%s on up to %d other nodes", c.namespace, c.service, c.nodes)
 }
 
-// Reached lists the pods the last passing run reached, as "IP on node".
+// Reached lists the pods the last passing run reached, as "IP on node", and last, when this
+// pod has an address of a family the Service lists no pod on another node in, that the
+// family was not checked.
 func (c *PodNetwork) Reached() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -127,10 +138,39 @@ func (c *PodNetwork) Run(ctx context.Context) error {
 		return fmt.Errorf("cannot reach %d of %d pods of %s/%s on other nodes: %s",
 			len(failed), len(targets), c.namespace, c.service, strings.Join(failed, "; "))
 	}
+	if family := c.unprobedFamily(targets); family != "" {
+		reached = append(reached, fmt.Sprintf("%s not checked: %s/%s lists no %s address of a pod on another node, and this pod has one",
+			family, c.namespace, c.service, family))
+	}
 	c.mu.Lock()
 	c.reached = reached
 	c.mu.Unlock()
 	return nil
+}
+
+// unprobedFamily returns "IPv4" or "IPv6" when this pod has a global address of that family
+// and no target is of it, else "". Without its addresses it says nothing.
+func (c *PodNetwork) unprobedFamily(targets []podTarget) string {
+	addrs, err := c.probe.LocalAddrs()
+	if err != nil {
+		return ""
+	}
+	probed := map[bool]bool{} // is IPv6 -> a target of that family
+	for _, t := range targets {
+		if a, err := netip.ParseAddr(t.addr); err == nil {
+			probed[a.Unmap().Is6()] = true
+		}
+	}
+	for _, addr := range addrs {
+		p, err := netip.ParsePrefix(addr.String())
+		if err != nil || !p.Addr().IsGlobalUnicast() {
+			continue
+		}
+		if v6 := p.Addr().Unmap().Is6(); !probed[v6] {
+			return map[bool]string{false: "IPv4", true: "IPv6"}[v6]
+		}
+	}
+	return ""
 }
 
 // choose picks the pods to probe: ready endpoints on other nodes, the nodes taken in turn

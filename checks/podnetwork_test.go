@@ -63,7 +63,8 @@ func TestPodNetworkReachesPodsOnOtherNodes(t *testing.T) {
 		podSlice(t, "a2", a2.Addr(), "node-a2", "zone-a", corev1.ProtocolUDP),
 		podSlice(t, "b1", b1.Addr(), "node-b1", "zone-b", corev1.ProtocolUDP),
 	)
-	c := checks.NewPodNetwork(client, "node-self", "kube-system", "kube-dns", 2, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local"})
+	c := checks.NewPodNetwork(client, "node-self", "kube-system", "kube-dns", 2, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local",
+		LocalAddrs: podAddrs("10.244.0.5/24")})
 	requireIdentity(t, c, "podnetwork", "pods of kube-system/kube-dns on up to 2 other nodes")
 
 	res := checks.Execute(t.Context(), c, 5*time.Second)
@@ -152,7 +153,44 @@ func TestPodNetworkDualStack(t *testing.T) {
 		podSlice(t, "v4", v4, "node-b", "", corev1.ProtocolTCP),
 		podSlice(t, "v6", v6, "node-b", "", corev1.ProtocolTCP),
 	)
-	c := checks.NewPodNetwork(client, "node-a", "kube-system", "kube-dns", 1, checks.PodProbe{})
+	c := checks.NewPodNetwork(client, "node-a", "kube-system", "kube-dns", 1, checks.PodProbe{LocalAddrs: podAddrs("10.244.0.5/24", "fd00:10:244::5/64")})
 	require.NoError(t, checks.Execute(t.Context(), c, time.Second).Err)
 	assert.Equal(t, []string{"127.0.0.1 on node-b", "::1 on node-b"}, c.Reached())
+}
+
+// TestPodNetworkSaysWhichFamilyWasNotChecked: on a dual-stack pod, a Service whose
+// EndpointSlices list only IPv4 (a single-stack kube-dns on a dual-stack cluster) passes on
+// its IPv4 pods, and the pass says IPv6 was not checked; an IPv4-only pod, or link-local and
+// loopback IPv6 addresses, do not make it say so.
+func TestPodNetworkSaysWhichFamilyWasNotChecked(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	client := fake.NewClientset(podSlice(t, "v4", acceptAll(t, ln), "node-b", "", corev1.ProtocolTCP))
+	for _, tt := range []struct {
+		addrs []string
+		want  []string
+	}{
+		{[]string{"10.244.0.5/24", "fd00:10:244::5/64", "fe80::1/64", "::1/128"},
+			[]string{"127.0.0.1 on node-b", "IPv6 not checked: kube-system/kube-dns lists no IPv6 address of a pod on another node, and this pod has one"}},
+		{[]string{"10.244.0.5/24", "fe80::1/64", "::1/128"}, []string{"127.0.0.1 on node-b"}},
+	} {
+		c := checks.NewPodNetwork(client, "node-a", "kube-system", "kube-dns", 1, checks.PodProbe{LocalAddrs: podAddrs(tt.addrs...)})
+		require.NoError(t, checks.Execute(t.Context(), c, time.Second).Err)
+		assert.Equal(t, tt.want, c.Reached(), "pod addresses %v", tt.addrs)
+	}
+}
+
+// podAddrs stands for the agent pod's interface addresses.
+func podAddrs(prefixes ...string) func() ([]net.Addr, error) {
+	return func() ([]net.Addr, error) {
+		var out []net.Addr
+		for _, p := range prefixes {
+			ip, n, err := net.ParseCIDR(p)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, &net.IPNet{IP: ip, Mask: n.Mask})
+		}
+		return out, nil
+	}
 }

@@ -3,6 +3,7 @@ package multinode_test
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,9 @@ import (
 // both families, and the podnetwork check reaches it by each. A joining node whose IPv6 VXLAN
 // traffic does not leave it, while its IPv4 path works, is held: the failure names the pod's
 // IPv6 address and not its IPv4 one, which a check of one family would have passed. Once the
-// traffic flows the node is released, the condition naming both addresses.
+// traffic flows the node is released, the condition naming both addresses. Then kube-dns is
+// made single-stack, as kubeadm and RKE2 make it, and the node, its IPv6 traffic dropped again,
+// is re-verified: released on IPv4 alone, and its condition says IPv6 was not checked.
 func TestDualStackJoiningNodeChecksBothFamilies(t *testing.T) {
 	c := startClusterWith(t, realnode.ClusterOptions{Nodes: 3, JoinedNodes: 2, DualStack: true}, 2)
 	ctx := t.Context()
@@ -32,27 +35,11 @@ func TestDualStackJoiningNodeChecksBothFamilies(t *testing.T) {
 	t.Logf("CoreDNS %s and %s on %s", v4, v6, dns.Spec.NodeName)
 
 	// The EndpointSlice controller's view, which the check reads: a slice per family.
-	families := map[discoveryv1.AddressType]bool{}
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		slices, err := client.DiscoveryV1().EndpointSlices("kube-system").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kube-dns"})
-		if err != nil {
-			return false, nil
-		}
-		clear(families)
-		for _, s := range slices.Items {
-			for _, ep := range s.Endpoints {
-				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
-					families[s.AddressType] = true
-				}
-			}
-		}
-		return families[discoveryv1.AddressTypeIPv4] && families[discoveryv1.AddressTypeIPv6], nil
-	})
-	require.NoError(t, err, "kube-dns EndpointSlices with a ready endpoint in both families: %v", families)
+	waitDNSFamilies(t, c, discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6)
 
 	installWithPodNetwork(t, c, 2)
 	// A failed verification sooner: two rounds of checks that give up after 3s each.
-	_, err = c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
+	_, err := c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
 		`-p={"data":{"CHECK_TIMEOUT":"3s","MAX_RETRIES":"2"}}`)
 	require.NoError(t, err)
 	joining := c.Nodes[2]
@@ -81,6 +68,65 @@ func TestDualStackJoiningNodeChecksBothFamilies(t *testing.T) {
 	released := waitVerified(t, c, joining.Name())
 	t.Logf("released: %s", verifiedCondition(released).Message)
 	assert.Contains(t, verifiedCondition(released).Message, "podnetwork reached "+v4+" on "+dns.Spec.NodeName+", "+v6+" on "+dns.Spec.NodeName)
+
+	// kube-dns single-stack: its IPv6 slice goes. The same break, and a re-verification once
+	// the agent is gone (until then its settle window would put a removed label back).
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=nodeready"})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	require.NoError(t, err, "the agent pod gone after the release")
+	_, err = c.Kubectl(ctx, "-n", "kube-system", "patch", "service", "kube-dns", "--type=merge",
+		`-p={"spec":{"ipFamilyPolicy":"SingleStack","ipFamilies":["IPv4"],"clusterIPs":["`+realnode.ClusterDNS+`"]}}`)
+	require.NoError(t, err)
+	waitDNSFamilies(t, c, discoveryv1.AddressTypeIPv4)
+	require.NoError(t, joining.InNetns(append([]string{"ip6tables", "-I"}, drop...)...))
+	_, err = c.Kubectl(ctx, "label", "node", joining.Name(), verifiedLabel+"-")
+	require.NoError(t, err)
+	const notChecked = "IPv6 not checked: kube-system/kube-dns lists no IPv6 address of a pod on another node, and this pod has one"
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, joining.Name(), metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		_, verified := n.Labels[verifiedLabel]
+		cond = verifiedCondition(n)
+		return verified && cond != nil && strings.Contains(cond.Message, notChecked), nil
+	})
+	require.NoError(t, err, "re-verified on IPv4 alone, saying IPv6 was not checked; condition %+v", cond)
+	t.Logf("re-verified: %s", cond.Message)
+	assert.Contains(t, cond.Message, "podnetwork reached "+v4+" on "+dns.Spec.NodeName+", "+notChecked)
+}
+
+// waitDNSFamilies waits until the kube-dns EndpointSlices have a ready endpoint in exactly
+// the address families given.
+func waitDNSFamilies(t *testing.T, c *realnode.Cluster, want ...discoveryv1.AddressType) {
+	t.Helper()
+	families := map[discoveryv1.AddressType]bool{}
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.CP.Client().DiscoveryV1().EndpointSlices("kube-system").List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kube-dns"})
+		if err != nil {
+			return false, nil
+		}
+		clear(families)
+		for _, s := range list.Items {
+			for _, ep := range s.Endpoints {
+				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+					families[s.AddressType] = true
+				}
+			}
+		}
+		if len(families) != len(want) {
+			return false, nil
+		}
+		for _, f := range want {
+			if !families[f] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "kube-dns EndpointSlices with ready endpoints in %v; have %v", want, families)
 }
 
 // coreDNSPod returns the ready CoreDNS pod.
