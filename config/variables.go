@@ -65,7 +65,7 @@ func (l *loader) variables() []variable {
 		env("RETRY_BACKOFF_BASE", "1s", duration(&c.RetryBackoffBase), "First delay between rounds (every delay with constant and linear); unset with linear, it is 5s, kube-node-ready's delay"),
 		env("RETRY_BACKOFF_MAX", "30s", duration(&c.RetryBackoffMax), "Longest delay between rounds; after a recorded failure, checks repeat at this interval"),
 		env("CHECK_TIMEOUT", "10s", duration(&c.CheckTimeout), "Time limit of one check in one round"),
-		env("SETTLE_TIME", "2s", duration(&c.SettleTime), "After the release, watch the own node this long and release it again if the startup taint comes back; 0 turns it off; keep it well below the pod's terminationGracePeriodSeconds"),
+		env("SETTLE_TIME", "2s", duration(&c.SettleTime), "After the release, watch the own node this long and release it again if the startup taint comes back or the label goes (so a `kubectl label node NODE node-ready/verified-` in that window is undone: re-verify once the agent pod is gone); 0 turns it off; keep it well below the pod's terminationGracePeriodSeconds"),
 
 		env("CHECKS", "dns,tcp,apiserver,endpoints", list(&l.checks), "Checks to run, comma-separated: dns, tcp, http, apiserver, endpoints, podnetwork, and the gates daemonsets, conditions, resources, csi, dra, command"),
 

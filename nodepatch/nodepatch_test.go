@@ -374,6 +374,24 @@ func TestSettleReleasesAgainWhenTheTaintComesBack(t *testing.T) {
 	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
 }
 
+// TestSettleLabelsAgainWhenTheLabelGoes: within the window a removed label is put back, as a
+// returning taint is removed (README: SETTLE_TIME); a re-verification waits for the agent to exit.
+func TestSettleLabelsAgainWhenTheLabelGoes(t *testing.T) {
+	p, client := released(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
+
+	done := settleInBackground(t, p, client)
+	n := getNode(t, client)
+	delete(n.Labels, "node-ready/verified")
+	putNode(t, client, n)
+
+	r := <-done
+	require.NoError(t, r.err)
+	assert.Equal(t, 1, r.again)
+	n = getNode(t, client)
+	assert.Equal(t, "true", n.Labels["node-ready/verified"], "labelled again at the end of the window")
+	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
+}
+
 // TestFailOpenSaysSoInTheLabel: a release with failing checks sets the verified label to
 // failed-open in the same write that removes the startup taint, keeps every other taint and
 // label, counts as released, and a taint that comes back is removed again with the same
