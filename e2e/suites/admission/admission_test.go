@@ -6,6 +6,7 @@
 package admission
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"maps"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework/promtext"
 )
 
 var (
@@ -95,6 +97,23 @@ func TestStartupTaintPolicy(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { checkNode(t, admin, tc) })
 	}
+
+	// NodeReadyTaintPolicyFailing (manifests/monitoring/) reads the API server's count of the
+	// policy's mutations by outcome: the series is there, under the name and labels it selects.
+	t.Run("the API server counts the policy's mutations, as the alert reads them", func(t *testing.T) {
+		raw, err := admin.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
+		require.NoError(t, err)
+		samples, err := promtext.Parse(bytes.NewReader(raw), "apiserver_mutating_admission_policy_check_total")
+		require.NoError(t, err)
+		var mutated float64
+		for _, s := range samples {
+			if s.Labels["policy"] == "nodeready-startup-taint" && s.Labels["policy_binding"] == "nodeready-startup-taint" &&
+				s.Labels["error_type"] == "no_error" {
+				mutated += s.Value
+			}
+		}
+		assert.Positive(t, mutated, "no apiserver_mutating_admission_policy_check_total{policy=\"nodeready-startup-taint\", error_type=\"no_error\"}: %v", samples)
+	})
 
 	t.Run("the check in manifests/node-creation/README.md shows the taint", func(t *testing.T) {
 		out := kubectlWithInput(t, cp, "apiVersion: v1\nkind: Node\nmetadata:\n  name: policy-check\n  labels:\n    kubernetes.io/os: linux\n",
