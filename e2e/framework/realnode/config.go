@@ -63,10 +63,11 @@ const cniConfig = `{
 // flannelNetConf is flanneld's net-conf.json: the cluster's pod network over VXLAN (without a
 // Backend flanneld would use udp), and of a dual-stack set its IPv6 network too.
 func flannelNetConf(dualStack bool) string {
+	ipv6 := ""
 	if dualStack {
-		return `{"Network": "` + ClusterCIDR + `", "EnableIPv6": true, "IPv6Network": "` + ClusterCIDRv6 + `", "Backend": {"Type": "vxlan"}}` + "\n"
+		ipv6 = `"EnableIPv6": true, "IPv6Network": "` + ClusterCIDRv6 + `", `
 	}
-	return `{"Network": "` + ClusterCIDR + `", "Backend": {"Type": "vxlan"}}` + "\n"
+	return `{"Network": "` + ClusterCIDR + `", ` + ipv6 + `"Backend": {"Type": "vxlan"}}` + "\n"
 }
 
 // flannelCNIConfig is the conflist the flannel CNI plugin would hand to the bridge plugin from

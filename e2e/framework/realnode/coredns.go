@@ -132,15 +132,26 @@ func DeployCoreDNS(ctx context.Context, client kubernetes.Interface, img string,
 
 // WaitClusterDNS waits for a ready CoreDNS pod and returns its IP and node.
 func (c *Cluster) WaitClusterDNS(ctx context.Context) (ip, node string, err error) {
-	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	p, err := c.WaitClusterDNSPod(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	return p.Status.PodIP, p.Spec.NodeName, nil
+}
+
+// WaitClusterDNSPod waits for a ready CoreDNS pod and returns it (its IPs of every family are
+// in Status.PodIPs).
+func (c *Cluster) WaitClusterDNSPod(ctx context.Context) (*corev1.Pod, error) {
+	var ready *corev1.Pod
+	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		pods, err := c.CP.Client().CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
 		if err != nil {
 			return false, nil
 		}
-		for _, p := range pods.Items {
+		for i, p := range pods.Items {
 			for _, cs := range p.Status.ContainerStatuses {
 				if cs.Ready {
-					ip, node = p.Status.PodIP, p.Spec.NodeName
+					ready = &pods.Items[i]
 					return true, nil
 				}
 			}
@@ -148,7 +159,7 @@ func (c *Cluster) WaitClusterDNS(ctx context.Context) (ip, node string, err erro
 		return false, nil
 	})
 	if err != nil {
-		return "", "", fmt.Errorf("no ready CoreDNS pod: %w", err)
+		return nil, fmt.Errorf("no ready CoreDNS pod: %w", err)
 	}
-	return ip, node, nil
+	return ready, nil
 }

@@ -29,8 +29,10 @@ func TestDualStackJoiningNodeChecksBothFamilies(t *testing.T) {
 	c := startClusterWith(t, realnode.ClusterOptions{Nodes: 3, JoinedNodes: 2, DualStack: true}, 2)
 	ctx := t.Context()
 	client := c.CP.Client()
-	readyCoreDNS(t, c)
-	dns := coreDNSPod(t, c)
+	dnsCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	dns, err := c.WaitClusterDNSPod(dnsCtx)
+	require.NoError(t, err, "CoreDNS ready on a running node")
 	v4, v6 := podIPOfFamily(t, dns, false), podIPOfFamily(t, dns, true)
 	t.Logf("CoreDNS %s and %s on %s", v4, v6, dns.Spec.NodeName)
 
@@ -39,7 +41,7 @@ func TestDualStackJoiningNodeChecksBothFamilies(t *testing.T) {
 
 	installWithPodNetwork(t, c, 2)
 	// A failed verification sooner: two rounds of checks that give up after 3s each.
-	_, err := c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
+	_, err = c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
 		`-p={"data":{"CHECK_TIMEOUT":"3s","MAX_RETRIES":"2"}}`)
 	require.NoError(t, err)
 	joining := c.Nodes[2]
@@ -127,22 +129,6 @@ func waitDNSFamilies(t *testing.T, c *realnode.Cluster, want ...discoveryv1.Addr
 		return true, nil
 	})
 	require.NoError(t, err, "kube-dns EndpointSlices with ready endpoints in %v; have %v", want, families)
-}
-
-// coreDNSPod returns the ready CoreDNS pod.
-func coreDNSPod(t *testing.T, c *realnode.Cluster) *corev1.Pod {
-	t.Helper()
-	pods, err := c.CP.Client().CoreV1().Pods("kube-system").List(t.Context(), metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
-	require.NoError(t, err)
-	for i, p := range pods.Items {
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Ready && p.DeletionTimestamp == nil {
-				return &pods.Items[i]
-			}
-		}
-	}
-	t.Fatalf("no ready CoreDNS pod: %+v", pods.Items)
-	return nil
 }
 
 // podIPOfFamily returns the pod's address of one family; a pod without it fails t.
