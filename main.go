@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/nodeready/nodeready/agent"
-	"github.com/nodeready/nodeready/config"
-	"github.com/nodeready/nodeready/wiring"
-	"github.com/nodeready/nodeready/wiring/sigterm"
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/wiring"
+	"github.com/nodeready/nodeready/internal/wiring/sigterm"
 )
 
 // Set with -ldflags "-X main.version=... -X main.revision=...".

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeready/nodeready/agent"
-	"github.com/nodeready/nodeready/config"
+	"github.com/nodeready/nodeready/internal/config"
 )
 
 // cleanEnv unsets every variable the agent reads, then sets base, so a test

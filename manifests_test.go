@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeready/nodeready/nodepatch"
-	"github.com/nodeready/nodeready/report"
+	"github.com/nodeready/nodeready/internal/report"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // Claims about what the agent tolerates, in the prose of the manifests, the examples and the
@@ -91,10 +91,10 @@ func TestGracePeriodIsTheAgents(t *testing.T) {
 }
 
 // TestPolicyNamesTheAgentsFieldManager: the own-node policy lets the field manager the
-// agent writes as (nodepatch.FieldManager) own its fields; under any other name its
+// agent writes as (wellknown.FieldManager) own its fields; under any other name its
 // writes would be refused as a rewrite of managedFields.
 func TestPolicyNamesTheAgentsFieldManager(t *testing.T) {
-	want := regexp.MustCompile(`(?m)^\s+- name: fieldManager\n\s+expression: "'` + regexp.QuoteMeta(nodepatch.FieldManager) + `'"`)
+	want := regexp.MustCompile(`(?m)^\s+- name: fieldManager\n\s+expression: "'` + regexp.QuoteMeta(wellknown.FieldManager) + `'"`)
 	for _, path := range []string{"manifests/04-admission-policy.yaml", "charts/nodeready/templates/admission-policy.yaml"} {
 		data, err := os.ReadFile(path)
 		require.NoError(t, err)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodeready/nodeready/config"
+	"github.com/nodeready/nodeready/internal/config"
 )
 
 // probeTimeout stays below the probes' timeoutSeconds in 03-daemonset.yaml, so a slow

@@ -21,9 +21,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/checks"
-	"github.com/nodeready/nodeready/config"
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/report"
+	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
-	"github.com/nodeready/nodeready/report"
 )
 
 // nodeReader is what the agent reads of its node through nodepatch; tests
@@ -40,7 +41,7 @@ type nodeWriter interface {
 	Release(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error)
 	FailOpen(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error)
 	Settle(ctx context.Context, window time.Duration) (int, error)
-	SetCondition(ctx context.Context, c nodepatch.Condition) (bool, error)
+	SetCondition(ctx context.Context, c wellknown.Condition) (bool, error)
 	Taint(ctx context.Context) (bool, error)
 	Replace(ctx context.Context, dyn dynamic.Interface) (string, error)
 }
@@ -52,7 +53,7 @@ var (
 
 // eventer emits the Events about the node: report.Events; tests record them.
 type eventer interface {
-	Eventf(reason report.Reason, note string, args ...any)
+	Eventf(reason wellknown.Reason, note string, args ...any)
 }
 
 // Clients are the API clients of the agent. Dynamic is used only to find a
@@ -262,7 +263,7 @@ func (a *Agent) verify(ctx context.Context) bool {
 			// So do the Events: a check failing again is counted into the series of its
 			// Event, one failing anew, or with another error, gets an Event of its own.
 			for _, p := range failing {
-				a.events.Eventf(report.CheckFailed, "%s", p)
+				a.events.Eventf(wellknown.CheckFailed, "%s", p)
 			}
 		}
 		if len(failing) > 0 && len(misconfigured) == 0 && a.failed && a.act(ctx, log, failing) {
@@ -297,7 +298,7 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 	a.checked, a.unread = time.Now(), false
 	a.metrics.recordRound(results)
 	var notChecked, reached []string
-	unchecked := map[report.Reason][]string{} // the Event's reason -> the checks it tells of
+	unchecked := map[wellknown.Reason][]string{} // the Event's reason -> the checks it tells of
 	for _, r := range results {
 		ev := log.Debug()
 		problem := fmt.Sprintf("%s %s: %v", r.Name, r.Target, r.Err)
@@ -339,10 +340,10 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 	if len(notChecked) > 0 {
 		msg = fmt.Sprintf("%d of %d checks passed, %s", len(results)-len(notChecked), len(results), strings.Join(notChecked, "; "))
 	}
-	if p := unchecked[report.DNSNotChecked]; len(p) > 0 {
+	if p := unchecked[wellknown.DNSNotChecked]; len(p) > 0 {
 		log.Warn().Strs("not_checked", p).Msg("Cluster DNS is not running anywhere, releasing without the dns check")
 	}
-	if p := unchecked[report.PodNetworkNotChecked]; len(p) > 0 {
+	if p := unchecked[wellknown.PodNetworkNotChecked]; len(p) > 0 {
 		log.Warn().Strs("not_checked", p).Msg("No pod of the Service runs on another node, releasing without the podnetwork check")
 	}
 	if len(reached) > 0 {
@@ -351,8 +352,8 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 	if a.failed {
 		msg += " after a failed verification"
 	}
-	if err := a.release(ctx, log, nodepatch.Condition{Status: corev1.ConditionTrue, Reason: nodepatch.ReasonVerified, Message: msg},
-		report.Verified); err != nil {
+	if err := a.release(ctx, log, wellknown.Condition{Status: corev1.ConditionTrue, Reason: wellknown.Verified, Message: msg},
+		wellknown.Verified); err != nil {
 		a.unread = nodepatch.IsReadError(err)
 		if errors.Is(err, nodepatch.ErrNotRegistered) || errors.Is(err, nodepatch.ErrUnknownOutcome) || momentary(err) {
 			return false, nil, nil // waiting, for Karpenter or the API server: no problem of the node or the installation
@@ -360,7 +361,7 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 		return false, nil, []string{"release: " + err.Error()}
 	}
 	// Said once, when the release happened: not by rounds that then waited or failed.
-	for _, reason := range []report.Reason{report.DNSNotChecked, report.PodNetworkNotChecked} {
+	for _, reason := range []wellknown.Reason{wellknown.DNSNotChecked, wellknown.PodNetworkNotChecked} {
 		if p := unchecked[reason]; len(p) > 0 {
 			a.events.Eventf(reason, "Released without the %s check: %s", strings.SplitN(p[0], " ", 2)[0], strings.Join(p, "; "))
 		}
@@ -370,12 +371,12 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 
 // uncheckable returns the reason of the Event for a check that cannot be checked because
 // no node could pass it, or "" for any other result.
-func uncheckable(err error) report.Reason {
+func uncheckable(err error) wellknown.Reason {
 	switch {
 	case errors.Is(err, checks.ErrNoClusterDNS):
-		return report.DNSNotChecked // no cluster DNS runs anywhere (bootstrap)
+		return wellknown.DNSNotChecked // no cluster DNS runs anywhere (bootstrap)
 	case errors.Is(err, checks.ErrNoPodsElsewhere):
-		return report.PodNetworkNotChecked // no pod of the Service runs on another node
+		return wellknown.PodNetworkNotChecked // no pod of the Service runs on another node
 	}
 	return ""
 }

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nodeready/nodeready/config"
+	"github.com/nodeready/nodeready/internal/config"
 )
 
 // stepper yields the delay before each next round of checks.

@@ -7,7 +7,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/checks"
-	"github.com/nodeready/nodeready/config"
+	"github.com/nodeready/nodeready/internal/config"
 )
 
 // buildChecks turns the configuration into the list of checks, one per

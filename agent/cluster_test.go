@@ -18,8 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/nodeready/nodeready/nodepatch"
-	"github.com/nodeready/nodeready/report"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 const nodeName = "node-a"
@@ -131,7 +130,7 @@ func (c *cluster) condition(t *testing.T) corev1.NodeCondition {
 
 func verifiedCondition(n *corev1.Node) *corev1.NodeCondition {
 	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == nodepatch.ConditionType {
+		if n.Status.Conditions[i].Type == wellknown.ConditionType {
 			return &n.Status.Conditions[i]
 		}
 	}
@@ -184,7 +183,7 @@ func (c *cluster) events(t *testing.T) []eventsv1.Event {
 }
 
 // eventsOf returns the stored Events of reason.
-func (c *cluster) eventsOf(t *testing.T, reason report.Reason) []eventsv1.Event {
+func (c *cluster) eventsOf(t *testing.T, reason wellknown.Reason) []eventsv1.Event {
 	t.Helper()
 	var out []eventsv1.Event
 	for _, e := range c.events(t) {
@@ -207,7 +206,7 @@ func (c *cluster) eventReasons(t *testing.T) []string {
 
 // emittedOnce asserts that one Event of reason was emitted, once: one is stored, with no
 // series (the same note emitted again makes one).
-func (c *cluster) emittedOnce(t *testing.T, reason report.Reason) {
+func (c *cluster) emittedOnce(t *testing.T, reason wellknown.Reason) {
 	t.Helper()
 	got := c.eventsOf(t, reason)
 	if assert.Len(t, got, 1, "%s Events", reason) && got[0].Series != nil {
@@ -216,7 +215,7 @@ func (c *cluster) emittedOnce(t *testing.T, reason report.Reason) {
 }
 
 // waitEvent waits until an Event of reason is stored and returns it.
-func (c *cluster) waitEvent(t *testing.T, reason report.Reason) eventsv1.Event {
+func (c *cluster) waitEvent(t *testing.T, reason wellknown.Reason) eventsv1.Event {
 	t.Helper()
 	var got []eventsv1.Event
 	waitFor(t, "a "+string(reason)+" Event", func() bool {

@@ -11,8 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeready/nodeready/nodepatch"
-	"github.com/nodeready/nodeready/report"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // noClusterDNS is the EndpointSlice of kube-system/kube-dns with its only pod not ready: no
@@ -43,9 +42,9 @@ func TestNoClusterDNSReleasesAndSaysSo(t *testing.T) {
 		`resolve "ok.test."`
 	cond := c.condition(t)
 	assert.Equal(t, corev1.ConditionTrue, cond.Status)
-	assert.Equal(t, nodepatch.ReasonVerified, cond.Reason)
+	assert.Equal(t, string(wellknown.Verified), cond.Reason)
 	assert.True(t, strings.HasPrefix(cond.Message, "1 of 2 checks passed, "+skipped), cond.Message)
-	e := c.waitEvent(t, report.DNSNotChecked)
+	e := c.waitEvent(t, wellknown.DNSNotChecked)
 	assert.Equal(t, corev1.EventTypeWarning, e.Type)
 	assert.True(t, strings.HasPrefix(e.Note, "Released without the dns check: "+skipped), e.Note)
 }
@@ -62,12 +61,12 @@ func TestDNSNotCheckedOnceAtTheRelease(t *testing.T) {
 
 	waitFor(t, "rounds that wait for the registration", func() bool { return rounds(r.Agent) >= 3 })
 	assert.Zero(t, c.requests("patch", ""), "a release before the registration")
-	assert.Empty(t, c.eventsOf(t, report.DNSNotChecked), "nothing was released yet")
+	assert.Empty(t, c.eventsOf(t, wellknown.DNSNotChecked), "nothing was released yet")
 	register(t, c)
 	waitFor(t, "rounds whose release fails", func() bool { return c.requests("patch", "") >= 2 })
-	assert.Empty(t, c.eventsOf(t, report.DNSNotChecked), "nothing was released yet")
+	assert.Empty(t, c.eventsOf(t, wellknown.DNSNotChecked), "nothing was released yet")
 	away.Store(false)
 	waitFor(t, "released", func() bool { return isVerified(r.Agent) })
 	require.NoError(t, r.stop(t))
-	c.emittedOnce(t, report.DNSNotChecked)
+	c.emittedOnce(t, wellknown.DNSNotChecked)
 }

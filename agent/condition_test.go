@@ -14,8 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/nodeready/nodeready/nodepatch"
-	"github.com/nodeready/nodeready/report"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // TestConditionAndEventsTellTheStory: `kubectl describe node` tells a failed verification
@@ -27,23 +26,23 @@ func TestConditionAndEventsTellTheStory(t *testing.T) {
 	c := newCluster(heldNode())
 	r := runNew(t, c, dns, map[string]string{"CHECKS": "dns,command", "CHECK_COMMAND": "/bin/true", "MAX_RETRIES": "2"})
 
-	waitFor(t, "failure recorded", func() bool { return c.condition(t).Reason == nodepatch.ReasonChecksFailed })
+	waitFor(t, "failure recorded", func() bool { return c.condition(t).Reason == string(wellknown.ChecksFailed) })
 	cond := c.condition(t)
 	assert.Equal(t, corev1.ConditionFalse, cond.Status)
-	assert.Equal(t, nodepatch.ReasonChecksFailed, cond.Reason)
+	assert.Equal(t, string(wellknown.ChecksFailed), cond.Reason)
 	assert.True(t, strings.HasPrefix(cond.Message, `dns ok.test.: resolve "ok.test."`), cond.Message)
-	checkFailed := c.waitEvent(t, report.CheckFailed)
+	checkFailed := c.waitEvent(t, wellknown.CheckFailed)
 	assert.Equal(t, corev1.EventTypeWarning, checkFailed.Type)
 	assert.Equal(t, cond.Message, checkFailed.Note)
-	failed := c.waitEvent(t, report.VerificationFailed)
+	failed := c.waitEvent(t, wellknown.VerificationFailed)
 	assert.Contains(t, failed.Note, "1 of the checks still failing after 2 rounds")
 	assert.Contains(t, failed.Note, "failure action: keep-tainted")
 
 	srv.SetBroken(false)
 	waitFor(t, "recovered", func() bool { return isVerified(r.Agent) })
-	assert.Equal(t, []string{nodepatch.ReasonChecksFailed, nodepatch.ReasonVerified}, c.reasons())
+	assert.Equal(t, []string{string(wellknown.ChecksFailed), string(wellknown.Verified)}, c.reasons())
 	assert.Equal(t, "All 2 checks passed after a failed verification", c.condition(t).Message)
-	verified := c.waitEvent(t, report.Verified)
+	verified := c.waitEvent(t, wellknown.Verified)
 	assert.Equal(t, corev1.EventTypeNormal, verified.Type)
 	assert.True(t, strings.HasPrefix(verified.Note, "All 2 checks passed after a failed verification; released in "), verified.Note)
 
@@ -69,10 +68,10 @@ func TestConditionWrittenAgainUntilItLands(t *testing.T) {
 	r := runNew(t, c, passing)
 
 	waitFor(t, "verified", func() bool { return isVerified(r.Agent) })
-	waitFor(t, "condition written", func() bool { return c.condition(t).Reason == nodepatch.ReasonVerified })
+	waitFor(t, "condition written", func() bool { return c.condition(t).Reason == string(wellknown.Verified) })
 	require.NoError(t, r.stop(t))
 	assert.Equal(t, 4, c.requests("patch", "status"), "three writes that failed, one that landed")
-	assert.Equal(t, []string{nodepatch.ReasonVerified}, c.reasons())
+	assert.Equal(t, []string{string(wellknown.Verified)}, c.reasons())
 }
 
 // TestConditionLastTryAfterSIGTERM: the SIGTERM comes during the release and the condition
@@ -91,7 +90,7 @@ func TestConditionLastTryAfterSIGTERM(t *testing.T) {
 	require.NoError(t, r.start().wait(t))
 
 	assert.Equal(t, 2, c.requests("patch", "status"))
-	assert.Equal(t, nodepatch.ReasonVerified, c.condition(t).Reason)
+	assert.Equal(t, string(wellknown.Verified), c.condition(t).Reason)
 }
 
 // TestConditionFollowsLatestRound: after the failure is recorded, the condition tells the
@@ -108,7 +107,7 @@ func TestConditionFollowsLatestRound(t *testing.T) {
 	r := runNew(t, c, dns, http, map[string]string{"CHECKS": "dns,http", "MAX_RETRIES": "1"})
 
 	waitFor(t, "the failure of dns", func() bool { return strings.HasPrefix(c.condition(t).Message, "dns ok.test.") })
-	assert.Equal(t, nodepatch.ReasonChecksFailed, c.condition(t).Reason)
+	assert.Equal(t, string(wellknown.ChecksFailed), c.condition(t).Reason)
 	n := rounds(r.Agent)
 	waitFor(t, "more rounds", func() bool { return rounds(r.Agent) >= n+2 })
 	assert.Equal(t, 1, c.requests("patch", "status"), "rounds like the last write nothing")
@@ -120,9 +119,9 @@ func TestConditionFollowsLatestRound(t *testing.T) {
 		m := c.condition(t).Message
 		return strings.HasPrefix(m, "http http://") && !strings.Contains(m, "dns")
 	})
-	assert.Equal(t, nodepatch.ReasonChecksFailed, c.condition(t).Reason)
+	assert.Equal(t, string(wellknown.ChecksFailed), c.condition(t).Reason)
 	waitFor(t, "a CheckFailed Event for http", func() bool {
-		for _, e := range c.eventsOf(t, report.CheckFailed) {
+		for _, e := range c.eventsOf(t, wellknown.CheckFailed) {
 			if strings.HasPrefix(e.Note, "http http://") {
 				return true
 			}
@@ -133,11 +132,11 @@ func TestConditionFollowsLatestRound(t *testing.T) {
 	// Every check passes; the release is refused.
 	refused.Store(true)
 	httpBroken.Store(false)
-	waitFor(t, "the condition says the release is refused", func() bool { return c.condition(t).Reason == nodepatch.ReasonMisconfigured })
+	waitFor(t, "the condition says the release is refused", func() bool { return c.condition(t).Reason == string(wellknown.Misconfigured) })
 	assert.True(t, strings.HasPrefix(c.condition(t).Message, "release: patch node node-a: forbidden"), c.condition(t).Message)
 	assert.NotContains(t, c.condition(t).Message, "http")
 	refused.Store(false)
 	waitFor(t, "released", func() bool { return isVerified(r.Agent) })
-	assert.Equal(t, nodepatch.ReasonVerified, c.condition(t).Reason)
-	assert.Equal(t, []string{nodepatch.ReasonChecksFailed, nodepatch.ReasonMisconfigured, nodepatch.ReasonVerified}, slices.Compact(c.reasons()))
+	assert.Equal(t, string(wellknown.Verified), c.condition(t).Reason)
+	assert.Equal(t, []string{string(wellknown.ChecksFailed), string(wellknown.Misconfigured), string(wellknown.Verified)}, slices.Compact(c.reasons()))
 }

@@ -12,9 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/nodeready/nodeready/config"
-	"github.com/nodeready/nodeready/nodepatch"
-	"github.com/nodeready/nodeready/report"
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 const readinessTaint = "readiness.k8s.io/nodeready-unverified"
@@ -68,7 +67,7 @@ func TestExternalTaintOwner(t *testing.T) {
 	assert.Equal(t, "true", node.Labels["node-ready/verified"])
 	require.Len(t, node.Status.Conditions, 1)
 	assert.Equal(t, corev1.ConditionTrue, node.Status.Conditions[0].Status)
-	assert.Equal(t, nodepatch.ReasonVerified, node.Status.Conditions[0].Reason)
+	assert.Equal(t, string(wellknown.Verified), node.Status.Conditions[0].Reason)
 }
 
 // TestExternalTaintOwnerConditionRefused: when the condition cannot be written, the label
@@ -84,8 +83,8 @@ func TestExternalTaintOwnerConditionRefused(t *testing.T) {
 	})
 	a := externalAgent(t, client)
 
-	assert.Contains(t, client.waitEvent(t, report.ReleaseFailed).Note, "forbidden")
-	assert.Empty(t, client.eventsOf(t, report.Verified))
+	assert.Contains(t, client.waitEvent(t, wellknown.ReleaseFailed).Note, "forbidden")
+	assert.Empty(t, client.eventsOf(t, wellknown.Verified))
 	assert.False(t, isVerified(a.Agent))
 	node := client.node(t)
 	assert.NotContains(t, node.Labels, "node-ready/verified", "labelled without the condition")

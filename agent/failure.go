@@ -11,9 +11,9 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeready/nodeready/config"
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
-	"github.com/nodeready/nodeready/report"
 )
 
 // recordFailure records, once, that the retries or the initial timeout ran
@@ -28,9 +28,9 @@ func (a *Agent) recordFailure(ctx context.Context, log zerolog.Logger, round int
 	log.Error().Strs("failing", failing).Strs("misconfigured", misconfigured).Str("action", action).
 		Dur("retry_interval", a.cfg.RetryBackoffMax).Msg("Verification failed, node stays as it is")
 	for _, p := range failing {
-		a.events.Eventf(report.CheckFailed, "%s", p)
+		a.events.Eventf(wellknown.CheckFailed, "%s", p)
 	}
-	a.events.Eventf(report.VerificationFailed, "%d of the checks still failing after %d rounds and %s; node stays as it is; failure action: %s",
+	a.events.Eventf(wellknown.VerificationFailed, "%d of the checks still failing after %d rounds and %s; node stays as it is; failure action: %s",
 		len(problems), round, time.Since(a.started).Round(time.Second), action)
 	a.condition.Set(ctx, log, a.problemCondition(failing, misconfigured))
 }
@@ -38,16 +38,16 @@ func (a *Agent) recordFailure(ctx context.Context, log zerolog.Logger, round int
 // problemCondition is the condition of a round with problems: ChecksFailed while a check
 // fails, Misconfigured when only the installation stands in the way; with the reason the
 // node was not replaced, when replace-node could not.
-func (a *Agent) problemCondition(failing, misconfigured []string) nodepatch.Condition {
-	reason := nodepatch.ReasonChecksFailed
+func (a *Agent) problemCondition(failing, misconfigured []string) wellknown.Condition {
+	reason := wellknown.ChecksFailed
 	if len(failing) == 0 {
-		reason = nodepatch.ReasonMisconfigured
+		reason = wellknown.Misconfigured
 	}
 	msg := summary(slices.Concat(failing, misconfigured))
 	if a.replaceErr != "" && len(failing) > 0 {
 		msg += "; not replaced: " + a.replaceErr
 	}
-	return nodepatch.Condition{Status: corev1.ConditionFalse, Reason: reason, Message: msg}
+	return wellknown.Condition{Status: corev1.ConditionFalse, Reason: reason, Message: msg}
 }
 
 // failureAction names the failure action that applies, or why none does:
@@ -87,8 +87,8 @@ func (a *Agent) act(ctx context.Context, log zerolog.Logger, problems []string) 
 		}
 		msg := fmt.Sprintf("Released after %s with failing checks: %s", a.cfg.FailOpenAfter, summary(problems))
 		log.Warn().Strs("failing", problems).Msg("Failing open")
-		err := a.release(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonFailedOpen, Message: msg},
-			report.FailedOpen)
+		err := a.release(ctx, log, wellknown.Condition{Status: corev1.ConditionFalse, Reason: wellknown.FailedOpen, Message: msg},
+			wellknown.FailedOpen)
 		return err == nil
 	case config.ReplaceNode:
 		if a.replaced {
@@ -100,13 +100,13 @@ func (a *Agent) act(ctx context.Context, log zerolog.Logger, problems []string) 
 			return false
 		}
 		a.replaced, a.deleting = true, true
-		a.condition.Set(ctx, log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonReplacing, Message: summary(problems)})
+		a.condition.Set(ctx, log, wellknown.Condition{Status: corev1.ConditionFalse, Reason: wellknown.Replacing, Message: summary(problems)})
 		log.Warn().Str("deleted", what).Msg("Replacing node")
 		note := fmt.Sprintf("Deleted %s because checks failed: %s", what, summary(problems))
 		if strings.HasPrefix(what, "Node ") {
 			note += "; " + withoutNodeClaim
 		}
-		a.events.Eventf(report.ReplacingNode, "%s", note)
+		a.events.Eventf(wellknown.ReplacingNode, "%s", note)
 	}
 	return false
 }
@@ -138,7 +138,7 @@ func (a *Agent) replaceFailed(ctx context.Context, log zerolog.Logger, err error
 	}
 	if msg := err.Error(); msg != a.replaceErr {
 		a.replaceErr = msg
-		a.events.Eventf(report.ReplaceFailed, "Not replacing node: %s; checks still fail: %s", msg, summary(problems))
+		a.events.Eventf(wellknown.ReplaceFailed, "Not replacing node: %s; checks still fail: %s", msg, summary(problems))
 	}
 	a.condition.Set(ctx, log, a.problemCondition(problems, nil))
 }
@@ -155,8 +155,8 @@ func (a *Agent) retaint(ctx context.Context) {
 	case tainted:
 		a.held = true
 		a.log.Info().Str("taint", a.taint()).Msg("Put the startup taint back for re-verification")
-		a.events.Eventf(report.Reverifying, "Put the startup taint %s back while the node is verified again", a.taint())
-		a.condition.Set(ctx, a.log, nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonVerifying, Message: "Verifying the node again"})
+		a.events.Eventf(wellknown.Reverifying, "Put the startup taint %s back while the node is verified again", a.taint())
+		a.condition.Set(ctx, a.log, wellknown.Condition{Status: corev1.ConditionFalse, Reason: wellknown.Verifying, Message: "Verifying the node again"})
 	}
 }
 

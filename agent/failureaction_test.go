@@ -17,9 +17,9 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/nodeready/nodeready/config"
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
-	"github.com/nodeready/nodeready/report"
 )
 
 const claimName = "default-x"
@@ -64,16 +64,16 @@ func TestFailOpenReleasesAfterItsTime(t *testing.T) {
 	held, err := time.ParseDuration(node.Annotations["node-ready/verified-duration"])
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, held, 100*time.Millisecond, "released before its time")
-	assert.Equal(t, nodepatch.FailedOpenValue, node.Labels["node-ready/verified"], "released as failed open, in the release's own write")
+	assert.Equal(t, wellknown.FailedOpenValue, node.Labels["node-ready/verified"], "released as failed open, in the release's own write")
 	assert.Equal(t, []corev1.Taint{otherTaint}, node.Spec.Taints)
 	assert.Equal(t, 1, c.requests("patch", ""))
-	assert.Equal(t, []string{nodepatch.ReasonChecksFailed, nodepatch.ReasonFailedOpen}, c.reasons())
-	e := c.waitEvent(t, report.FailedOpen)
+	assert.Equal(t, []string{string(wellknown.ChecksFailed), string(wellknown.FailedOpen)}, c.reasons())
+	e := c.waitEvent(t, wellknown.FailedOpen)
 	assert.Equal(t, corev1.EventTypeWarning, e.Type)
 	assert.Contains(t, e.Note, failingNote)
 	require.NoError(t, r.stop(t))
-	c.emittedOnce(t, report.FailedOpen)
-	assert.Empty(t, c.eventsOf(t, report.Verified), "checks still fail: nothing recovered")
+	c.emittedOnce(t, wellknown.FailedOpen)
+	assert.Empty(t, c.eventsOf(t, wellknown.Verified), "checks still fail: nothing recovered")
 }
 
 // TestReplaceNodeOnceAfterFailure: with replace-node, a held node whose checks fail has its
@@ -90,8 +90,8 @@ func TestReplaceNodeOnceAfterFailure(t *testing.T) {
 	assert.Equal(t, 1, deletes(dyn), "replaced more than once")
 	assert.Zero(t, c.requests("delete", ""), "the Node deleted beside its NodeClaim")
 	assert.Zero(t, c.requests("patch", ""), "a failing node released")
-	assert.Equal(t, []string{nodepatch.ReasonChecksFailed, nodepatch.ReasonReplacing}, c.reasons())
-	assert.Equal(t, "Deleted NodeClaim "+claimName+" because checks failed: "+failingNote, c.waitEvent(t, report.ReplacingNode).Note)
+	assert.Equal(t, []string{string(wellknown.ChecksFailed), string(wellknown.Replacing)}, c.reasons())
+	assert.Equal(t, "Deleted NodeClaim "+claimName+" because checks failed: "+failingNote, c.waitEvent(t, wellknown.ReplacingNode).Note)
 }
 
 // TestReplaceNodeNeverOnAbort: a SIGTERM during the checks is no failed round.
@@ -154,7 +154,7 @@ func TestReplaceRefusals(t *testing.T) {
 			tt.setup(t, c, a)
 			r := start(t, a)
 
-			e := c.waitEvent(t, report.ReplaceFailed)
+			e := c.waitEvent(t, wellknown.ReplaceFailed)
 			assert.True(t, strings.HasPrefix(e.Note, "Not replacing node: "+tt.says), e.Note)
 			waitFor(t, "the condition says why", func() bool {
 				return strings.Contains(c.condition(t).Message, failingNote+"; not replaced: "+tt.says)
@@ -170,8 +170,8 @@ func TestReplaceRefusals(t *testing.T) {
 				assert.Greater(t, c.requests("delete", ""), deleted, "not tried again")
 			}
 			require.NoError(t, r.stop(t))
-			c.emittedOnce(t, report.ReplaceFailed)
-			assert.Equal(t, []string{nodepatch.ReasonChecksFailed}, slices.Compact(c.reasons()), "never Replacing: nothing was deleted")
+			c.emittedOnce(t, wellknown.ReplaceFailed)
+			assert.Equal(t, []string{string(wellknown.ChecksFailed)}, slices.Compact(c.reasons()), "never Replacing: nothing was deleted")
 			assert.Contains(t, c.node(t).Spec.Taints, otherTaint)
 		})
 	}
@@ -195,14 +195,14 @@ func TestFailureActionsOnlyOnHeldNodes(t *testing.T) {
 			waitFor(t, "rounds go on", func() bool { return rounds(r.Agent) >= 5 })
 			assert.Zero(t, c.requests("patch", ""), "released")
 			assert.Zero(t, c.requests("delete", ""), "replaced")
-			assert.Equal(t, []string{nodepatch.ReasonChecksFailed}, c.reasons())
-			assert.Contains(t, c.waitEvent(t, report.VerificationFailed).Note, "failure action: none, the node is not held by nodeready")
+			assert.Equal(t, []string{string(wellknown.ChecksFailed)}, c.reasons())
+			assert.Contains(t, c.waitEvent(t, wellknown.VerificationFailed).Note, "failure action: none, the node is not held by nodeready")
 
 			srv.SetBroken(false)
 			waitFor(t, "labelled once its checks pass", func() bool { return isVerified(r.Agent) })
 			assert.Equal(t, "true", c.node(t).Labels["node-ready/verified"])
 			require.NoError(t, r.stop(t))
-			c.emittedOnce(t, report.VerificationFailed)
+			c.emittedOnce(t, wellknown.VerificationFailed)
 		})
 	}
 }
@@ -223,10 +223,10 @@ func TestForbiddenCheckIsAMisconfiguration(t *testing.T) {
 	waitFor(t, "rounds go on", func() bool { return rounds(r.Agent) >= 5 })
 	assert.Zero(t, c.requests("delete", ""), "replaced while the installation is misconfigured")
 	assert.Zero(t, c.requests("patch", ""))
-	assert.Contains(t, c.waitEvent(t, report.VerificationFailed).Note, "failure action: none while the installation is misconfigured")
+	assert.Contains(t, c.waitEvent(t, wellknown.VerificationFailed).Note, "failure action: none while the installation is misconfigured")
 	assert.Contains(t, c.condition(t).Message, "endpoints default/kubernetes: list EndpointSlices of default/kubernetes: forbidden")
 	require.NoError(t, r.stop(t))
-	checkFailed := c.eventsOf(t, report.CheckFailed)
+	checkFailed := c.eventsOf(t, wellknown.CheckFailed)
 	require.NotEmpty(t, checkFailed)
 	for _, e := range checkFailed {
 		assert.True(t, strings.HasPrefix(e.Note, "dns ok.test.: "), "a CheckFailed Event for the refused check: %s", e.Note)

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/nodeready/nodeready/config"
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 func TestFirstStart(t *testing.T) {
@@ -72,9 +72,9 @@ func TestTimersSurviveContainerRestart(t *testing.T) {
 	waitFor(t, "failed open", func() bool { return isVerified(r.Agent) })
 	assert.Equal(t, 1.0, rounds(r.Agent), "INITIAL_TIMEOUT and FAIL_OPEN_AFTER ran out before this container started")
 	assert.Equal(t, 1.0, failures(r.Agent))
-	assert.Equal(t, []string{nodepatch.ReasonChecksFailed, nodepatch.ReasonFailedOpen}, c.reasons())
+	assert.Equal(t, []string{string(wellknown.ChecksFailed), string(wellknown.FailedOpen)}, c.reasons())
 	held, err := time.ParseDuration(c.node(t).Annotations["node-ready/verified-duration"])
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, held, time.Hour, "counted from this container's start")
-	assert.Equal(t, nodepatch.FailedOpenValue, c.node(t).Labels["node-ready/verified"])
+	assert.Equal(t, wellknown.FailedOpenValue, c.node(t).Labels["node-ready/verified"])
 }

@@ -4,7 +4,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/checks"
-	"github.com/nodeready/nodeready/config"
+	"github.com/nodeready/nodeready/internal/config"
 )
 
 // The gates are the checks of the node's own readiness beyond the network:

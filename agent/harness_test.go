@@ -11,8 +11,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeready/nodeready/config"
-	"github.com/nodeready/nodeready/report"
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/report"
 )
 
 // The tests build the agent with New from a configuration, give it a fake clientset

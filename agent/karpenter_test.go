@@ -7,9 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeready/nodeready/config"
-	"github.com/nodeready/nodeready/nodepatch"
-	"github.com/nodeready/nodeready/report"
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // unregistered is node-a as Karpenter's node before Karpenter registered it.
@@ -47,7 +46,7 @@ func TestWaitingForKarpenterIsNotFailing(t *testing.T) {
 	register(t, c)
 	waitFor(t, "released once registered", func() bool { return isVerified(r.Agent) })
 	assert.Equal(t, []corev1.Taint{otherTaint}, c.node(t).Spec.Taints)
-	assert.Equal(t, []string{nodepatch.ReasonVerified}, c.reasons())
+	assert.Equal(t, []string{string(wellknown.Verified)}, c.reasons())
 	require.NoError(t, r.stop(t))
 	assert.Equal(t, []string{"Verified"}, c.eventReasons(t))
 }
@@ -64,12 +63,12 @@ func TestFailureBeforeRegistration(t *testing.T) {
 	waitFor(t, "failure recorded", func() bool { return failures(r.Agent) == 1 })
 	waitFor(t, "rounds go on", func() bool { return rounds(r.Agent) >= 3 })
 	assert.Zero(t, deletes(dyn), "replaced before the registration")
-	assert.Contains(t, c.waitEvent(t, report.VerificationFailed).Note, "failure action: none yet, the node's state is not known")
+	assert.Contains(t, c.waitEvent(t, wellknown.VerificationFailed).Note, "failure action: none yet, the node's state is not known")
 
 	register(t, c)
-	waitFor(t, "replaced once registered", func() bool { return c.condition(t).Reason == nodepatch.ReasonReplacing })
+	waitFor(t, "replaced once registered", func() bool { return c.condition(t).Reason == string(wellknown.Replacing) })
 	assert.Equal(t, 1, deletes(dyn))
 	require.NoError(t, r.stop(t))
-	c.emittedOnce(t, report.VerificationFailed)
-	c.emittedOnce(t, report.ReplacingNode)
+	c.emittedOnce(t, wellknown.VerificationFailed)
+	c.emittedOnce(t, wellknown.ReplacingNode)
 }

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/nodeready/nodeready/checks/dnstest"
-	"github.com/nodeready/nodeready/report"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // coreDNSPod is the EndpointSlice of one kube-system/kube-dns pod on node, served by a DNS
@@ -45,7 +45,7 @@ func TestPodNetworkCheck(t *testing.T) {
 	a := runNew(t, client, passing, map[string]string{"ENABLE_CONNECTIVITY_MATRIX": "true"})
 	waitFor(t, "verified", func() bool { return isVerified(a.Agent) })
 
-	verified := client.waitEvent(t, report.Verified)
+	verified := client.waitEvent(t, wellknown.Verified)
 	assert.Contains(t, verified.Note, "podnetwork reached 127.0.0.1 on node-b, 127.0.0.1 on node-c")
 	assert.NotContains(t, verified.Note, "on node-a")
 	node := client.node(t)
@@ -65,8 +65,8 @@ func TestPodNetworkNotCheckableAlone(t *testing.T) {
 			client := newCluster(append(objects, externalNode())...)
 			a := runNew(t, client, map[string]string{"CHECKS": "podnetwork"})
 			waitFor(t, "verified", func() bool { return isVerified(a.Agent) })
-			client.waitEvent(t, report.Verified)
-			e := client.waitEvent(t, report.PodNetworkNotChecked)
+			client.waitEvent(t, wellknown.Verified)
+			e := client.waitEvent(t, wellknown.PodNetworkNotChecked)
 			assert.Equal(t, corev1.EventTypeWarning, e.Type)
 			assert.True(t, strings.HasPrefix(e.Note, "Released without the podnetwork check: podnetwork pods of kube-system/kube-dns on up to 3 other nodes: skipped: cannot be checked: no ready endpoint on another node"), e.Note)
 			node := client.node(t)

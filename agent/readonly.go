@@ -8,9 +8,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodeready/nodeready/config"
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/report"
+	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
-	"github.com/nodeready/nodeready/report"
 )
 
 // writers returns what the agent writes through: the node's Patcher and the
@@ -53,15 +54,15 @@ func (r readOnly) Release(ctx context.Context, annotations map[string]string) (n
 
 // FailOpen logs what releasing the node with failing checks would change.
 func (r readOnly) FailOpen(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error) {
-	r.log.Info().Str("label", r.spec.LabelKey+"="+nodepatch.FailedOpenValue).Msg("Would fail open")
+	r.log.Info().Str("label", r.spec.LabelKey+"="+wellknown.FailedOpenValue).Msg("Would fail open")
 	return r.Release(ctx, annotations)
 }
 
 // Settle has nothing to watch: no release was written.
 func (r readOnly) Settle(context.Context, time.Duration) (int, error) { return 0, nil }
 
-func (r readOnly) SetCondition(_ context.Context, c nodepatch.Condition) (bool, error) {
-	r.log.Info().Str("status", string(c.Status)).Str("reason", c.Reason).Str("message", c.Message).
+func (r readOnly) SetCondition(_ context.Context, c wellknown.Condition) (bool, error) {
+	r.log.Info().Str("status", string(c.Status)).Str("reason", string(c.Reason)).Str("message", c.Message).
 		Msg("Would set node condition (DRY_RUN=true)")
 	return false, nil
 }

@@ -9,8 +9,9 @@ import (
 	"github.com/rs/zerolog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/nodeready/nodeready/internal/report"
+	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
-	"github.com/nodeready/nodeready/report"
 )
 
 // release releases the node with the completion annotations, reports the
@@ -21,18 +22,18 @@ import (
 // leaving `kubectl describe node` telling an old story. A write that got no
 // answer is not a failure yet: whether it landed is found out (Confirm), on
 // time kept back from the write for that.
-func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.Condition, reason report.Reason) error {
+func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond wellknown.Condition, reason wellknown.Reason) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), report.ReleaseBudget(a.cfg.SettleTime))
 	defer cancel()
 	r := releaseAttempt{cond: cond, reason: reason, elapsed: time.Since(a.started)}
 	r.annotations = map[string]string{
-		a.cfg.VerifiedLabel + "-at":       time.Now().UTC().Format(time.RFC3339),
-		a.cfg.VerifiedLabel + "-duration": r.elapsed.Round(time.Millisecond).String(),
+		wellknown.ReleasedAtAnnotation(a.cfg.VerifiedLabel): time.Now().UTC().Format(time.RFC3339),
+		wellknown.DurationAnnotation(a.cfg.VerifiedLabel):   r.elapsed.Round(time.Millisecond).String(),
 	}
 	deadline, _ := ctx.Deadline()
 	write, cancelWrite := context.WithDeadline(ctx, deadline.Add(-report.ConfirmBudget))
 	releaseNode := a.write.Release
-	if cond.Reason == nodepatch.ReasonFailedOpen {
+	if cond.Reason == wellknown.FailedOpen {
 		releaseNode = a.write.FailOpen // the label says so, in the release's own write
 	}
 	var outcome nodepatch.Outcome
@@ -65,7 +66,7 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond nodepatch.
 // agent, so a label that landed without the condition would leave the node
 // held with no agent left to say why. Like the release, it waits for
 // Karpenter to register the node: a taint removed before that comes back.
-func (a *Agent) conditionFirst(ctx context.Context, cond nodepatch.Condition) error {
+func (a *Agent) conditionFirst(ctx context.Context, cond wellknown.Condition) error {
 	if !a.cfg.ExternalTaint() {
 		return nil
 	}
@@ -81,8 +82,8 @@ func (a *Agent) conditionFirst(ctx context.Context, cond nodepatch.Condition) er
 
 // releaseAttempt is what a release writes and how it is reported.
 type releaseAttempt struct {
-	cond        nodepatch.Condition
-	reason      report.Reason
+	cond        wellknown.Condition
+	reason      wellknown.Reason
 	annotations map[string]string
 	elapsed     time.Duration // from the agent's start to the release
 }
@@ -166,7 +167,7 @@ func (a *Agent) finish(ctx context.Context, log zerolog.Logger, r releaseAttempt
 	a.metrics.timeToVerified.Set(a.released.Sub(a.started).Seconds())
 	ev := log.Info()
 	switch {
-	case r.reason != report.Verified: // released with failing checks (fail-open): nothing recovered
+	case r.reason != wellknown.Verified: // released with failing checks (fail-open): nothing recovered
 		ev = log.Warn()
 	case a.failed:
 		ev = log.Warn().Bool("recovered", true)
@@ -201,7 +202,7 @@ func (a *Agent) releaseFailed(log zerolog.Logger, err error) {
 	ev.Err(err).Msg("Could not release node, the checks passed: fix the installation, the node is not at fault")
 	if msg := err.Error(); msg != a.releaseErr {
 		a.releaseErr = msg
-		a.events.Eventf(report.ReleaseFailed,
+		a.events.Eventf(wellknown.ReleaseFailed,
 			"Checks passed but the release failed (a misconfiguration, not a failed check; no failure action follows): %s", msg)
 	}
 }

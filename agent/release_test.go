@@ -10,9 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/nodeready/nodeready/config"
-	"github.com/nodeready/nodeready/nodepatch"
-	"github.com/nodeready/nodeready/report"
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // forbidden is RBAC's or an admission policy's answer to a write of the node.
@@ -50,16 +49,16 @@ func TestRefusedReleaseIsAMisconfiguration(t *testing.T) {
 			waitFor(t, "release tried again", func() bool { return c.requests("patch", "") >= 5 })
 			assert.Zero(t, c.requests("delete", ""), "a refused release replaced the node")
 			assert.False(t, isVerified(r.Agent), "a refused release failed open")
-			assert.Equal(t, []string{nodepatch.ReasonMisconfigured}, c.reasons())
-			assert.Contains(t, c.waitEvent(t, report.ReleaseFailed).Note, "a misconfiguration, not a failed check")
+			assert.Equal(t, []string{string(wellknown.Misconfigured)}, c.reasons())
+			assert.Contains(t, c.waitEvent(t, wellknown.ReleaseFailed).Note, "a misconfiguration, not a failed check")
 			// Held, failing only for the installation: the failure action waits.
-			assert.Contains(t, c.waitEvent(t, report.VerificationFailed).Note, "failure action: none while the installation is misconfigured")
+			assert.Contains(t, c.waitEvent(t, wellknown.VerificationFailed).Note, "failure action: none while the installation is misconfigured")
 
 			refused.Store(false) // the policy fixed
 			waitFor(t, "released once allowed", func() bool { return isVerified(r.Agent) })
 			require.NoError(t, r.stop(t))
-			c.emittedOnce(t, report.ReleaseFailed)
-			assert.Empty(t, c.eventsOf(t, report.CheckFailed), "no check failed")
+			c.emittedOnce(t, wellknown.ReleaseFailed)
+			assert.Empty(t, c.eventsOf(t, wellknown.CheckFailed), "no check failed")
 			assert.Equal(t, "true", c.node(t).Labels["node-ready/verified"], "released as verified, not failed open")
 		})
 	}
@@ -75,15 +74,15 @@ func TestReleaseFailingOnAWebhook(t *testing.T) {
 	down := c.fault("patch", "", apierrors.NewInternalError(errors.New(`failed calling webhook "nodes.example.com": failed to call webhook: connection refused`)))
 	r := runNew(t, c, passing, map[string]string{"MAX_RETRIES": "2"})
 
-	waitFor(t, "the failure recorded", func() bool { return c.condition(t).Reason == nodepatch.ReasonMisconfigured })
+	waitFor(t, "the failure recorded", func() bool { return c.condition(t).Reason == string(wellknown.Misconfigured) })
 	assert.Contains(t, c.condition(t).Message, "failed calling webhook")
-	assert.Contains(t, c.waitEvent(t, report.ReleaseFailed).Note, "failed calling webhook")
+	assert.Contains(t, c.waitEvent(t, wellknown.ReleaseFailed).Note, "failed calling webhook")
 
 	down.Store(false)
 	waitFor(t, "released", func() bool { return isVerified(r.Agent) })
-	assert.Equal(t, nodepatch.ReasonVerified, c.condition(t).Reason)
+	assert.Equal(t, string(wellknown.Verified), c.condition(t).Reason)
 	require.NoError(t, r.stop(t))
-	c.emittedOnce(t, report.ReleaseFailed)
+	c.emittedOnce(t, wellknown.ReleaseFailed)
 }
 
 // TestMomentaryAPIErrorsAreNotMisconfigurations: a 429 after client-go's retries or a 503
@@ -106,7 +105,7 @@ func TestMomentaryAPIErrorsAreNotMisconfigurations(t *testing.T) {
 			waitFor(t, "released", func() bool { return isVerified(r.Agent) })
 			require.NoError(t, r.stop(t))
 			assert.Equal(t, []string{"Verified"}, c.eventReasons(t), "an Event besides the release's")
-			assert.Equal(t, []string{nodepatch.ReasonVerified}, c.reasons())
+			assert.Equal(t, []string{string(wellknown.Verified)}, c.reasons())
 		})
 	}
 }
@@ -123,7 +122,7 @@ func TestSIGTERMDuringReleaseIsCarriedThrough(t *testing.T) {
 	assert.True(t, isVerified(r.Agent), "the release went through and is reported")
 	assert.Equal(t, 1, c.requests("patch", ""))
 	assert.Equal(t, []corev1.Taint{otherTaint}, c.node(t).Spec.Taints)
-	assert.Equal(t, []string{nodepatch.ReasonVerified}, c.reasons(), "the condition is written after the SIGTERM")
+	assert.Equal(t, []string{string(wellknown.Verified)}, c.reasons(), "the condition is written after the SIGTERM")
 	// Run returns once its Events are written.
 	assert.Equal(t, []string{"Verified"}, c.eventReasons(t))
 }
@@ -141,5 +140,5 @@ func TestSettleFailureAfterReleaseIsNoAbort(t *testing.T) {
 	waitFor(t, "verified", func() bool { return isVerified(r.Agent) })
 	assert.Equal(t, 1.0, rounds(r.Agent), "a second round")
 	assert.Equal(t, 1, c.requests("patch", ""))
-	assert.True(t, strings.HasPrefix(c.waitEvent(t, report.Verified).Note, "All 1 checks passed; released in "))
+	assert.True(t, strings.HasPrefix(c.waitEvent(t, wellknown.Verified).Note, "All 1 checks passed; released in "))
 }

@@ -5,8 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/nodeready/nodeready/config"
-	"github.com/nodeready/nodeready/report"
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // TestReplaceUnclaimedNodeSaysWhatHappens: without a Karpenter NodeClaim, replace-node deletes
@@ -20,5 +20,5 @@ func TestReplaceUnclaimedNodeSaysWhatHappens(t *testing.T) {
 	assert.Zero(t, deletes(dyn), "a NodeClaim deleted for a node no NodeClaim owns")
 	assert.Equal(t, "Deleted Node "+nodeName+" because checks failed: "+failingNote+"; no Karpenter NodeClaim owns it, "+
 		"so nothing replaces the machine here: its kubelet registers the node again only when it restarts; "+
-		"replace the machine from its node pool", c.waitEvent(t, report.ReplacingNode).Note)
+		"replace the machine from its node pool", c.waitEvent(t, wellknown.ReplacingNode).Note)
 }

@@ -10,8 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/nodeready/nodeready/nodepatch"
-	"github.com/nodeready/nodeready/report"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // TestReverifyTaint: on a node nodeready verified before whose label was removed,
@@ -32,16 +31,16 @@ func TestReverifyTaint(t *testing.T) {
 			assert.Equal(t, "true", c.node(t).Labels["node-ready/verified"])
 			if !on {
 				assert.Equal(t, 1, c.requests("patch", ""), "the label only")
-				assert.Equal(t, []string{nodepatch.ReasonVerified}, c.reasons())
+				assert.Equal(t, []string{string(wellknown.Verified)}, c.reasons())
 				assert.Equal(t, []string{"Verified"}, c.eventReasons(t))
 				return
 			}
 			first := c.Actions()[slices.IndexFunc(c.Actions(), func(a k8stesting.Action) bool { return a.Matches("patch", "nodes") })]
 			assert.Contains(t, string(first.(k8stesting.PatchAction).GetPatch()), `"op":"add","path":"/spec/taints/-","value":{"key":"node-ready/unverified"`,
 				"the first write puts the taint back")
-			assert.Equal(t, []string{nodepatch.ReasonVerifying, nodepatch.ReasonVerified}, c.reasons())
+			assert.Equal(t, []string{string(wellknown.Verifying), string(wellknown.Verified)}, c.reasons())
 			assert.ElementsMatch(t, []string{"Reverifying", "Verified"}, c.eventReasons(t))
-			assert.Contains(t, c.eventsOf(t, report.Reverifying)[0].Note, "Put the startup taint node-ready/unverified=true:NoSchedule back")
+			assert.Contains(t, c.eventsOf(t, wellknown.Reverifying)[0].Note, "Put the startup taint node-ready/unverified=true:NoSchedule back")
 		})
 	}
 }

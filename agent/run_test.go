@@ -11,8 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeready/nodeready/checks"
-	"github.com/nodeready/nodeready/nodepatch"
-	"github.com/nodeready/nodeready/report"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // TestRunReleasesThenWaitsForSIGTERM: checks that pass release the node in one write that
@@ -32,7 +31,7 @@ func TestRunReleasesThenWaitsForSIGTERM(t *testing.T) {
 	cond := c.condition(t)
 	assert.Equal(t, corev1.ConditionTrue, cond.Status)
 	assert.Equal(t, "All 2 checks passed", cond.Message)
-	assert.Contains(t, c.waitEvent(t, report.Verified).Note, "All 2 checks passed; released in ")
+	assert.Contains(t, c.waitEvent(t, wellknown.Verified).Note, "All 2 checks passed; released in ")
 	assert.Equal(t, 1.0, patchesOf(r.Agent, "patched"))
 	assert.Positive(t, testutil.ToFloat64(r.metrics.timeToVerified))
 	// Only a while can show that something does not happen.
@@ -106,7 +105,7 @@ func TestRunRecordsFailureOnceAndReleasesWhenHealed(t *testing.T) {
 	waitFor(t, "failure recorded", func() bool { return failures(r.Agent) == 1 })
 	waitFor(t, "checks go on after the failure", func() bool { return rounds(r.Agent) >= 6 })
 	assert.Equal(t, 1.0, failures(r.Agent), "recorded once, not every round")
-	c.waitEvent(t, report.VerificationFailed)
+	c.waitEvent(t, wellknown.VerificationFailed)
 	assert.Zero(t, c.requests("patch", ""), "a failing node released")
 	assert.Equal(t, 0.0, testutil.ToFloat64(r.metrics.checkSuccess.WithLabelValues("dns")))
 	assert.Equal(t, 1.0, testutil.ToFloat64(r.metrics.checkSuccess.WithLabelValues("command")))
@@ -117,7 +116,7 @@ func TestRunRecordsFailureOnceAndReleasesWhenHealed(t *testing.T) {
 	assert.Equal(t, "true", c.node(t).Labels["node-ready/verified"])
 	assert.False(t, r.returned())
 	require.NoError(t, r.stop(t))
-	c.emittedOnce(t, report.VerificationFailed)
+	c.emittedOnce(t, wellknown.VerificationFailed)
 }
 
 // TestMinHoldTimeWaitsWithoutFailing: checks that pass before MIN_HOLD_TIME ends wait for
@@ -135,7 +134,7 @@ func TestMinHoldTimeWaitsWithoutFailing(t *testing.T) {
 	assert.Equal(t, 2.0, testutil.ToFloat64(r.metrics.checksTotal.WithLabelValues("command", "pass")), "the checks run again when the hold ends")
 	assert.Equal(t, 1, c.requests("patch", ""))
 	assert.Zero(t, failures(r.Agent), "holding is failing")
-	assert.Equal(t, []string{nodepatch.ReasonVerified}, c.reasons())
+	assert.Equal(t, []string{string(wellknown.Verified)}, c.reasons())
 }
 
 // TestMinHoldTimeAbort: a SIGTERM during MIN_HOLD_TIME writes nothing.

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeready/nodeready/config"
+	"github.com/nodeready/nodeready/internal/config"
 )
 
 // get returns the status and body of a GET of the agent's server on port.

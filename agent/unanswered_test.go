@@ -13,8 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/nodeready/nodeready/nodepatch"
-	"github.com/nodeready/nodeready/report"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // noAnswer is what the client returns for a PATCH the API server did not answer in time:
@@ -72,7 +71,7 @@ func TestUnansweredReleaseThatLanded(t *testing.T) {
 	require.NoError(t, r.stop(t))
 	assert.Equal(t, 1, c.requests("patch", ""), "one write")
 	assert.Equal(t, []corev1.Taint{otherTaint}, c.node(t).Spec.Taints)
-	assert.Equal(t, []string{nodepatch.ReasonVerified}, c.reasons())
+	assert.Equal(t, []string{string(wellknown.Verified)}, c.reasons())
 	assert.Equal(t, []string{"Verified"}, c.eventReasons(t))
 	assert.Equal(t, 1.0, patchesOf(r.Agent, "patched"))
 	assert.Zero(t, patchesOf(r.Agent, "error"))
@@ -99,7 +98,7 @@ func TestUnansweredReleaseThatDidNotLand(t *testing.T) {
 	u.on.Store(false) // the API server answers again
 	waitFor(t, "released", func() bool { return isVerified(r.Agent) })
 	require.NoError(t, r.stop(t))
-	assert.Equal(t, []string{nodepatch.ReasonVerified}, c.reasons())
+	assert.Equal(t, []string{string(wellknown.Verified)}, c.reasons())
 	assert.Equal(t, []string{"Verified"}, c.eventReasons(t))
 }
 
@@ -132,9 +131,9 @@ func TestUnansweredReleaseLandsLater(t *testing.T) {
 				return
 			}
 			assert.True(t, isVerified(r.Agent))
-			assert.Equal(t, []string{nodepatch.ReasonVerified}, c.reasons())
+			assert.Equal(t, []string{string(wellknown.Verified)}, c.reasons())
 			assert.Equal(t, []string{"Verified"}, c.eventReasons(t))
-			assert.Contains(t, c.eventsOf(t, report.Verified)[0].Note, "All 1 checks passed; released in ")
+			assert.Contains(t, c.eventsOf(t, wellknown.Verified)[0].Note, "All 1 checks passed; released in ")
 		})
 	}
 }

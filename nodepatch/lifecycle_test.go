@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 func TestReleaseWritesAnnotationsInTheSameWrite(t *testing.T) {
@@ -33,7 +35,7 @@ func TestSetConditionWritesOnlyChanges(t *testing.T) {
 	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
 	p, client := newPatcher(t, node)
 
-	failing := Condition{Status: corev1.ConditionFalse, Reason: ReasonChecksFailed, Message: "dns x: no such host"}
+	failing := wellknown.Condition{Status: corev1.ConditionFalse, Reason: wellknown.ChecksFailed, Message: "dns x: no such host"}
 	wrote, err := p.SetCondition(t.Context(), failing)
 	require.NoError(t, err)
 	assert.True(t, wrote)
@@ -53,13 +55,13 @@ func TestSetConditionWritesOnlyChanges(t *testing.T) {
 	n := getNode(t, client)
 	require.Len(t, n.Status.Conditions, 2, "the kubelet's condition stays")
 	assert.Equal(t, "KubeletReady", condition(n, corev1.NodeReady).Reason)
-	assert.Equal(t, ReasonChecksFailed, condition(n, ConditionType).Reason)
+	assert.Equal(t, string(wellknown.ChecksFailed), condition(n, wellknown.ConditionType).Reason)
 
 	// Recovery: status changes, so the transition time moves.
-	wrote, err = p.SetCondition(t.Context(), Condition{Status: corev1.ConditionTrue, Reason: ReasonVerified, Message: "ok"})
+	wrote, err = p.SetCondition(t.Context(), wellknown.Condition{Status: corev1.ConditionTrue, Reason: wellknown.Verified, Message: "ok"})
 	require.NoError(t, err)
 	assert.True(t, wrote)
-	assert.Equal(t, corev1.ConditionTrue, condition(getNode(t, client), ConditionType).Status)
+	assert.Equal(t, corev1.ConditionTrue, condition(getNode(t, client), wellknown.ConditionType).Status)
 }
 
 func condition(n *corev1.Node, typ corev1.NodeConditionType) corev1.NodeCondition {
@@ -105,12 +107,12 @@ func verifiedBefore(n *corev1.Node) *corev1.Node {
 func TestSetConditionBoundsTheMessage(t *testing.T) {
 	p, client := newPatcher(t, newNode(nil, startup))
 	long := strings.Repeat("dns ünïcödé.example: no such host; ", 100) // 2-byte runes throughout
-	c := Condition{Status: corev1.ConditionFalse, Reason: ReasonChecksFailed, Message: long}
+	c := wellknown.Condition{Status: corev1.ConditionFalse, Reason: wellknown.ChecksFailed, Message: long}
 	wrote, err := p.SetCondition(t.Context(), c)
 	require.NoError(t, err)
 	assert.True(t, wrote)
-	msg := condition(getNode(t, client), ConditionType).Message
-	assert.LessOrEqual(t, len(msg), MaxMessage, "bytes")
+	msg := condition(getNode(t, client), wellknown.ConditionType).Message
+	assert.LessOrEqual(t, len(msg), wellknown.MaxMessage, "bytes")
 	assert.True(t, utf8.ValidString(msg), "cut on a rune boundary")
 	assert.True(t, strings.HasPrefix(long, strings.TrimSuffix(msg, "...")))
 	assert.True(t, strings.HasSuffix(msg, "..."), "marked as cut")
@@ -135,7 +137,7 @@ func TestTruncate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Truncate(tt.in, tt.limit)
+			got := wellknown.Truncate(tt.in, tt.limit)
 			assert.Equal(t, tt.want, got)
 			assert.LessOrEqual(t, len(got), tt.limit)
 			assert.True(t, utf8.ValidString(got))

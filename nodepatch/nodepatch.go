@@ -18,10 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-)
 
-// FieldManager names nodeready's writes in managedFields and audit logs.
-const FieldManager = "nodeready"
+	"github.com/nodeready/nodeready/internal/wellknown"
+)
 
 // Outcome says what Release did to the node.
 type Outcome string
@@ -78,11 +77,6 @@ type Spec struct {
 	KeepTaints bool
 }
 
-// FailedOpenValue is the verified label's value on a node released with failing checks
-// (FailOpen): the release says so in its own write, so a node can neither look failed open
-// nor look verified because a separate condition write did not land.
-const FailedOpenValue = "failed-open"
-
 // Patcher releases one node.
 type Patcher struct {
 	client  kubernetes.Interface
@@ -97,7 +91,7 @@ type Patcher struct {
 	last *corev1.Node
 	// view is the watch of the node, when Watch started one.
 	view *view
-	// value is the label value of the last release: LabelValue, or FailedOpenValue after
+	// value is the label value of the last release: LabelValue, or wellknown.FailedOpenValue after
 	// FailOpen. Settle releases again with it.
 	value string
 }
@@ -133,9 +127,9 @@ func (p *Patcher) Release(ctx context.Context, annotations map[string]string) (O
 }
 
 // FailOpen releases the node as Release does, with the verified label set to
-// FailedOpenValue: released, but not verified.
+// wellknown.FailedOpenValue: released, but not verified.
 func (p *Patcher) FailOpen(ctx context.Context, annotations map[string]string) (Outcome, error) {
-	return p.release(ctx, FailedOpenValue, annotations)
+	return p.release(ctx, wellknown.FailedOpenValue, annotations)
 }
 
 func (p *Patcher) release(ctx context.Context, value string, annotations map[string]string) (Outcome, error) {
@@ -167,7 +161,7 @@ func (p *Patcher) release(ctx context.Context, value string, annotations map[str
 		}
 		tested = slices.Clone(node.Spec.Taints)
 		node, err = p.client.CoreV1().Nodes().Patch(ctx, p.node, types.JSONPatchType, patch,
-			metav1.PatchOptions{FieldManager: FieldManager})
+			metav1.PatchOptions{FieldManager: wellknown.FieldManager})
 		if !apierrors.IsInvalid(err) {
 			tested = nil
 		}
@@ -197,7 +191,7 @@ func (p *Patcher) Verified(node *corev1.Node) bool {
 // labelled reports whether node carries the verified label, as verified or failed open.
 func (p *Patcher) labelled(node *corev1.Node) bool {
 	v, ok := node.Labels[p.spec.LabelKey]
-	return ok && (v == p.spec.LabelValue || v == FailedOpenValue)
+	return ok && (v == p.spec.LabelValue || v == wellknown.FailedOpenValue)
 }
 
 func (p *Patcher) get(ctx context.Context) (*corev1.Node, error) {

@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 const nodeName = "node-a"
@@ -402,7 +404,7 @@ func TestFailOpenSaysSoInTheLabel(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Patched, outcome)
 	n := getNode(t, client)
-	assert.Equal(t, map[string]string{"pool": "a", "node-ready/verified": FailedOpenValue}, n.Labels)
+	assert.Equal(t, map[string]string{"pool": "a", "node-ready/verified": wellknown.FailedOpenValue}, n.Labels)
 	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
 	assert.True(t, p.Verified(n), "released")
 	assert.Equal(t, 1, countVerb(client, "patch"), "label and taint in one write")
@@ -412,7 +414,7 @@ func TestFailOpenSaysSoInTheLabel(t *testing.T) {
 	r := <-done
 	require.NoError(t, r.err)
 	assert.Equal(t, 1, r.again)
-	assert.Equal(t, FailedOpenValue, getNode(t, client).Labels["node-ready/verified"], "released again as failed open")
+	assert.Equal(t, wellknown.FailedOpenValue, getNode(t, client).Labels["node-ready/verified"], "released again as failed open")
 }
 
 // TestSettleCountsReleasesNotEvents: two watch events that show the taint

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // State is what the agent must know of its node before it may act on it.
@@ -31,9 +33,9 @@ func (s Spec) taintNames() string {
 }
 
 // Record returns the annotation that records a release: the time of the
-// release, under the label's key with "-at" appended. Release writes it; its
-// presence is how nodeready knows it has verified a node before.
-func (s Spec) Record() string { return s.LabelKey + "-at" }
+// release (wellknown.ReleasedAtAnnotation). Release writes it; its presence is
+// how nodeready knows it has verified a node before.
+func (s Spec) Record() string { return wellknown.ReleasedAtAnnotation(s.LabelKey) }
 
 // State reports what the agent needs of the node, as the watch shows it or
 // read.

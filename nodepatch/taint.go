@@ -5,6 +5,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // Taint puts the startup taints back on a node that is being verified again
@@ -35,7 +37,7 @@ func (p *Patcher) Taint(ctx context.Context) (bool, error) {
 			}
 		}
 		if _, err := p.client.CoreV1().Nodes().Patch(ctx, p.node, types.JSONPatchType, mustJSON(ops),
-			metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+			metav1.PatchOptions{FieldManager: wellknown.FieldManager}); err != nil {
 			return p.classify("taint", err)
 		}
 		tainted = true

@@ -37,9 +37,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeready/nodeready/checks/dnstest"
-	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/internal/config"
 )
 
 // dnsAnswer is what the agents' DNS server answers for harness.DNSName: the kube-dns

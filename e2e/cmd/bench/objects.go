@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // The nodes of the overhead and scale benchmarks have no kubelet: the benchmark registers
@@ -33,7 +34,7 @@ func newNode(name, run string) *corev1.Node {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 			benchLabel: run, corev1.LabelHostname: name, corev1.LabelOSStable: "linux",
 		}},
-		Spec: corev1.NodeSpec{Taints: []corev1.Taint{harness.StartupTaint}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{wellknown.StartupTaint()}},
 		Status: corev1.NodeStatus{
 			Conditions: []corev1.NodeCondition{{
 				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",

@@ -19,9 +19,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeready/nodeready/agent"
-	"github.com/nodeready/nodeready/config"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
-	"github.com/nodeready/nodeready/wiring"
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/wiring"
 )
 
 // Goals of the scale benchmark: 5000 nodes, the scalability limit of one cluster, released

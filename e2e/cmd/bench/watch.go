@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/history"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // nodeWatch is when each watched node was first seen and first seen verified, from a
@@ -22,7 +22,7 @@ type nodeWatch struct{ rec *history.Recorder[bool] }
 // called once per node when its label is first seen.
 func watchNodes(ctx context.Context, client kubernetes.Interface, selector string, onLabelled func(string, time.Time)) (*nodeWatch, error) {
 	rec, err := history.Record(ctx, history.Nodes(client, metav1.ListOptions{LabelSelector: selector}),
-		func(n *corev1.Node) bool { return n.Labels[harness.VerifiedLabel] == "true" })
+		func(n *corev1.Node) bool { return n.Labels[wellknown.VerifiedLabel] == "true" })
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // demoLabels are the labels the demo's autoscaler gives each node besides the fleet's own:
@@ -107,7 +108,7 @@ func introduceNodes(out io.Writer, cfg config) {
 	} else {
 		fmt.Fprintf(out, "Adding %d nodes, one every %s, as an autoscaler would. Each node is born with\n", cfg.nodes, cfg.interval)
 	}
-	fmt.Fprintf(out, "  the startup taint  %s\n", harness.StartupTaint.ToString())
+	fmt.Fprintf(out, "  the startup taint  %s\n", wellknown.StartupTaintString)
 	var taints []string
 	for _, t := range harness.ForeignTaints {
 		taints = append(taints, t.ToString())
@@ -123,7 +124,7 @@ func introduceNodes(out io.Writer, cfg config) {
 			fmt.Fprintf(out, "  %-17s  %s\n", list.heading, item)
 		}
 	}
-	fmt.Fprintf(out, "Release: label %s=true added, only the startup taint removed.\n\n", harness.VerifiedLabel)
+	fmt.Fprintf(out, "Release: label %s=true added, only the startup taint removed.\n\n", wellknown.VerifiedLabel)
 }
 
 // labelList returns the labels every node is born with besides the fleet's own, as k=v.

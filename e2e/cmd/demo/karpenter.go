@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/karpenter"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // karpenterPool is the NodePool of -karpenter; it is the pool every demo node names.
@@ -22,7 +23,7 @@ const karpenterPool = "default"
 // launches. The returned function stops Karpenter.
 func startKarpenter(ctx context.Context, out screen, c *harness.Cluster, f *harness.Fleet, tr *tracker) (stop func(), err error) {
 	fmt.Fprintf(out, "\nStarting Karpenter %s (kwok provider) with NodePool %q: startupTaints %s ...\n",
-		karpenter.Version, karpenterPool, harness.StartupTaint.ToString())
+		karpenter.Version, karpenterPool, wellknown.StartupTaintString)
 	k, err := karpenter.Start(ctx, c)
 	if err != nil {
 		return nil, fmt.Errorf("%w (make karpenter builds it)", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/nodeready/nodeready/e2e/framework/history"
 	"github.com/nodeready/nodeready/e2e/framework/karpenter"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // agentPod is what the tracker needs of one version of an agent pod.
@@ -40,7 +41,7 @@ func watchCluster(ctx context.Context, client kubernetes.Interface, f *harness.F
 		// A Karpenter node gets its startup taint when Karpenter registers it: it joins the
 		// demo then, as a node born with the taint.
 		if !e.Deleted && registered(n) {
-			tr.Node(n.Name, n.Labels[harness.VerifiedLabel] == "true", hasTaint(n, harness.StartupTaint), kept(n), e.At)
+			tr.Node(n.Name, n.Labels[wellknown.VerifiedLabel] == "true", hasTaint(n, wellknown.StartupTaint()), kept(n), e.At)
 		}
 	})
 	unfollowPods := pods.Follow(func(_ string, e history.Entry[agentPod]) {

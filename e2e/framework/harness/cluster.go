@@ -34,13 +34,7 @@ const (
 	AgentSelector = "app.kubernetes.io/name=nodeready"
 	// AgentImage is the image the DaemonSet names; the kubelets run the agent binary instead.
 	AgentImage = "ghcr.io/nodeready/nodeready:v0.1.0"
-	// VerifiedLabel is the label the agent adds to a node it verified, with the value "true".
-	VerifiedLabel = "node-ready/verified"
 )
-
-// StartupTaint is the taint the agent removes, as every fleet node carries it at
-// registration.
-var StartupTaint = corev1.Taint{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule}
 
 const (
 	// BackendService, in the default namespace, stands in for default/kubernetes in the

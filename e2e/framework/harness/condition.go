@@ -9,13 +9,13 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // AgentCondition returns the node's node-ready/Verified condition, or nil.
 func AgentCondition(n *corev1.Node) *corev1.NodeCondition {
 	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == nodepatch.ConditionType {
+		if n.Status.Conditions[i].Type == wellknown.ConditionType {
 			return &n.Status.Conditions[i]
 		}
 	}
@@ -34,21 +34,22 @@ func (c *Cluster) WaitAgentCondition(ctx context.Context, node, reason string) (
 		return last != nil && last.Reason == reason, nil
 	})
 	if err != nil {
-		return corev1.NodeCondition{}, fmt.Errorf("node %s never reported %s with reason %s; last %+v: %w", node, nodepatch.ConditionType, reason, last, err)
+		return corev1.NodeCondition{}, fmt.Errorf("node %s never reported %s with reason %s; last %+v: %w", node, wellknown.ConditionType, reason, last, err)
 	}
 	return *last, nil
 }
 
 // IsReleased reports whether the node carries the verified label and not the startup taint.
 func IsReleased(n *corev1.Node) bool {
-	v := n.Labels[VerifiedLabel]
-	return (v == "true" || v == nodepatch.FailedOpenValue) && !IsTainted(n)
+	v := n.Labels[wellknown.VerifiedLabel]
+	return (v == "true" || v == wellknown.FailedOpenValue) && !IsTainted(n)
 }
 
 // IsTainted reports whether the node carries the startup taint (by key and effect, as the
 // agent matches it).
 func IsTainted(n *corev1.Node) bool {
-	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&StartupTaint) })
+	startup := wellknown.StartupTaint()
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&startup) })
 }
 
 // NodeEvents returns the events.k8s.io Events about the node with the given reason. Events

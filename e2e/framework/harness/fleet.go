@@ -21,6 +21,7 @@ import (
 
 	"github.com/nodeready/nodeready/checks/dnstest"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 const (
@@ -38,7 +39,7 @@ const (
 // which to the API server is another taint and not nodeready's.
 var ForeignTaints = []corev1.Taint{
 	{Key: "example.com/dedicated", Value: "infra", Effect: corev1.TaintEffectPreferNoSchedule},
-	{Key: StartupTaint.Key, Value: "true", Effect: corev1.TaintEffectPreferNoSchedule},
+	{Key: wellknown.StartupTaint().Key, Value: "true", Effect: corev1.TaintEffectPreferNoSchedule},
 }
 
 // dnsIP is what every node's DNS server answers for DNSName, the cluster IP of
@@ -327,7 +328,7 @@ func (f *Fleet) AddNode(ctx context.Context, name string, o NodeOptions) error {
 		return err
 	}
 
-	registered := append([]corev1.Taint{StartupTaint}, taints...)
+	registered := append([]corev1.Taint{wellknown.StartupTaint()}, taints...)
 	if o.Untainted {
 		registered = slices.Clone(taints)
 	}

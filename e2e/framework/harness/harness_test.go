@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 func TestScrape(t *testing.T) {
@@ -46,10 +47,10 @@ func TestScrape(t *testing.T) {
 func node(labelled, tainted, intact bool) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"pool": "a"}}}
 	if labelled {
-		n.Labels[harness.VerifiedLabel] = "true"
+		n.Labels[wellknown.VerifiedLabel] = "true"
 	}
 	if tainted {
-		n.Spec.Taints = append(n.Spec.Taints, harness.StartupTaint)
+		n.Spec.Taints = append(n.Spec.Taints, wellknown.StartupTaint())
 	}
 	if intact {
 		n.Labels[harness.ForeignLabel] = harness.ForeignLabelValue

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/e2e/framework/history"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // NodeState is what matters about a node's release at one moment.
@@ -47,8 +48,8 @@ func nodeVersion(n *corev1.Node) NodeVersion {
 // State is the version's NodeState.
 func (v NodeVersion) State() NodeState {
 	return NodeState{
-		Labelled: v.Labels[VerifiedLabel] == "true",
-		Tainted:  hasTaints(v.Taints, []corev1.Taint{StartupTaint}),
+		Labelled: v.Labels[wellknown.VerifiedLabel] == "true",
+		Tainted:  hasTaints(v.Taints, []corev1.Taint{wellknown.StartupTaint()}),
 		Intact:   v.Labels[ForeignLabel] == ForeignLabelValue && hasTaints(v.Taints, ForeignTaints),
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // Karpenter's resources.
@@ -59,7 +60,7 @@ func createNodeClass(ctx context.Context, c *harness.Cluster) error {
 // fleet's label, so that fleet adopts them, and harness.ForeignLabel, which the release must
 // keep. Karpenter never consolidates or expires them: a test removes what it launched.
 func NodePool(name, fleet string) *unstructured.Unstructured {
-	taint := harness.StartupTaint
+	taint := wellknown.StartupTaint()
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "karpenter.sh/v1",
 		"kind":       "NodePool",

@@ -10,10 +10,8 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
-
-// StartupTaint is the taint the node registers with, as the shipped ConfigMap names it.
-const StartupTaint = "node-ready/unverified=true:NoSchedule"
 
 // ClusterOptions configures StartCluster.
 type ClusterOptions struct {
@@ -79,7 +77,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		if i < opts.JoinedNodes {
 			return nil
 		}
-		return []string{StartupTaint}
+		return []string{wellknown.StartupTaintString}
 	}
 	cidr := ""
 	if opts.Nodes > 1 {
@@ -160,7 +158,7 @@ func (c *Cluster) MachineAfter() string {
 }
 
 // StartNode starts the node's containerd, kubelet and kube-proxy; the kubelet registers the
-// Node with StartupTaint, as a new node joins.
+// Node with wellknown.StartupTaintString, as a new node joins.
 func (c *Cluster) StartNode(ctx context.Context) error {
 	if err := c.Node.Start(ctx, c.CP, c.Registry.Host, c.Images.Pause); err != nil {
 		return fmt.Errorf("start real node: %w", err)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // helmLabels are the labels the chart adds to every object's metadata beyond those of
@@ -258,7 +259,7 @@ func TestLabelAndTaintFollowValues(t *testing.T) {
 	require.Len(t, terms, 1)
 	assert.Contains(t, terms[0].MatchExpressions, corev1.NodeSelectorRequirement{Key: label, Operator: corev1.NodeSelectorOpDoesNotExist})
 	for _, e := range terms[0].MatchExpressions {
-		assert.NotEqual(t, harness.VerifiedLabel, e.Key, "the default label is still in the affinity")
+		assert.NotEqual(t, wellknown.VerifiedLabel, e.Key, "the default label is still in the affinity")
 	}
 	tolerated := slices.ContainsFunc(ds.Spec.Template.Spec.Tolerations, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(klog.Background(), &taint, false) })
 	assert.True(t, tolerated, "the agent pod does not tolerate %v", taint)
@@ -290,7 +291,7 @@ func TestLabelAndTaintFollowValues(t *testing.T) {
 	assert.Contains(t, string(rule), `kube_node_labels{label_example_com_ready=~"yes|failed-open"}`, "NodeReadyNodeNotVerified")
 	assert.Contains(t, string(rule), `kube_node_labels{label_example_com_ready="failed-open"}`, "NodeReadyFailedOpen")
 	assert.Contains(t, string(rule), "kubectl label node {{ $labels.node }} example.com/ready-")
-	for _, old := range []string{harness.StartupTaint.Key, harness.VerifiedLabel + "-", "node_ready_verified"} {
+	for _, old := range []string{wellknown.StartupTaint().Key, wellknown.VerifiedLabel + "-", "node_ready_verified"} {
 		assert.NotContains(t, string(rule), old)
 	}
 }

@@ -12,8 +12,6 @@ import (
 
 // The shipped keys, and what the overlays' settings.yaml change them to.
 const (
-	ShippedLabel = "node-ready/verified"
-	ShippedTaint = "node-ready/unverified"
 	NewLabel     = "example.com/verified"
 	NewTaint     = "example.com/unverified"
 	NewNamespace = "nodeready"

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // TestBaseIsManifests: `kubectl kustomize manifests/` renders exactly the objects that
@@ -109,7 +110,7 @@ func TestOverlays(t *testing.T) {
 			"  {'label': 'dedicated', 'value': 'ci', 'taintKey': 'dedicated', 'taintValue': 'ci', 'taintEffect': 'NoSchedule'},\n"+
 			"  {'label': 'example.com/pool', 'value': 'gpu', 'taintKey': 'nvidia.com/gpu', 'taintValue': 'present', 'taintEffect': 'NoSchedule'}\n"+
 			"]", variable(t, mp, "rules"))
-		assert.Equal(t, "'"+ShippedTaint+"'", variable(t, mp, "startupTaintKey"))
+		assert.Equal(t, "'"+wellknown.TaintKey+"'", variable(t, mp, "startupTaintKey"))
 	})
 
 	t.Run("a namePrefix and another namespace: the policies still guard the agent's ServiceAccount", func(t *testing.T) {
@@ -215,8 +216,8 @@ func assertKeys(t *testing.T, objs []*unstructured.Unstructured) {
 
 	// No place was missed: the shipped keys are nowhere in the objects (the condition type
 	// node-ready/Verified and the opt-out label node-ready/skip-startup-taint are other names).
-	assertNowhere(t, objs, ShippedLabel)
-	assertNowhere(t, objs, ShippedTaint)
+	assertNowhere(t, objs, wellknown.VerifiedLabel)
+	assertNowhere(t, objs, wellknown.TaintKey)
 }
 
 // render runs `kubectl kustomize dir` and decodes its objects.

@@ -30,6 +30,7 @@ import (
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/promtext"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 var (
@@ -358,7 +359,7 @@ func TestLabelToTaintWithTheAgent(t *testing.T) {
 	err := wait.PollUntilContextTimeout(t.Context(), pollInterval, pollTimeout, true, func(ctx context.Context) (bool, error) {
 		var err error
 		n, err = admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		return err == nil && n.Labels[harness.VerifiedLabel] == "true", err
+		return err == nil && n.Labels[wellknown.VerifiedLabel] == "true", err
 	})
 	require.NoError(t, err, "node %s not released: %s", name, f.Describe(t.Context()))
 	assert.Contains(t, n.Spec.Taints, ciTaint, "the policy's taint stays through the release")

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // ruleTaint is the taint of the NodeReadinessRule in the README ("Works with"), which the
@@ -53,12 +53,12 @@ func TestTaintOwnerExternal(t *testing.T) {
 	waitRuleReleased(t, admin, passes)
 	require.NoError(t, f.WaitAgentsGone(t.Context(), passes), "the agent ends through the label")
 
-	cond, err := c.WaitAgentCondition(t.Context(), fails, nodepatch.ReasonChecksFailed)
+	cond, err := c.WaitAgentCondition(t.Context(), fails, string(wellknown.ChecksFailed))
 	require.NoError(t, err)
 	assert.Equal(t, corev1.ConditionFalse, cond.Status)
 	n := getNode(t, admin, fails)
 	assert.True(t, hasTaint(n.Spec.Taints, ruleTaint), "the rule's taint is gone from a node whose checks fail")
-	assert.NotContains(t, n.Labels, harness.VerifiedLabel)
+	assert.NotContains(t, n.Labels, wellknown.VerifiedLabel)
 
 	f.DNS(fails).SetBroken(false)
 	waitRuleReleased(t, admin, fails)
@@ -69,7 +69,7 @@ func TestTaintOwnerExternal(t *testing.T) {
 		for _, v := range seen() {
 			cond := harness.AgentCondition(v)
 			verified := cond != nil && cond.Status == corev1.ConditionTrue
-			_, labelled := v.Labels[harness.VerifiedLabel]
+			_, labelled := v.Labels[wellknown.VerifiedLabel]
 			assert.False(t, labelled && !verified, "node %s labelled before its condition is True (resourceVersion %s)", name, v.ResourceVersion)
 			assert.False(t, !hasTaint(v.Spec.Taints, ruleTaint) && !verified, "node %s lost the rule's taint before its condition is True (resourceVersion %s)", name, v.ResourceVersion)
 			assert.Subset(t, v.Spec.Taints, harness.ForeignTaints, "node %s lost another owner's taint (resourceVersion %s)", name, v.ResourceVersion)
@@ -90,7 +90,7 @@ func waitRuleReleased(t *testing.T, c kubernetes.Interface, name string) {
 		}
 		last = n
 		cond := harness.AgentCondition(n)
-		return n.Labels[harness.VerifiedLabel] == "true" && cond != nil && cond.Status == corev1.ConditionTrue &&
+		return n.Labels[wellknown.VerifiedLabel] == "true" && cond != nil && cond.Status == corev1.ConditionTrue &&
 			!hasTaint(n.Spec.Taints, ruleTaint), nil
 	})
 	require.NoError(t, err, "node %s not released by the rule; last seen %v %v %+v", name, last.GetLabels(), taintsOf(last), harness.AgentCondition(last))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 var (
@@ -55,7 +56,7 @@ func TestSeveralStartupTaints(t *testing.T) {
 
 	// Re-verification (REVERIFY_TAINT=true): the label removed once the first agent is gone.
 	require.NoError(t, f.WaitAgentsGone(t.Context(), name))
-	_, err := c.Kubectl(t.Context(), "label", "node", name, harness.VerifiedLabel+"-")
+	_, err := c.Kubectl(t.Context(), "label", "node", name, wellknown.VerifiedLabel+"-")
 	require.NoError(t, err)
 	require.NoError(t, f.WaitReleased(t.Context(), name))
 	assert.Contains(t, getNode(t, admin, name).Spec.Taints, foreignReadinessTaint, "the other controller's taint stays through the re-verification")

@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // TestInstallOnARunningCluster runs the cases on one control plane with nodeready installed
@@ -56,7 +56,7 @@ func testExistingNodes(t *testing.T, c *harness.Cluster) {
 
 	require.NoError(t, f.WaitReleased(ctx, healthy))
 	for _, node := range []string{broken, controlPlane} {
-		cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
+		cond := harness.RequireAgentCondition(t, c, node, string(wellknown.ChecksFailed))
 		assert.Contains(t, cond.Message, "dns "+harness.DNSName)
 		e := harness.RequireNodeEvent(t, c, node, "VerificationFailed")
 		assert.Contains(t, e.Note, "failure action: none, the node is not held by nodeready")
@@ -67,7 +67,7 @@ func testExistingNodes(t *testing.T, c *harness.Cluster) {
 	for _, node := range []string{broken, controlPlane} {
 		n := harness.RequireNode(t, c, node)
 		assert.False(t, harness.IsTainted(n), "node %s was never held: never tainted", node)
-		assert.NotContains(t, n.Labels, harness.VerifiedLabel)
+		assert.NotContains(t, n.Labels, wellknown.VerifiedLabel)
 	}
 
 	f.DNS(broken).SetBroken(false)
@@ -85,7 +85,7 @@ func testExistingNodes(t *testing.T, c *harness.Cluster) {
 	// failure action would apply: keep-tainted here, the node heals.
 	f.SetEnv(broken, map[string]string{"REVERIFY_TAINT": "true"})
 	f.DNS(broken).SetBroken(true)
-	_, err := c.Kubectl(ctx, "label", "node", broken, harness.VerifiedLabel+"-")
+	_, err := c.Kubectl(ctx, "label", "node", broken, wellknown.VerifiedLabel+"-")
 	require.NoError(t, err)
 	require.NoError(t, harness.Poll(t, func(ctx context.Context) (bool, error) {
 		n, err := c.Client().CoreV1().Nodes().Get(ctx, broken, metav1.GetOptions{})
@@ -108,7 +108,7 @@ func testRefusedRelease(t *testing.T, c *harness.Cluster) {
 	}
 	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{Env: env}))
 
-	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonMisconfigured)
+	cond := harness.RequireAgentCondition(t, c, node, string(wellknown.Misconfigured))
 	assert.Equal(t, corev1.ConditionFalse, cond.Status)
 	assert.Contains(t, cond.Message, "release: ")
 	refused := harness.RequireNodeEvent(t, c, node, "ReleaseFailed")
@@ -150,7 +150,7 @@ func testBootstrapDNS(t *testing.T, c *harness.Cluster) {
 	// Every node tainted, DNS down everywhere: released anyway, and saying why.
 	require.NoError(t, f.WaitReleased(ctx, first...))
 	for _, node := range first {
-		cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonVerified)
+		cond := harness.RequireAgentCondition(t, c, node, string(wellknown.Verified))
 		assert.Equal(t, corev1.ConditionTrue, cond.Status)
 		assert.Contains(t, cond.Message, "cannot be checked: no cluster DNS is running (kube-system/kube-dns has no ready endpoint)")
 		e := harness.RequireNodeEvent(t, c, node, "DNSNotChecked")
@@ -172,7 +172,7 @@ func testBootstrapDNS(t *testing.T, c *harness.Cluster) {
 	// Now cluster DNS runs: a node whose DNS fails is held, and released once it works.
 	later, err := f.AddNodes(ctx, 1, harness.NodeOptions{BrokenDNS: true, Env: env})
 	require.NoError(t, err)
-	cond := harness.RequireAgentCondition(t, c, later[0], nodepatch.ReasonChecksFailed)
+	cond := harness.RequireAgentCondition(t, c, later[0], string(wellknown.ChecksFailed))
 	assert.Contains(t, cond.Message, "dns "+harness.DNSName)
 	assert.NotContains(t, cond.Message, "cannot be checked")
 	assert.True(t, harness.IsTainted(harness.RequireNode(t, c, later[0])))

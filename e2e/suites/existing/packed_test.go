@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // testPackedNode: on a node whose allocatable CPU a workload uses up, the agent that the
@@ -26,7 +27,7 @@ func testPackedNode(t *testing.T, c *harness.Cluster) {
 	node := f.Name() + "-0"
 	// Verified already, so the DaemonSet gives it no agent until the label goes.
 	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{Untainted: true,
-		Labels: map[string]string{harness.VerifiedLabel: "true"}}))
+		Labels: map[string]string{wellknown.VerifiedLabel: "true"}}))
 
 	// The workload takes every CPU the node has, as bin-packing leaves a node.
 	n := harness.RequireNode(t, c, node)
@@ -53,7 +54,7 @@ func testPackedNode(t *testing.T, c *harness.Cluster) {
 	}), "the workload never ran on %s", node)
 
 	// The label goes (a re-verification): the DaemonSet creates an agent pod for the node.
-	_, err = c.Kubectl(ctx, "label", "node", node, harness.VerifiedLabel+"-")
+	_, err = c.Kubectl(ctx, "label", "node", node, wellknown.VerifiedLabel+"-")
 	require.NoError(t, err)
 	var agent corev1.Pod
 	require.NoError(t, harness.Poll(t, func(ctx context.Context) (bool, error) {

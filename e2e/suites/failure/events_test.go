@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // noteLimit is the longest note the API server accepts in an events.k8s.io/v1 Event.
@@ -85,7 +85,7 @@ func testLongNotes(t *testing.T, c *harness.Cluster) {
 
 	// fail-open: released, the condition says so within the limit, the Event is stored.
 	require.NoError(t, f.WaitReleased(ctx, open))
-	cond := harness.RequireAgentCondition(t, c, open, nodepatch.ReasonFailedOpen)
+	cond := harness.RequireAgentCondition(t, c, open, string(wellknown.FailedOpen))
 	assert.LessOrEqual(t, len(cond.Message), noteLimit, "condition message of %d bytes", len(cond.Message))
 	assert.True(t, strings.HasPrefix(cond.Message, "Released after 2s with failing checks: dns "+names[0]), "message: %.200q", cond.Message)
 	ev := harness.RequireNodeEvent(t, c, open, "FailedOpen")

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // TestFailure runs the failure tests on one control plane with nodeready installed from
@@ -42,7 +42,7 @@ func testDescribe(t *testing.T, c *harness.Cluster) {
 
 	// Verified: condition True/Verified and a Normal Verified Event.
 	require.NoError(t, f.WaitReleased(ctx, good))
-	cond := harness.RequireAgentCondition(t, c, good, nodepatch.ReasonVerified)
+	cond := harness.RequireAgentCondition(t, c, good, string(wellknown.Verified))
 	assert.Equal(t, corev1.ConditionTrue, cond.Status)
 	assert.Equal(t, "All 4 checks passed", cond.Message)
 	verified := harness.RequireNodeEvent(t, c, good, "Verified")
@@ -60,7 +60,7 @@ func testDescribe(t *testing.T, c *harness.Cluster) {
 
 	// Failing: condition False/ChecksFailed naming the check, a CheckFailed Event naming it
 	// and a VerificationFailed Event naming the failure action.
-	cond = harness.RequireAgentCondition(t, c, bad, nodepatch.ReasonChecksFailed)
+	cond = harness.RequireAgentCondition(t, c, bad, string(wellknown.ChecksFailed))
 	assert.Equal(t, corev1.ConditionFalse, cond.Status)
 	assert.True(t, strings.HasPrefix(cond.Message, "dns "+harness.DNSName+": "), "message names the failing check: %q", cond.Message)
 	assert.NotContains(t, cond.Message, "tcp ", "only the failing check")
@@ -73,12 +73,12 @@ func testDescribe(t *testing.T, c *harness.Cluster) {
 	assert.Contains(t, failed.Note, "failure action: keep-tainted")
 	n := harness.RequireNode(t, c, bad)
 	assert.True(t, harness.IsTainted(n), "a failing node stays tainted")
-	assert.NotContains(t, n.Labels, harness.VerifiedLabel)
+	assert.NotContains(t, n.Labels, wellknown.VerifiedLabel)
 
 	out, err = c.Kubectl(ctx, "describe", "node", bad)
 	require.NoError(t, err)
 	t.Logf("kubectl describe node %s:\n%s", bad, out)
-	if row := describedCondition(out); assert.Len(t, row, 3, "no %s row in the Conditions table", nodepatch.ConditionType) {
+	if row := describedCondition(out); assert.Len(t, row, 3, "no %s row in the Conditions table", wellknown.ConditionType) {
 		assert.Equal(t, []string{"False", "ChecksFailed"}, row[:2])
 		assert.Contains(t, row[2], "dns "+harness.DNSName)
 	}
@@ -93,7 +93,7 @@ func testDescribe(t *testing.T, c *harness.Cluster) {
 	// Healed: the same agent releases it, and the condition says so.
 	f.DNS(bad).SetBroken(false)
 	require.NoError(t, f.WaitReleased(ctx, bad))
-	cond = harness.RequireAgentCondition(t, c, bad, nodepatch.ReasonVerified)
+	cond = harness.RequireAgentCondition(t, c, bad, string(wellknown.Verified))
 	assert.Equal(t, corev1.ConditionTrue, cond.Status)
 	assert.Equal(t, "All 4 checks passed after a failed verification", cond.Message)
 	require.NoError(t, f.WaitAgentsGone(ctx, good, bad))
@@ -135,7 +135,7 @@ func testFailOpen(t *testing.T, c *harness.Cluster) {
 			return true, nil
 		}
 		held++
-		if cond := harness.AgentCondition(n); cond != nil && cond.Reason == nodepatch.ReasonChecksFailed {
+		if cond := harness.AgentCondition(n); cond != nil && cond.Reason == string(wellknown.ChecksFailed) {
 			heldFailed++
 		}
 		return false, nil
@@ -149,16 +149,16 @@ func testFailOpen(t *testing.T, c *harness.Cluster) {
 
 	// The release itself says it failed open: the label's value, in the same write.
 	n := harness.RequireNode(t, c, node)
-	assert.Equal(t, nodepatch.FailedOpenValue, n.Labels[harness.VerifiedLabel], "the verified label of a failed-open node")
+	assert.Equal(t, wellknown.FailedOpenValue, n.Labels[wellknown.VerifiedLabel], "the verified label of a failed-open node")
 	// The condition is a write of its own to the status, right after the release.
-	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonFailedOpen)
+	cond := harness.RequireAgentCondition(t, c, node, string(wellknown.FailedOpen))
 	assert.Equal(t, corev1.ConditionFalse, cond.Status)
 	assert.True(t, strings.HasPrefix(cond.Message, "Released after 5s with failing checks: dns "+harness.DNSName+": "), "message: %q", cond.Message)
 	// The agent's own measure, from its start to the release.
-	d, err := time.ParseDuration(n.Annotations[harness.VerifiedLabel+"-duration"])
+	d, err := time.ParseDuration(n.Annotations[wellknown.VerifiedLabel+"-duration"])
 	require.NoError(t, err, "annotations %v", n.Annotations)
 	assert.GreaterOrEqual(t, d, failOpenAfter)
-	assert.NotEmpty(t, n.Annotations[harness.VerifiedLabel+"-at"])
+	assert.NotEmpty(t, n.Annotations[wellknown.VerifiedLabel+"-at"])
 
 	ev := harness.RequireNodeEvent(t, c, node, "FailedOpen")
 	assert.Equal(t, corev1.EventTypeWarning, ev.Type)
@@ -178,7 +178,7 @@ func testReverifyTaint(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, f.WaitAgentsGone(ctx, node))
 	harness.RequireNoNodeEvent(t, c, node, "Reverifying") // a new node is tainted already: nothing to put back
 
-	_, err := c.Kubectl(ctx, "label", "node", node, harness.VerifiedLabel+"-")
+	_, err := c.Kubectl(ctx, "label", "node", node, wellknown.VerifiedLabel+"-")
 	require.NoError(t, err)
 	err = harness.Poll(t, func(context.Context) (bool, error) {
 		pods := f.PodsOn(node)
@@ -199,8 +199,8 @@ func testReverifyTaint(t *testing.T, c *harness.Cluster) {
 
 	ev := harness.RequireNodeEvent(t, c, node, "Reverifying")
 	assert.Equal(t, corev1.EventTypeNormal, ev.Type)
-	assert.Contains(t, ev.Note, "Put the startup taint "+harness.StartupTaint.Key+"=true:NoSchedule back")
+	assert.Contains(t, ev.Note, "Put the startup taint "+wellknown.StartupTaint().Key+"=true:NoSchedule back")
 	cond := harness.AgentCondition(harness.RequireNode(t, c, node))
 	require.NotNil(t, cond)
-	assert.Equal(t, nodepatch.ReasonVerified, cond.Reason, "the condition ends Verified, not Verifying")
+	assert.Equal(t, string(wellknown.Verified), cond.Reason, "the condition ends Verified, not Verifying")
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
+	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -96,7 +97,7 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		ev := harness.RequireNodeEvent(t, c, claimed, "ReplacingNode")
 		assert.Equal(t, corev1.EventTypeWarning, ev.Type)
 		assert.Contains(t, ev.Note, "Deleted NodeClaim "+claimedClaim.GetName()+" because checks failed: dns ")
-		cond := harness.RequireAgentCondition(t, c, claimed, nodepatch.ReasonReplacing)
+		cond := harness.RequireAgentCondition(t, c, claimed, string(wellknown.Replacing))
 		assert.Equal(t, corev1.ConditionFalse, cond.Status)
 		assert.Contains(t, cond.Message, "dns "+harness.DNSName)
 		// Karpenter would now drain and delete the node; the agent never does it itself,
@@ -152,7 +153,7 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 	// before it deletes anything, replaces nothing, and says why.
 	t.Run("a node whose startup taint was removed by hand is not replaced", func(t *testing.T) {
 		f, node, claim, agent := failingKarpenterNode(t, c, claims, "untainted", "4", 1) // the agent has seen the node held
-		_, err := c.Kubectl(ctx, "taint", "node", node, harness.StartupTaint.Key+":"+string(harness.StartupTaint.Effect)+"-")
+		_, err := c.Kubectl(ctx, "taint", "node", node, wellknown.StartupTaint().Key+":"+string(wellknown.StartupTaint().Effect)+"-")
 		require.NoError(t, err)
 
 		ev := harness.RequireNodeEvent(t, c, node, "ReplaceFailed")
@@ -165,7 +166,7 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		n := harness.RequireNode(t, c, node)
 		assert.Nil(t, n.DeletionTimestamp)
 		harness.RequireNoNodeEvent(t, c, node, "ReplacingNode")
-		cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
+		cond := harness.RequireAgentCondition(t, c, node, string(wellknown.ChecksFailed))
 		assert.Contains(t, cond.Message, "dns "+harness.DNSName)
 	})
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // testWebhookDown: a validating webhook on Node UPDATE with failurePolicy Fail whose server is
@@ -55,7 +55,7 @@ func testWebhookDown(t *testing.T, c *harness.Cluster) {
 
 	node := f.Name() + "-0"
 	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{Env: map[string]string{"MAX_RETRIES": "2"}}))
-	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonMisconfigured)
+	cond := harness.RequireAgentCondition(t, c, node, string(wellknown.Misconfigured))
 	assert.Contains(t, cond.Message, "failed calling webhook")
 	assert.Contains(t, cond.Message, "nodes.down.example.com")
 	ev := harness.RequireNodeEvent(t, c, node, "ReleaseFailed")
@@ -84,11 +84,11 @@ func testWebhookDown(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, err, "want a ReleaseFailed Event per distinct error; have %q", notes)
 	assert.True(t, slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "nodes.down.example.com") }), "%q", notes)
 	assert.True(t, slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "nodes.other.example.com") }), "%q", notes)
-	cond = harness.RequireAgentCondition(t, c, node, nodepatch.ReasonMisconfigured)
+	cond = harness.RequireAgentCondition(t, c, node, string(wellknown.Misconfigured))
 	assert.Contains(t, cond.Message, "nodes.other.example.com", "the condition follows the latest round")
 
 	// The way out of the deadlock (README: Runbook): the webhook goes, the node is released.
 	remove()
 	require.NoError(t, f.WaitReleased(ctx, node))
-	harness.RequireAgentCondition(t, c, node, nodepatch.ReasonVerified)
+	harness.RequireAgentCondition(t, c, node, string(wellknown.Verified))
 }

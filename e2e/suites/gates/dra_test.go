@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // gpuDriver is the stand-in DRA driver: the test writes its ResourceSlices as a kubelet plugin
@@ -49,9 +49,9 @@ func testDRA(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, f.AddNode(ctx, never, harness.NodeOptions{Env: env("FAILURE_ACTION", "fail-open", "FAIL_OPEN_AFTER", "5s")}))
 
 	// Nothing for the late node yet: its failure says so.
-	cond := harness.RequireAgentCondition(t, c, late, nodepatch.ReasonChecksFailed)
+	cond := harness.RequireAgentCondition(t, c, late, string(wellknown.ChecksFailed))
 	assert.Contains(t, cond.Message, "dra driver "+gpuDriver+": no ResourceSlice for node "+late+", want 2 devices")
-	cond = harness.RequireAgentCondition(t, c, incomplete, nodepatch.ReasonChecksFailed)
+	cond = harness.RequireAgentCondition(t, c, incomplete, string(wellknown.ChecksFailed))
 	assert.Contains(t, cond.Message, "dra driver "+gpuDriver+": 0 of 2 devices on node "+incomplete+" in pools "+incomplete+
 		"; incomplete, not counted: pool "+incomplete+" has 1 of 2 slices of generation 1")
 	failed := harness.RequireNodeEvent(t, c, incomplete, "CheckFailed")
@@ -72,7 +72,7 @@ func testDRA(t *testing.T, c *harness.Cluster) {
 	publish(t, client, incomplete+"-2", gpuDriver, incomplete, 1, 2, 1)
 	require.NoError(t, f.WaitReleased(ctx, late, incomplete))
 	t.Logf("nodes %s and %s seen released %s after their pools were complete", late, incomplete, time.Since(published).Round(time.Millisecond))
-	harness.RequireAgentCondition(t, c, late, nodepatch.ReasonVerified)
+	harness.RequireAgentCondition(t, c, late, string(wellknown.Verified))
 
 	// The device test that can follow the gate: the API server takes the example's patch.
 	out, err = c.Kubectl(ctx, "-n", harness.Namespace, "patch", "daemonset", harness.DaemonSetName, "--dry-run=server",
@@ -80,7 +80,7 @@ func testDRA(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, err, "examples/gpu-smoke-test-patch.yaml: %s", out)
 
 	// The driver that never publishes: held, then released by the failure action.
-	cond = harness.RequireAgentCondition(t, c, never, nodepatch.ReasonFailedOpen)
+	cond = harness.RequireAgentCondition(t, c, never, string(wellknown.FailedOpen))
 	assert.Contains(t, cond.Message, "no ResourceSlice for node "+never)
 	require.NoError(t, f.WaitAgentsGone(ctx, late, incomplete, never))
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // TestGates runs the gates on one control plane with nodeready installed from manifests/.
@@ -54,7 +54,7 @@ func testDaemonSetsRBAC(t *testing.T, c *harness.Cluster) {
 			return false, err
 		}
 		for _, cond := range n.Status.Conditions {
-			if cond.Type == nodepatch.ConditionType {
+			if cond.Type == wellknown.ConditionType {
 				last = cond
 				return strings.Contains(cond.Message, "kubectl apply -f "+rbacFile), nil
 			}
@@ -70,7 +70,7 @@ func testDaemonSetsRBAC(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, err)
 	t.Logf("kubectl apply -f %s:\n%s", rbacFile, out)
 	require.NoError(t, f.WaitReleased(ctx, node))
-	harness.RequireAgentCondition(t, c, node, nodepatch.ReasonVerified)
+	harness.RequireAgentCondition(t, c, node, string(wellknown.Verified))
 	require.NoError(t, f.WaitAgentsGone(ctx, node))
 }
 
@@ -154,7 +154,7 @@ func testDaemonSets(t *testing.T, c *harness.Cluster) {
 		assert.Contains(t, e.Note, "daemonset kube-system/fake-cni")
 		assert.NotContains(t, e.Note, "log-shipper")
 	}
-	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonVerified)
+	cond := harness.RequireAgentCondition(t, c, node, string(wellknown.Verified))
 	assert.Equal(t, corev1.ConditionTrue, cond.Status)
 
 	// The log shipper does run on the node, once it is released: it was left out because it
@@ -183,7 +183,7 @@ func testConditions(t *testing.T, c *harness.Cluster) {
 	}})
 
 	// Missing: the failure is recorded and names the condition, and only that one.
-	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
+	cond := harness.RequireAgentCondition(t, c, node, string(wellknown.ChecksFailed))
 	assert.Contains(t, cond.Message, "no condition "+string(network)+", want True")
 	assert.NotContains(t, cond.Message, "condition Ready ", "Ready=True is reported by the kubelet")
 	requireHeld(t, c, node)
@@ -198,7 +198,7 @@ func testConditions(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, f.WaitReleased(ctx, node))
 	t.Logf("node %s seen released %s after the condition was set", node, time.Since(set).Round(time.Millisecond))
 
-	harness.RequireAgentCondition(t, c, node, nodepatch.ReasonVerified)
+	harness.RequireAgentCondition(t, c, node, string(wellknown.Verified))
 	n := harness.RequireNode(t, c, node)
 	for _, want := range []corev1.NodeConditionType{network, corev1.NodeReady} {
 		found := false
@@ -224,7 +224,7 @@ func testResources(t *testing.T, c *harness.Cluster) {
 		"MAX_RETRIES":        "2",
 	}})
 
-	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
+	cond := harness.RequireAgentCondition(t, c, node, string(wellknown.ChecksFailed))
 	assert.Contains(t, cond.Message, "no allocatable "+string(gpu)+", want at least 1")
 	requireHeld(t, c, node)
 
@@ -237,7 +237,7 @@ func testResources(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, f.WaitReleased(ctx, node))
 	t.Logf("node %s seen released %s after the device was reported", node, time.Since(set).Round(time.Millisecond))
 
-	harness.RequireAgentCondition(t, c, node, nodepatch.ReasonVerified)
+	harness.RequireAgentCondition(t, c, node, string(wellknown.Verified))
 	got := harness.RequireNode(t, c, node).Status.Allocatable[gpu]
 	assert.Equal(t, "2", got.String())
 	require.NoError(t, f.WaitAgentsGone(ctx, node))

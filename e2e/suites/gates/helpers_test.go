@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // baseChecks are the shipped default CHECKS; each test adds its gate.
@@ -27,7 +28,7 @@ func requireHeld(t *testing.T, c *harness.Cluster, node string) {
 	t.Helper()
 	n := harness.RequireNode(t, c, node)
 	require.True(t, harness.IsTainted(n), "node %s lost the startup taint; taints %v", node, n.Spec.Taints)
-	require.NotContains(t, n.Labels, harness.VerifiedLabel)
+	require.NotContains(t, n.Labels, wellknown.VerifiedLabel)
 }
 
 // rounds returns the agent's nodeready_rounds_total.

@@ -19,7 +19,7 @@ import (
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 	"github.com/nodeready/nodeready/e2e/static/kustomize"
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // exampleTaint is the startup taint of kustomize/example/settings.yaml.
@@ -121,12 +121,12 @@ func TestApplyExampleOverlay(t *testing.T) {
 	})
 	require.NoError(t, err, "node not released; last seen %+v", last)
 	assert.Equal(t, []corev1.Taint{foreign}, last.Spec.Taints)
-	assert.NotContains(t, last.Labels, kustomize.ShippedLabel)
+	assert.NotContains(t, last.Labels, wellknown.VerifiedLabel)
 	assert.Contains(t, last.Annotations, kustomize.NewLabel+"-at", "the completion record follows the label")
 	cond := harness.AgentCondition(last)
 	require.NotNil(t, cond)
 	assert.Equal(t, corev1.ConditionTrue, cond.Status)
-	assert.Equal(t, nodepatch.ReasonVerified, cond.Reason)
+	assert.Equal(t, string(wellknown.Verified), cond.Reason)
 
 	// The agent ran in the overlay's namespace, and its pod is gone.
 	logs, err := filepath.Glob(filepath.Join(logDir, kustomize.NewNamespace+"_nodeready-*.log"))

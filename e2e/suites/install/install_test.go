@@ -11,7 +11,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/static/chart"
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // TestHelmInstall installs the chart with `helm install` onto the real control plane, as
@@ -49,7 +49,7 @@ func TestHelmInstall(t *testing.T) {
 	nodes, err := f.AddNodes(ctx, 1, harness.NodeOptions{})
 	require.NoError(t, err)
 	require.NoError(t, f.WaitReleased(ctx, nodes...))
-	harness.RequireAgentCondition(t, c, nodes[0], nodepatch.ReasonVerified)
+	harness.RequireAgentCondition(t, c, nodes[0], string(wellknown.Verified))
 	require.NoError(t, f.WaitAgentsGone(ctx, nodes...))
 
 	// The own-node policy the chart installed is in force: the agent's identity, with a

@@ -154,7 +154,7 @@ func waitInitialized(t *testing.T, dyn dynamic.Interface, claim string) {
 // the startup taint (what nodeready's wait for the registration relies on).
 func requireNeverHalfReleased(t *testing.T, f *harness.Fleet, tl *timeline, node string) {
 	t.Helper()
-	// The fleet's History knows only harness.StartupTaint; the timeline knows the scenario's.
+	// The fleet's History knows only wellknown.StartupTaint(); the timeline knows the scenario's.
 	for _, s := range f.History().States(node) {
 		require.False(t, s.Labelled && s.Tainted, "node %s was labelled and tainted at once: %v", node, f.History().States(node))
 	}

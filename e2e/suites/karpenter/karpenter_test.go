@@ -15,7 +15,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/karpenter"
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // TestKarpenter runs the real Karpenter (kwok provider) on one control plane with nodeready
@@ -41,7 +41,7 @@ func TestKarpenter(t *testing.T) {
 		testBeforeRegistration(t, c, dyn, k)
 	})
 	t.Run("replace-node deletes the NodeClaim and Karpenter replaces the node", func(t *testing.T) {
-		testReplace(t, c, dyn, harness.StartupTaint.Key)
+		testReplace(t, c, dyn, wellknown.StartupTaint().Key)
 	})
 	// Karpenter told nothing: the taint put on by the creation-time policy, no startupTaints.
 	var runs []heldRun
@@ -81,7 +81,7 @@ func testLaunch(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) {
 		n := harness.RequireNode(t, c, node)
 		assert.Equal(t, "true", n.Labels[karpenter.RegisteredLabel], "node %s", node)
 		assert.Equal(t, l.claim, l.owner, "node %s: the ownerReference names its NodeClaim", node)
-		assert.Equal(t, nodepatch.ReasonVerified, harness.RequireAgentCondition(t, c, node, nodepatch.ReasonVerified).Reason)
+		assert.Equal(t, string(wellknown.Verified), harness.RequireAgentCondition(t, c, node, string(wellknown.Verified)).Reason)
 	}
 	assert.ElementsMatch(t, nodes, uniqueValues(on), "one pod on each launched node")
 	tl.Log(t)
@@ -94,7 +94,7 @@ func testLaunch(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) {
 	// removed label straight back.
 	node := nodes[0]
 	require.NoError(t, f.WaitAgentsGone(ctx, node))
-	_, err := c.Kubectl(ctx, "label", "node", node, harness.VerifiedLabel+"-")
+	_, err := c.Kubectl(ctx, "label", "node", node, wellknown.VerifiedLabel+"-")
 	require.NoError(t, err)
 	require.NoError(t, f.WaitReleased(ctx, node))
 	requireNeverHalfReleased(t, f, tl, node)
@@ -120,7 +120,7 @@ func testHeld(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) {
 
 	nodes := waitNodes(t, tl, replicas)
 	for _, node := range nodes {
-		cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
+		cond := harness.RequireAgentCondition(t, c, node, string(wellknown.ChecksFailed))
 		assert.Equal(t, corev1.ConditionFalse, cond.Status)
 		// Rounds go on every RETRY_BACKOFF_MAX (1s): after these, Karpenter has had the
 		// pending pods and the held nodes before it through several batch windows.
@@ -131,7 +131,7 @@ func testHeld(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) {
 	for _, node := range nodes {
 		n := harness.RequireNode(t, c, node)
 		assert.True(t, harness.IsTainted(n), "node %s lost its startup taint", node)
-		assert.Empty(t, n.Labels[harness.VerifiedLabel], "node %s", node)
+		assert.Empty(t, n.Labels[wellknown.VerifiedLabel], "node %s", node)
 		assert.Equal(t, "true", n.Labels[karpenter.RegisteredLabel], "node %s", node)
 		assert.Empty(t, n.Labels[karpenter.InitializedLabel], "node %s", node)
 		l := claimOf(tl, node)
@@ -192,7 +192,7 @@ func testBeforeRegistration(t *testing.T, c *harness.Cluster, dyn dynamic.Interf
 	// Rounds pass while Karpenter is paused: the agent's checks pass, and it waits.
 	require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 5))
 	n := harness.RequireNode(t, c, node)
-	assert.Empty(t, n.Labels[harness.VerifiedLabel], "node %s labelled before its registration", node)
+	assert.Empty(t, n.Labels[wellknown.VerifiedLabel], "node %s labelled before its registration", node)
 	assert.Empty(t, n.Labels[karpenter.RegisteredLabel])
 	assert.False(t, harness.IsTainted(n), "the startup taint comes with the registration")
 
@@ -202,7 +202,7 @@ func testBeforeRegistration(t *testing.T, c *harness.Cluster, dyn dynamic.Interf
 	waitInitialized(t, dyn, claimOf(tl, node).claim)
 	requireNeverHalfReleased(t, f, tl, node)
 	// Held: the node had the taint once registered, so a failure would have acted on it.
-	assert.Equal(t, nodepatch.ReasonVerified, harness.RequireAgentCondition(t, c, node, nodepatch.ReasonVerified).Reason)
+	assert.Equal(t, string(wellknown.Verified), harness.RequireAgentCondition(t, c, node, string(wellknown.Verified)).Reason)
 	tl.Log(t)
 	t.Logf("history of %s: %v", node, f.History().States(node))
 }
@@ -214,9 +214,9 @@ func testBeforeRegistration(t *testing.T, c *harness.Cluster, dyn dynamic.Interf
 func testReplace(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, key string) {
 	ctx := t.Context()
 	pool, app := "replace", "replace"
-	np, taint := karpenter.NodePool, harness.StartupTaint
+	np, taint := karpenter.NodePool, wellknown.StartupTaint()
 	env := map[string]string{"FAILURE_ACTION": "replace-node", "MAX_RETRIES": "2"}
-	if key != harness.StartupTaint.Key {
+	if key != wellknown.StartupTaint().Key {
 		pool, app = "replace-readiness", "replace-readiness"
 		np, taint.Key, env["TAINT_KEY"] = karpenter.NodePoolWithoutStartupTaints, key, key
 		useTaintKey(t, c, key)

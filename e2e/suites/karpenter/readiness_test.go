@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/karpenter"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // heldRun is what one held launch showed from the API, for the assertions and the table.
@@ -76,7 +77,7 @@ func heldLaunch(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool, k
 	for _, node := range nodes {
 		n := harness.RequireNode(t, c, node)
 		assert.True(t, tl.tainted(n), "held node %s lost the taint %s: %v", node, key, n.Spec.Taints)
-		assert.Empty(t, n.Labels[harness.VerifiedLabel], "held node %s", node)
+		assert.Empty(t, n.Labels[wellknown.VerifiedLabel], "held node %s", node)
 		r.initializedHeld = append(r.initializedHeld, initialized(t, dyn, claimOf(tl, node).claim))
 	}
 	r.claimsHeld = len(tl.Claims())
@@ -159,7 +160,7 @@ func testZeroChange(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) hel
 // another node for the pod a held node was launched for. It made no extra NodeClaim while
 // every node was held (no provisioning pass ran then): that figure is only in the table.
 func testComparison(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) heldRun {
-	r := heldLaunch(t, c, dyn, "comparison", harness.StartupTaint.Key)
+	r := heldLaunch(t, c, dyn, "comparison", wellknown.StartupTaint().Key)
 	for i, status := range r.initializedHeld {
 		assert.Equal(t, "True", status, "NodeClaim %d Initialized while its node was held", i)
 	}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/karpenter"
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // The policies that name the startup taint key: the creation-time MutatingAdmissionPolicy
@@ -70,9 +70,9 @@ func useTaintKey(t *testing.T, c *harness.Cluster, key string) {
 		}
 		want := ""
 		if hadCreationPolicy {
-			want = harness.StartupTaint.Key
+			want = wellknown.StartupTaint().Key
 		}
-		if err := waitTaintPolicies(ctx, t, c, want, harness.StartupTaint.Key); err != nil {
+		if err := waitTaintPolicies(ctx, t, c, want, wellknown.StartupTaint().Key); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 		if err := c.Client().CoreV1().Nodes().Delete(ctx, probeNode, metav1.DeleteOptions{}); err != nil {
@@ -99,8 +99,8 @@ func useTaintKey(t *testing.T, c *harness.Cluster, key string) {
 func withTaintKey(t *testing.T, file, text, key string) string {
 	t.Helper()
 	literal := func(k string) string { return `"'` + k + `'"` }
-	require.Equal(t, 1, strings.Count(text, literal(harness.StartupTaint.Key)), "%s names the startup taint key once", file)
-	return strings.Replace(text, literal(harness.StartupTaint.Key), literal(key), 1)
+	require.Equal(t, 1, strings.Count(text, literal(wellknown.StartupTaint().Key)), "%s names the startup taint key once", file)
+	return strings.Replace(text, literal(wellknown.StartupTaint().Key), literal(key), 1)
 }
 
 // waitTaintPolicies waits until a Linux Node created now would get the startup taint with
@@ -110,7 +110,7 @@ func withTaintKey(t *testing.T, file, text, key string) string {
 func waitTaintPolicies(ctx context.Context, t *testing.T, c *harness.Cluster, created, removable string) error {
 	t.Helper()
 	agent := impersonateAgent(t, c, probeNode)
-	keys := []string{harness.StartupTaint.Key, karpenter.ReadinessTaintKey}
+	keys := []string{wellknown.StartupTaint().Key, karpenter.ReadinessTaintKey}
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		canary := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "nodeready-policy-canary", Labels: map[string]string{corev1.LabelOSStable: "linux"}}}
 		n, err := c.Client().CoreV1().Nodes().Create(ctx, canary, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -125,7 +125,7 @@ func waitTaintPolicies(ctx context.Context, t *testing.T, c *harness.Cluster, cr
 		}
 		for _, k := range keys {
 			patch := `[{"op":"add","path":"/spec/taints/-","value":{"key":"` + k + `","value":"true","effect":"NoSchedule"}}]`
-			_, err := agent.CoreV1().Nodes().Patch(ctx, probeNode, types.JSONPatchType, []byte(patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: nodepatch.FieldManager})
+			_, err := agent.CoreV1().Nodes().Patch(ctx, probeNode, types.JSONPatchType, []byte(patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: wellknown.FieldManager})
 			if (err == nil) != (k == removable) {
 				return false, nil
 			}

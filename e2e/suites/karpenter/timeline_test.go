@@ -19,6 +19,7 @@ import (
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/history"
 	"github.com/nodeready/nodeready/e2e/framework/karpenter"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // launch is what the timeline saw of one NodeClaim and its Node, each the first time it was
@@ -59,7 +60,7 @@ type timeline struct {
 // watchTimeline starts the watches; they end with the test.
 func watchTimeline(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool, app string) *timeline {
 	t.Helper()
-	return watchTimelineTaint(t, c, dyn, pool, app, harness.StartupTaint)
+	return watchTimelineTaint(t, c, dyn, pool, app, wellknown.StartupTaint())
 }
 
 // watchTimelineTaint is watchTimeline for agents that remove another startup taint.
@@ -141,7 +142,7 @@ func (tl *timeline) node(obj any, deleted bool) {
 	defer tl.mu.Unlock()
 	l := tl.get(n.Labels[corev1.LabelHostname])
 	registered := n.Labels[karpenter.RegisteredLabel] == "true"
-	verified := n.Labels[harness.VerifiedLabel] == "true"
+	verified := n.Labels[wellknown.VerifiedLabel] == "true"
 	if l.created.IsZero() {
 		l.createdTainted = tl.tainted(n)
 	}

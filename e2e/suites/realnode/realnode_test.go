@@ -24,6 +24,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/realnode"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // missingName is a name the cluster DNS does not know until the test creates its Service.
@@ -208,7 +209,7 @@ func waitChecksFailed(t *testing.T, c *realnode.Cluster) {
 // asNewNode makes the node look new to nodeready: the startup taint, no verified label.
 func asNewNode(t *testing.T, c *realnode.Cluster) {
 	t.Helper()
-	_, err := c.Kubectl(t.Context(), "taint", "node", c.NodeName, realnode.StartupTaint)
+	_, err := c.Kubectl(t.Context(), "taint", "node", c.NodeName, wellknown.StartupTaintString)
 	require.NoError(t, err)
 	_, err = c.Kubectl(t.Context(), "label", "node", c.NodeName, verifiedLabel+"-")
 	require.NoError(t, err)

@@ -22,7 +22,7 @@ import (
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // maxRetries is the agents' MAX_RETRIES, the shipped default: after that many failing
@@ -176,7 +176,7 @@ func TestForbidden(t *testing.T) {
 		inForce: func(ctx context.Context, agent kubernetes.Interface, node string) bool {
 			_, err := agent.CoreV1().Nodes().Patch(ctx, node, types.JSONPatchType,
 				[]byte(`[{"op":"add","path":"/metadata/labels/node-ready~1verified","value":"true"}]`),
-				metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: nodepatch.FieldManager})
+				metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: wellknown.FieldManager})
 			return apierrors.IsForbidden(err)
 		},
 		restore: func(ctx context.Context) error {
@@ -209,7 +209,7 @@ func TestForbidden(t *testing.T) {
 		assertBounded(t, tc.name, rate, requests, rounds)
 		assertEventSays(t, ctx, f.client, a.node, "ReleaseFailed", "forbidden: check the ClusterRole and the admission policy")
 		if tc.name == "policy" { // without its binding, the agent cannot write its condition either
-			cond := harness.RequireAgentCondition(t, e.c, a.node, nodepatch.ReasonMisconfigured)
+			cond := harness.RequireAgentCondition(t, e.c, a.node, string(wellknown.Misconfigured))
 			assert.Contains(t, cond.Message, "release: ")
 		}
 		for _, v := range f.versions.of(a.node) {

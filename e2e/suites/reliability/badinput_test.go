@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
+	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -41,11 +42,11 @@ func TestBadInput(t *testing.T) {
 
 	// What the API server refuses.
 	refused := map[string][]corev1.Taint{
-		"duplicate startup taint": {harness.StartupTaint, harness.StartupTaint},
-		"startup taint twice with different values": {harness.StartupTaint,
-			{Key: harness.StartupTaint.Key, Value: "again", Effect: harness.StartupTaint.Effect}},
-		"unknown effect": {harness.StartupTaint, {Key: "example.com/odd", Effect: "NoRun"}},
-		"invalid key":    {harness.StartupTaint, {Key: "example.com/bad key!", Effect: corev1.TaintEffectNoSchedule}},
+		"duplicate startup taint": {wellknown.StartupTaint(), wellknown.StartupTaint()},
+		"startup taint twice with different values": {wellknown.StartupTaint(),
+			{Key: wellknown.StartupTaint().Key, Value: "again", Effect: wellknown.StartupTaint().Effect}},
+		"unknown effect": {wellknown.StartupTaint(), {Key: "example.com/odd", Effect: "NoRun"}},
+		"invalid key":    {wellknown.StartupTaint(), {Key: "example.com/bad key!", Effect: corev1.TaintEffectNoSchedule}},
 	}
 	for what, taints := range refused {
 		node := &corev1.Node{
@@ -63,8 +64,8 @@ func TestBadInput(t *testing.T) {
 	otherValue := "badinput-taint-value"
 	f.useDNS(otherValue, newSlowDNS(t, 0)) // the fleet gives a DNS server only to its own nodes
 	require.NoError(t, f.Kubelet().AddNode(ctx, otherValue, nodeOptions(f, []corev1.Taint{
-		{Key: harness.StartupTaint.Key, Value: "pending", Effect: harness.StartupTaint.Effect},
-		{Key: harness.StartupTaint.Key, Value: "true", Effect: corev1.TaintEffectNoExecute},
+		{Key: wellknown.StartupTaint().Key, Value: "pending", Effect: wellknown.StartupTaint().Effect},
+		{Key: wellknown.StartupTaint().Key, Value: "true", Effect: corev1.TaintEffectNoExecute},
 	})))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -119,11 +120,11 @@ func TestBadInput(t *testing.T) {
 	require.NoError(t, err)
 	var sameKey []corev1.Taint // the node lifecycle controller's not-ready taint may be there too
 	for _, tn := range v.Taints {
-		if tn.Key == harness.StartupTaint.Key {
+		if tn.Key == wellknown.StartupTaint().Key {
 			sameKey = append(sameKey, tn)
 		}
 	}
-	assert.Equal(t, []string{harness.StartupTaint.Key + "=true:NoExecute"}, taintsOf(sameKey), "%s: the startup taint with another value removed, the other effect kept", otherValue)
+	assert.Equal(t, []string{wellknown.StartupTaint().Key + "=true:NoExecute"}, taintsOf(sameKey), "%s: the startup taint with another value removed, the other effect kept", otherValue)
 	for _, n := range names {
 		require.NoError(t, f.waitAgentsDone(ctx, n, 1))
 		assert.Len(t, f.PodsOn(n), 1, "agents on %s", n)
@@ -142,13 +143,13 @@ func TestBadInput(t *testing.T) {
 
 	// The verified label with another value, released by nodepatch on the real API server.
 	labelled := "badinput-label-value"
-	require.NoError(t, f.Kubelet().AddNode(ctx, labelled, nodeOptions(f, []corev1.Taint{harness.StartupTaint}, harness.VerifiedLabel, "false")))
+	require.NoError(t, f.Kubelet().AddNode(ctx, labelled, nodeOptions(f, []corev1.Taint{wellknown.StartupTaint()}, wellknown.VerifiedLabel, "false")))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_ = f.Kubelet().RemoveNode(ctx, labelled)
 	})
-	p := nodepatch.New(client, labelled, nodepatch.Spec{Taints: []corev1.Taint{harness.StartupTaint}, LabelKey: harness.VerifiedLabel, LabelValue: "true"})
+	p := nodepatch.New(client, labelled, nodepatch.Spec{Taints: []corev1.Taint{wellknown.StartupTaint()}, LabelKey: wellknown.VerifiedLabel, LabelValue: "true"})
 	outcome, err := p.Release(ctx, nil)
 	require.NoError(t, err)
 	assert.Equal(t, nodepatch.Patched, outcome)
@@ -156,7 +157,7 @@ func TestBadInput(t *testing.T) {
 	require.NoError(t, err)
 	released := nodeVersion{Taints: node.Spec.Taints, Labels: node.Labels}
 	assert.True(t, released.released(), "node %s: %s", labelled, released)
-	assert.Empty(t, f.PodsOn(labelled), "an agent ran on a node labelled %s=false", harness.VerifiedLabel)
+	assert.Empty(t, f.PodsOn(labelled), "an agent ran on a node labelled %s=false", wellknown.VerifiedLabel)
 
 	t.Logf("refused by the API server (no agent can meet them): %d kinds of malformed or duplicate taints", len(refused))
 	t.Logf("released with odd input: %d nodes (startup taint with another value, other effects kept, DNS names in upper case and with a trailing dot, two redirects followed to /ok (%d hits), an endless body cut after %d KiB); %d agents exit 0; %d node versions, none half released",

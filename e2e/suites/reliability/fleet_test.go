@@ -21,6 +21,7 @@ import (
 	"github.com/nodeready/nodeready/checks/dnstest"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // fleet is a harness fleet with what these tests add: every version of its nodes
@@ -214,8 +215,8 @@ func (p jsonPatch) bytes() []byte {
 func reverify(ctx context.Context, client kubernetes.Interface, node string) (int64, error) {
 	return addStartupTaint(ctx, client, node, "e2e-reverify", func(*corev1.Node) (jsonPatch, error) {
 		return jsonPatch{
-			{"op": "test", "path": "/metadata/labels/" + escape(harness.VerifiedLabel), "value": "true"},
-			{"op": "remove", "path": "/metadata/labels/" + escape(harness.VerifiedLabel)},
+			{"op": "test", "path": "/metadata/labels/" + escape(wellknown.VerifiedLabel), "value": "true"},
+			{"op": "remove", "path": "/metadata/labels/" + escape(wellknown.VerifiedLabel)},
 		}, nil
 	})
 }
@@ -237,7 +238,7 @@ func addStartupTaint(ctx context.Context, client kubernetes.Interface, node, fie
 		}
 		patch := append(jsonPatch{
 			{"op": "test", "path": "/spec/taints", "value": n.Spec.Taints},
-			{"op": "replace", "path": "/spec/taints", "value": append(slices.Clone(n.Spec.Taints), harness.StartupTaint)},
+			{"op": "replace", "path": "/spec/taints", "value": append(slices.Clone(n.Spec.Taints), wellknown.StartupTaint())},
 		}, ops...)
 		out, err := client.CoreV1().Nodes().Patch(ctx, node, types.JSONPatchType, patch.bytes(), metav1.PatchOptions{FieldManager: fieldManager})
 		if err != nil {

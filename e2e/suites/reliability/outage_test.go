@@ -21,7 +21,7 @@ import (
 	"github.com/nodeready/nodeready/checks/dnstest"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // outageTaintBefore is a foreign taint the admin changes to outageTaintAfter right after
@@ -165,7 +165,7 @@ func TestAPIServerOutage(t *testing.T) {
 		// What people see agrees with the node: the agent's condition says Verified, also
 		// where the release landed just before a stop and the condition write that follows
 		// it fell into the outage (the agent writes it again once the API server is back).
-		if verdict := harness.AgentCondition(node); assert.NotNil(t, verdict, "node %s released without the condition %s", n.name, nodepatch.ConditionType) {
+		if verdict := harness.AgentCondition(node); assert.NotNil(t, verdict, "node %s released without the condition %s", n.name, wellknown.ConditionType) {
 			assert.Equal(t, corev1.ConditionTrue, verdict.Status, "node %s released, condition %s: %s", n.name, verdict.Reason, verdict.Message)
 		}
 	}

@@ -45,7 +45,7 @@ var moments = []moment{atStart, inChecks, atRandom, atLabel}
 const (
 	// uncaughtWithin bounds when a SIGTERM can kill an agent process outright: before its
 	// process has a signal handler, which the agent sets up within its first millisecond or
-	// two (wiring/sigterm), later on a busy machine. A process killed by the signal later
+	// two (internal/wiring/sigterm), later on a busy machine. A process killed by the signal later
 	// than this had a gap in its signal handling.
 	uncaughtWithin = 250 * time.Millisecond
 	// abortWithin bounds an abort, from the pod's deletion through the kubelet's SIGTERM to

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/history"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // nodeVersion is one version of a node as a watch delivered it.
@@ -23,11 +24,11 @@ type nodeVersion struct {
 }
 
 // labelled: the node carries the verified label with the configured value.
-func (v nodeVersion) labelled() bool { return v.Labels[harness.VerifiedLabel] == "true" }
+func (v nodeVersion) labelled() bool { return v.Labels[wellknown.VerifiedLabel] == "true" }
 
 // tainted: the node carries the startup taint (its key and effect, any value).
 func (v nodeVersion) tainted() bool {
-	return v.hasTaint(harness.StartupTaint.Key, harness.StartupTaint.Effect)
+	return v.hasTaint(wellknown.StartupTaint().Key, wellknown.StartupTaint().Effect)
 }
 
 // released: verified and untainted, what a release leaves.

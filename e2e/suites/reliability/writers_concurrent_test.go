@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // TestConcurrentWriters: while agents verify their nodes again and again, three other
@@ -69,7 +70,7 @@ func TestConcurrentWriters(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if !v.hasTaint(harness.StartupTaint.Key, "PreferNoSchedule") || v.Labels[harness.ForeignLabel] != harness.ForeignLabelValue {
+			if !v.hasTaint(wellknown.StartupTaint().Key, "PreferNoSchedule") || v.Labels[harness.ForeignLabel] != harness.ForeignLabelValue {
 				return fmt.Errorf("node %s released without its foreign taints and labels: %s", n, v)
 			}
 			if err := f.waitAgentsDone(ctx, n, i+1); err != nil {

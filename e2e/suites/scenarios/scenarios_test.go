@@ -18,6 +18,7 @@ import (
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // TestNodeReady runs the scenarios on one control plane with nodeready installed from
@@ -69,7 +70,7 @@ func testReverify(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, f.WaitAgentsGone(t.Context(), nodes...))
 	first := assertVerifiedBy(t, f, target, 1)[0]
 
-	_, err := c.Kubectl(t.Context(), "label", "node", target, harness.VerifiedLabel+"-")
+	_, err := c.Kubectl(t.Context(), "label", "node", target, wellknown.VerifiedLabel+"-")
 	require.NoError(t, err)
 
 	err = harness.Poll(t, func(context.Context) (bool, error) {
@@ -105,8 +106,8 @@ func testFailingCheck(t *testing.T, c *harness.Cluster) {
 
 	node, err := c.Client().CoreV1().Nodes().Get(t.Context(), bad, metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.NotContains(t, node.Labels, harness.VerifiedLabel)
-	assert.Contains(t, taintsOf(node), harness.StartupTaint.ToString())
+	assert.NotContains(t, node.Labels, wellknown.VerifiedLabel)
+	assert.Contains(t, taintsOf(node), wellknown.StartupTaintString)
 	pod, err := c.Client().CoreV1().Pods(agent.Namespace).Get(t.Context(), agent.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Nil(t, pod.DeletionTimestamp, "agent pod of the failing node is being deleted")
@@ -179,8 +180,8 @@ func testCrashLoop(t *testing.T, c *harness.Cluster) {
 	assert.EqualValues(t, 2, last.ExitCode, "exit code of an invalid configuration")
 	n, err := c.Client().CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.NotContains(t, n.Labels, harness.VerifiedLabel)
-	assert.Contains(t, taintsOf(n), harness.StartupTaint.ToString())
+	assert.NotContains(t, n.Labels, wellknown.VerifiedLabel)
+	assert.Contains(t, taintsOf(n), wellknown.StartupTaintString)
 
 	f.SetEnv(node, nil)
 
@@ -277,8 +278,8 @@ func testBadConfigMap(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, err)
 	assert.Contains(t, string(out), `MAX_RETRIES="many"`)
 	n := harness.RequireNode(t, c, node)
-	assert.NotContains(t, n.Labels, harness.VerifiedLabel)
-	assert.Contains(t, taintsOf(n), harness.StartupTaint.ToString())
+	assert.NotContains(t, n.Labels, wellknown.VerifiedLabel)
+	assert.Contains(t, taintsOf(n), wellknown.StartupTaintString)
 
 	require.NoError(t, c.ApplyConfig(t.Context(), nil))
 	require.NoError(t, f.WaitReleased(t.Context(), node))
@@ -309,8 +310,8 @@ func testOwnNode(t *testing.T, c *harness.Cluster) {
 	harness.RequireNoNodeEvent(t, c, other, "ReleaseFailed")
 	for _, name := range []string{other, own} {
 		n := harness.RequireNode(t, c, name)
-		assert.NotContains(t, n.Labels, harness.VerifiedLabel, "label on %s", name)
-		assert.Contains(t, taintsOf(n), harness.StartupTaint.ToString(), "startup taint gone from %s", name)
+		assert.NotContains(t, n.Labels, wellknown.VerifiedLabel, "label on %s", name)
+		assert.Contains(t, taintsOf(n), wellknown.StartupTaintString, "startup taint gone from %s", name)
 	}
 
 	// What the API server makes of a token bound to that agent pod, as the kubelet's is.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -121,18 +122,18 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 		name, manager string
 		patch         func(at string) string
 	}{
-		{"reset managedFields", nodepatch.FieldManager, fixed(`{"metadata":{"managedFields":[{}]}}`)},
-		{"move another manager's time", nodepatch.FieldManager,
+		{"reset managedFields", wellknown.FieldManager, fixed(`{"metadata":{"managedFields":[{}]}}`)},
+		{"move another manager's time", wellknown.FieldManager,
 			atCreator(`{"op":"replace","path":"AT/time","value":"2001-01-01T00:00:00Z"}`)},
-		{"drop another manager's entry", nodepatch.FieldManager, atCreator(`{"op":"remove","path":"AT"}`)},
-		{"give another manager a field", nodepatch.FieldManager,
+		{"drop another manager's entry", wellknown.FieldManager, atCreator(`{"op":"remove","path":"AT"}`)},
+		{"give another manager a field", wellknown.FieldManager,
 			atCreator(`{"op":"add","path":"AT/fieldsV1/f:metadata/f:labels/f:example.com~1evil","value":{}}`)},
-		{"take a label from another manager", nodepatch.FieldManager,
+		{"take a label from another manager", wellknown.FieldManager,
 			atCreator(`{"op":"remove","path":"AT/fieldsV1/f:metadata/f:labels/f:pool"}`)},
-		{"add an entry for another manager", nodepatch.FieldManager,
+		{"add an entry for another manager", wellknown.FieldManager,
 			fixed(`[{"op":"add","path":"/metadata/managedFields/-","value":{"manager":"kubelet","operation":"Update","apiVersion":"v1",` +
 				`"time":"2001-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:unschedulable":{}}}}}]`)},
-		{"claim another manager's field in its own entry", nodepatch.FieldManager,
+		{"claim another manager's field in its own entry", wellknown.FieldManager,
 			fixed(`[{"op":"add","path":"/metadata/managedFields/-","value":{"manager":"nodeready","operation":"Update","apiVersion":"v1",` +
 				`"time":"2001-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{"f:pool":{}}}}}}]`)},
 		{"write its label as the creator", owner, fixed(`{"metadata":{"labels":{"node-ready/verified":"true"}}}`)},
@@ -170,7 +171,7 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 		before := entries(t, getNode(t, admin, nodeA))
 		var taints entry // whoever wrote the list last: the creator, or the node lifecycle controller's taint
 		for _, e := range before {
-			if spec, ok := e.Fields["f:spec"].(map[string]any); ok && spec["f:taints"] != nil && e.Manager != nodepatch.FieldManager {
+			if spec, ok := e.Fields["f:spec"].(map[string]any); ok && spec["f:taints"] != nil && e.Manager != wellknown.FieldManager {
 				taints = e
 			}
 		}
@@ -206,7 +207,7 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 			}
 		}
 		assert.Equal(t, withoutTaints(before[owner+" Update "]), withoutTaints(after[owner+" Update "]), "the creator's entry changed")
-		assert.Contains(t, after[nodepatch.FieldManager+" Update "].Fields["f:spec"], "f:taints")
+		assert.Contains(t, after[wellknown.FieldManager+" Update "].Fields["f:spec"], "f:taints")
 	})
 
 	t.Run("an entry that held only the taint list goes with it", func(t *testing.T) {
@@ -242,7 +243,7 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 		assert.Equal(t, nodepatch.Patched, outcome)
 		after := getNode(t, admin, nodeC)
 		assert.Contains(t, managers(after), "ancient-changes")
-		assert.Contains(t, managers(after), nodepatch.FieldManager)
+		assert.Contains(t, managers(after), wellknown.FieldManager)
 		assert.Equal(t, "true", after.Labels["node-ready/verified"])
 		assert.False(t, strings.Contains(fmt.Sprint(after.Spec.Taints), "node-ready/unverified"))
 	})

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
+	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
@@ -96,7 +97,7 @@ func targetsOf(n *corev1.Node) targets {
 		}
 	}
 	for _, c := range n.Status.Conditions {
-		if c.Type == nodepatch.ConditionType || c.Reason == "Faked" {
+		if c.Type == wellknown.ConditionType || c.Reason == "Faked" {
 			t.Conditions = append(t.Conditions, c)
 		}
 	}
@@ -209,14 +210,14 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 		outcome, err := p.Release(ctx, map[string]string{"node-ready/verified-at": "2026-11-21T08:00:00Z", "node-ready/verified-duration": "1s"})
 		require.NoError(t, err)
 		assert.Equal(t, nodepatch.Patched, outcome)
-		wrote, err := p.SetCondition(ctx, nodepatch.Condition{Status: corev1.ConditionTrue, Reason: nodepatch.ReasonVerified, Message: "All checks passed"})
+		wrote, err := p.SetCondition(ctx, wellknown.Condition{Status: corev1.ConditionTrue, Reason: wellknown.Verified, Message: "All checks passed"})
 		require.NoError(t, err)
 		assert.True(t, wrote)
 		n := getNode(t, admin, nodeA)
 		assert.Equal(t, "true", n.Labels["node-ready/verified"])
 		assert.Equal(t, "1s", n.Annotations["node-ready/verified-duration"])
 		if conditions := targetsOf(n).Conditions; assert.Len(t, conditions, 1) {
-			assert.Equal(t, nodepatch.ConditionType, conditions[0].Type)
+			assert.Equal(t, wellknown.ConditionType, conditions[0].Type)
 		}
 		assert.Equal(t, "gpu", n.Labels["pool"])
 		assert.Equal(t, []corev1.Taint{foreignTaint}, targetsOf(n).Taints)
@@ -226,7 +227,7 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 		// again are the agent's too.
 		_, err = agentA.CoreV1().Nodes().Patch(ctx, nodeA, types.JSONPatchType,
 			[]byte(`[{"op":"add","path":"/spec/taints/-","value":{"key":"node-ready/unverified","value":"true","effect":"NoSchedule"}}]`),
-			metav1.PatchOptions{FieldManager: nodepatch.FieldManager})
+			metav1.PatchOptions{FieldManager: wellknown.FieldManager})
 		require.NoError(t, err)
 		outcome, err = p.Release(ctx, nil)
 		require.NoError(t, err)

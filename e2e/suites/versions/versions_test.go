@@ -12,7 +12,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // startOldest starts a cluster of the oldest supported release, whatever release the run
@@ -50,7 +50,7 @@ func TestOldestRelease(t *testing.T) {
 	// the dra gate is held, and its condition says why in one message.
 	t.Run("the dra gate holds the node: no resource.k8s.io version is served", func(t *testing.T) {
 		_, node := draNode(t, c, "dra", draDriver+">=1")
-		cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
+		cond := harness.RequireAgentCondition(t, c, node, string(wellknown.ChecksFailed))
 		assert.Contains(t, cond.Message, "the API server serves no resource.k8s.io version nodeready reads (v1, v1beta1)")
 		assert.True(t, harness.IsTainted(harness.RequireNode(t, c, node)), "held")
 	})
@@ -74,7 +74,7 @@ func draNode(t *testing.T, c *harness.Cluster, fleet, devices string) (*harness.
 func TestDRAGateOnV1beta1(t *testing.T) {
 	c := startOldest(t, "--feature-gates=DynamicResourceAllocation=true", "--runtime-config=resource.k8s.io/v1beta1=true")
 	f, node := draNode(t, c, "drabeta", draDriver+"[productName=Example GPU]>=1")
-	cond := harness.RequireAgentCondition(t, c, node, nodepatch.ReasonChecksFailed)
+	cond := harness.RequireAgentCondition(t, c, node, string(wellknown.ChecksFailed))
 	assert.Contains(t, cond.Message, "no ResourceSlice for node "+node)
 
 	_, err := c.Client().ResourceV1beta1().ResourceSlices().Create(t.Context(), &resourcev1beta1.ResourceSlice{

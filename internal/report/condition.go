@@ -5,13 +5,13 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // ConditionSetter writes the condition to the node: nodepatch.Patcher, or the
 // agent's read-only writer that only logs it.
 type ConditionSetter interface {
-	SetCondition(ctx context.Context, c nodepatch.Condition) (bool, error)
+	SetCondition(ctx context.Context, c wellknown.Condition) (bool, error)
 }
 
 // ConditionWriter keeps the node's condition telling the latest story. The
@@ -27,13 +27,13 @@ type ConditionWriter struct {
 	pending *pendingCondition
 	// shown is the last condition written, so a round like the one before
 	// writes nothing.
-	shown nodepatch.Condition
+	shown wellknown.Condition
 }
 
 // pendingCondition is a condition not yet written, how often its write
 // failed, and in which round it last did.
 type pendingCondition struct {
-	nodepatch.Condition
+	wellknown.Condition
 	failures, failedIn int
 }
 
@@ -48,7 +48,7 @@ func (w *ConditionWriter) NextRound() { w.round++ }
 
 // Set reports c on the node, unless it is what the node shows already. A
 // write that fails is kept (Flush).
-func (w *ConditionWriter) Set(ctx context.Context, log zerolog.Logger, c nodepatch.Condition) {
+func (w *ConditionWriter) Set(ctx context.Context, log zerolog.Logger, c wellknown.Condition) {
 	if w.pending == nil && w.shown == c {
 		return
 	}
@@ -62,7 +62,7 @@ func (w *ConditionWriter) Set(ctx context.Context, log zerolog.Logger, c nodepat
 
 // Replace reports c in place of any pending condition, and tries it now even
 // when a write failed this round: the release's condition.
-func (w *ConditionWriter) Replace(ctx context.Context, log zerolog.Logger, c nodepatch.Condition) {
+func (w *ConditionWriter) Replace(ctx context.Context, log zerolog.Logger, c wellknown.Condition) {
 	w.pending = nil
 	w.Set(ctx, log, c)
 }
@@ -70,7 +70,7 @@ func (w *ConditionWriter) Replace(ctx context.Context, log zerolog.Logger, c nod
 // Write writes c at once in place of any pending condition and returns the
 // write's error; a condition that failed is not kept. For a condition the
 // next step waits for (TAINT_OWNER=external's release).
-func (w *ConditionWriter) Write(ctx context.Context, c nodepatch.Condition) error {
+func (w *ConditionWriter) Write(ctx context.Context, c wellknown.Condition) error {
 	w.pending = nil
 	if _, err := w.node.SetCondition(ctx, c); err != nil {
 		return err
@@ -98,7 +98,7 @@ func (w *ConditionWriter) Flush(ctx context.Context, log zerolog.Logger) bool {
 			ev = log.Warn()
 		}
 		c.failures++
-		ev.Err(err).Str("reason", c.Reason).Msg("Could not set node condition, will try again")
+		ev.Err(err).Str("reason", string(c.Reason)).Msg("Could not set node condition, will try again")
 		return false
 	}
 	w.pending = nil
@@ -108,7 +108,7 @@ func (w *ConditionWriter) Flush(ctx context.Context, log zerolog.Logger) bool {
 		ev = log.Info().Int("attempts", c.failures+1)
 	}
 	if wrote {
-		ev.Str("reason", c.Reason).Msg("Set node condition")
+		ev.Str("reason", string(c.Reason)).Msg("Set node condition")
 	}
 	return true
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 var (
@@ -54,10 +55,10 @@ func (l *loader) validate() error {
 			// The release records its time and duration in annotations named after the
 			// label: a name part of 55 characters or more makes those keys invalid, and
 			// the API server would refuse every release.
-			for _, suffix := range []string{"-at", "-duration"} {
-				if errs := validation.IsQualifiedName(c.VerifiedLabel + suffix); len(errs) > 0 {
-					return &Error{"VERIFIED_LABEL", c.VerifiedLabel, fmt.Sprintf("the annotation %s%s that records the release is not a valid key: %s (keep the name after the / at most 54 characters)",
-						c.VerifiedLabel, suffix, strings.Join(errs, "; "))}
+			for _, key := range wellknown.Annotations(c.VerifiedLabel) {
+				if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+					return &Error{"VERIFIED_LABEL", c.VerifiedLabel, fmt.Sprintf("the annotation %s that records the release is not a valid key: %s (keep the name after the / at most 54 characters)",
+						key, strings.Join(errs, "; "))}
 				}
 			}
 			return nil

@@ -15,7 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/nodeready/nodeready/config"
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // TestMustSendBudgetFitsTheGracePeriod: the agent's recorder gives an Event
@@ -58,7 +59,7 @@ func TestVerifiedEventOutlasts429s(t *testing.T) {
 	})
 	var logs bytes.Buffer
 	evs, shutdown := NewEvents(client, "node-a", zerolog.New(&logs), 2*time.Second)
-	evs.Eventf(Verified, "All 4 checks passed; released in 1s")
+	evs.Eventf(wellknown.Verified, "All 4 checks passed; released in 1s")
 	shutdown()
 	assert.Equal(t, []string{"All 4 checks passed; released in 1s"}, sent.notes("Verified"))
 	assert.Equal(t, int32(7), attempts.Load())
@@ -77,7 +78,7 @@ func TestEventLostAtItsBudget(t *testing.T) {
 	var logs bytes.Buffer
 	rec, shutdown := newRecorder(client, zerolog.New(&logs), 300*time.Millisecond)
 	rec.(*recorder).backoff = wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Steps: 3, Cap: 20 * time.Millisecond}
-	EventsTo(rec, "node-a").Eventf(Verified, "All 4 checks passed; released in 1s")
+	EventsTo(rec, "node-a").Eventf(wellknown.Verified, "All 4 checks passed; released in 1s")
 	shutdown()
 	assert.Empty(t, sent.notes("Verified"))
 	assert.Greater(t, attempts.Load(), int32(5), "written again until its budget ends")

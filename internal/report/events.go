@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
+
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // Events emits the Events about one node.
@@ -43,7 +45,7 @@ func EventsTo(rec events.EventRecorder, node string) *Events {
 
 // Eventf emits an Event of reason, with its type and action (kinds), about
 // the node.
-func (e *Events) Eventf(reason Reason, note string, args ...any) {
+func (e *Events) Eventf(reason wellknown.Reason, note string, args ...any) {
 	k := kinds[reason]
 	e.rec.Eventf(e.node, nil, k.eventType, string(reason), k.action, note, args...)
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // TestEventsAboutTheNode: an Event is about the node (its name as UID, as the
@@ -17,8 +19,8 @@ import (
 func TestEventsAboutTheNode(t *testing.T) {
 	client, sent := recordingClient()
 	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
-	evs.Eventf(Verified, "All %d checks passed", 4)
-	evs.Eventf(ReleaseFailed, "patch node node-a: forbidden")
+	evs.Eventf(wellknown.Verified, "All %d checks passed", 4)
+	evs.Eventf(wellknown.ReleaseFailed, "patch node node-a: forbidden")
 	shutdown()
 
 	sent.mu.Lock()
@@ -41,7 +43,7 @@ func TestEventsAboutTheNode(t *testing.T) {
 // TestLogEventsWritesNothing: DRY_RUN=true logs each Event it would emit.
 func TestLogEventsWritesNothing(t *testing.T) {
 	var logs bytes.Buffer
-	LogEvents("node-a", zerolog.New(&logs)).Eventf(CheckFailed, "%s", "dns a.example: no such host")
+	LogEvents("node-a", zerolog.New(&logs)).Eventf(wellknown.CheckFailed, "%s", "dns a.example: no such host")
 	assert.JSONEq(t, `{"level":"info","type":"Warning","reason":"CheckFailed","action":"Verify",
 		"note":"dns a.example: no such host","message":"Would emit Event (DRY_RUN=true)"}`, logs.String())
 }

@@ -11,17 +11,17 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // failingNode fails the next fails condition writes and records the others.
 type failingNode struct {
 	fails   int
 	tries   int
-	written []nodepatch.Condition
+	written []wellknown.Condition
 }
 
-func (n *failingNode) SetCondition(_ context.Context, c nodepatch.Condition) (bool, error) {
+func (n *failingNode) SetCondition(_ context.Context, c wellknown.Condition) (bool, error) {
 	n.tries++
 	if n.fails > 0 {
 		n.fails--
@@ -32,8 +32,8 @@ func (n *failingNode) SetCondition(_ context.Context, c nodepatch.Condition) (bo
 }
 
 var (
-	failing  = nodepatch.Condition{Status: corev1.ConditionFalse, Reason: nodepatch.ReasonChecksFailed, Message: "dns: broken"}
-	verified = nodepatch.Condition{Status: corev1.ConditionTrue, Reason: nodepatch.ReasonVerified, Message: "All 1 checks passed"}
+	failing  = wellknown.Condition{Status: corev1.ConditionFalse, Reason: wellknown.ChecksFailed, Message: "dns: broken"}
+	verified = wellknown.Condition{Status: corev1.ConditionTrue, Reason: wellknown.Verified, Message: "All 1 checks passed"}
 )
 
 // TestConditionOnceARound: a condition whose write fails is written again,
@@ -57,7 +57,7 @@ func TestConditionOnceARound(t *testing.T) {
 	w.NextRound()
 	assert.True(t, w.Flush(t.Context(), log))
 	assert.True(t, w.Flush(t.Context(), log), "nothing left")
-	assert.Equal(t, []nodepatch.Condition{failing}, node.written)
+	assert.Equal(t, []wellknown.Condition{failing}, node.written)
 	assert.Equal(t, 1, strings.Count(logs.String(), `"level":"warn"`), logs.String())
 	assert.Contains(t, logs.String(), `"attempts":3`)
 
@@ -74,7 +74,7 @@ func TestReleaseConditionTriedAtOnce(t *testing.T) {
 	w.NextRound()
 	w.Set(t.Context(), zerolog.Nop(), failing)
 	w.Replace(t.Context(), zerolog.Nop(), verified)
-	assert.Equal(t, []nodepatch.Condition{verified}, node.written)
+	assert.Equal(t, []wellknown.Condition{verified}, node.written)
 	assert.True(t, w.Flush(t.Context(), zerolog.Nop()), "the failing one is gone")
 }
 
@@ -89,7 +89,7 @@ func TestConditionWriteKeepsNothing(t *testing.T) {
 	assert.True(t, w.Flush(t.Context(), zerolog.Nop()), "nothing pending")
 	require.NoError(t, w.Write(t.Context(), verified))
 	w.Set(t.Context(), zerolog.Nop(), verified)
-	assert.Equal(t, []nodepatch.Condition{verified}, node.written, "shown: not written twice")
+	assert.Equal(t, []wellknown.Condition{verified}, node.written, "shown: not written twice")
 }
 
 // TestLastFlush: after the SIGTERM a pending condition gets one more try,
@@ -103,7 +103,7 @@ func TestLastFlush(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel() // the SIGTERM
 	w.LastFlush(ctx, zerolog.Nop())
-	assert.Equal(t, []nodepatch.Condition{verified}, node.written)
+	assert.Equal(t, []wellknown.Condition{verified}, node.written)
 	w.LastFlush(ctx, zerolog.Nop())
 	assert.Equal(t, 2, node.tries)
 }

@@ -15,15 +15,11 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 
-	"github.com/nodeready/nodeready/nodepatch"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // reportingController names nodeready as the source of its Events.
 const reportingController = "nodeready.io/agent"
-
-// noteLimit is the longest note, in bytes, that the API server's
-// validation of events.k8s.io/v1 accepts.
-const noteLimit = 1024
 
 // flushBudget bounds the wait at exit for Events still on their way; an
 // Event that matters (reasons.go) has up to its mustSendBudget (budget.go)
@@ -46,7 +42,7 @@ var mustSendBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, 
 // would store only the first of several failing checks; here each subject
 // (what a note is about, see subjectOf) has a broadcaster of its own, so
 // each check gets its Event and the same check failing again is counted
-// into it. Every note is cut to noteLimit. And the shutdown waits, bounded,
+// into it. Every note is cut to wellknown.MaxMessage. And the shutdown waits, bounded,
 // until every Event is written, so an Event that matters is not lost to the
 // process ending; one that cannot be written is logged.
 //
@@ -109,7 +105,7 @@ type sendState struct {
 }
 
 func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	note = nodepatch.Truncate(fmt.Sprintf(note, args...), noteLimit)
+	note = wellknown.Truncate(fmt.Sprintf(note, args...), wellknown.MaxMessage)
 	r.mu.Lock()
 	subject := note
 	if _, ok := r.recs[subject]; !ok && len(r.recs) >= maxSubjects {

@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // sentEvents records the Events the fake API server stored, and how.
@@ -97,7 +99,7 @@ func TestShutdownWaitsForEvents(t *testing.T) {
 		return false, nil, nil
 	})
 	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
-	evs.Eventf(Verified, "All checks passed")
+	evs.Eventf(wellknown.Verified, "All checks passed")
 	shutdown()
 	assert.Equal(t, int32(1), created.Load(), "the Event was written before the shutdown returned")
 }
@@ -115,7 +117,7 @@ func TestEventAnsweredWith429IsSentAgain(t *testing.T) {
 		return false, nil, nil
 	})
 	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
-	evs.Eventf(Verified, "All 4 checks passed; released in 1s")
+	evs.Eventf(wellknown.Verified, "All 4 checks passed; released in 1s")
 	shutdown()
 	assert.Equal(t, []string{"All 4 checks passed; released in 1s"}, sent.notes("Verified"))
 	assert.Equal(t, int32(2), attempts.Load())
@@ -140,14 +142,14 @@ func TestCheckFailedPerCheck(t *testing.T) {
 		"tcp 10.0.0.1:443: connection refused",
 		"http https://x:8443/healthz: status 503",
 	} {
-		evs.Eventf(CheckFailed, "%s", note)
+		evs.Eventf(wellknown.CheckFailed, "%s", note)
 	}
 	select { // the repeat comes after the first failures are stored, as between rounds
 	case <-allCreated:
 	case <-time.After(10 * time.Second): // fewer were stored; the assertions say which
 	}
-	evs.Eventf(CheckFailed, "%s", "dns a.example: no such host")
-	evs.Eventf(CheckFailed, "%s", "dns a.example: i/o timeout")
+	evs.Eventf(wellknown.CheckFailed, "%s", "dns a.example: no such host")
+	evs.Eventf(wellknown.CheckFailed, "%s", "dns a.example: i/o timeout")
 	shutdown()
 	assert.ElementsMatch(t, []string{
 		"dns a.example: no such host",
@@ -175,7 +177,7 @@ func TestDistinctErrorsAreEventsOfTheirOwn(t *testing.T) {
 	// As between rounds: each write lands before the next emission; the fourth and fifth
 	// emissions write nothing.
 	for i, note := range []string{first, second, first, first, first} {
-		evs.Eventf(ReleaseFailed, "%s", note)
+		evs.Eventf(wellknown.ReleaseFailed, "%s", note)
 		waitFor(t, "the write of emission "+strconv.Itoa(i+1), func() bool { return writes() >= min(i+1, 3) })
 	}
 	start := time.Now()
@@ -192,7 +194,7 @@ func TestNoteWithinTheLimit(t *testing.T) {
 	client, sent := recordingClient()
 	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
 	long := strings.Repeat("dns ünïcödé.example: no such host; ", 60)
-	evs.Eventf(FailedOpen, "Released after 30m with failing checks: %s; released in %s", long, "30m0s")
+	evs.Eventf(wellknown.FailedOpen, "Released after 30m with failing checks: %s; released in %s", long, "30m0s")
 	shutdown()
 	notes := sent.notes("FailedOpen")
 	require.Len(t, notes, 1)
@@ -210,7 +212,7 @@ func TestLostEventIsLogged(t *testing.T) {
 	})
 	var out bytes.Buffer
 	evs, shutdown := NewEvents(client, "node-a", zerolog.New(&out), 2*time.Second)
-	evs.Eventf(ReplacingNode, "Deleted NodeClaim x because checks failed: dns a: no such host")
+	evs.Eventf(wellknown.ReplacingNode, "Deleted NodeClaim x because checks failed: dns a: no such host")
 	shutdown()
 	assert.Contains(t, out.String(), `"level":"error"`)
 	assert.Contains(t, out.String(), `"reason":"ReplacingNode"`)
@@ -243,7 +245,7 @@ func TestEventOutlastsRetryAfter(t *testing.T) {
 	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
 	require.NoError(t, err)
 	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
-	evs.Eventf(Verified, "All 4 checks passed; released in 1s")
+	evs.Eventf(wellknown.Verified, "All 4 checks passed; released in 1s")
 	shutdown()
 	assert.Equal(t, int32(1), stored.Load(), "the Event was stored before the shutdown returned")
 }

@@ -1,4 +1,4 @@
-package nodepatch
+package wellknown
 
 import (
 	"strings"

@@ -115,7 +115,7 @@ func TestKubeNodeReadyConfigMapWorksUnchanged(t *testing.T) {
 // heading.
 func readmeSection(t *testing.T, heading string) string {
 	t.Helper()
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
 	_, section, ok := strings.Cut(string(readme), "\n"+heading+"\n")
 	require.True(t, ok, "README has no %q", heading)

@@ -1,0 +1,104 @@
+// Package wellknown holds the words nodeready shares with the cluster: the
+// default startup taint and verified label, the annotations derived from the
+// label, the node condition and its reasons, the reasons of its Events, and
+// the field manager of its writes. Users, alerts, the chart and the tests
+// match on these words, so each is defined here once; this package imports
+// nothing of nodeready's, and everything else imports it.
+package wellknown
+
+import corev1 "k8s.io/api/core/v1"
+
+// The defaults of the startup taint and the verified label (TAINT_KEY,
+// TAINT_VALUE, TAINT_EFFECT, VERIFIED_LABEL, VERIFIED_LABEL_VALUE).
+const (
+	TaintKey           = "node-ready/unverified"
+	TaintValue         = "true"
+	TaintEffect        = corev1.TaintEffectNoSchedule
+	VerifiedLabel      = "node-ready/verified"
+	VerifiedLabelValue = "true"
+)
+
+// StartupTaintString is the default startup taint as the kubelet's
+// --register-with-taints and EXTRA_TAINTS write one: key=value:effect.
+const StartupTaintString = TaintKey + "=" + TaintValue + ":" + string(TaintEffect)
+
+// StartupTaint is the default startup taint.
+func StartupTaint() corev1.Taint {
+	return corev1.Taint{Key: TaintKey, Value: TaintValue, Effect: TaintEffect}
+}
+
+// FailedOpenValue is the verified label's value on a node released with
+// failing checks (FAILURE_ACTION=fail-open): released, but not verified.
+const FailedOpenValue = "failed-open"
+
+// The annotations a release writes, named after the verified label: when the
+// node was released, and how long its verification took. The first is
+// nodeready's record that it released the node once.
+const (
+	releasedAtSuffix = "-at"
+	durationSuffix   = "-duration"
+)
+
+// ReleasedAtAnnotation returns the annotation that records when the node
+// with the verified label label was released.
+func ReleasedAtAnnotation(label string) string { return label + releasedAtSuffix }
+
+// DurationAnnotation returns the annotation that records how long the
+// verification of the node with the verified label label took.
+func DurationAnnotation(label string) string { return label + durationSuffix }
+
+// Annotations lists the annotations a release writes for the label.
+func Annotations(label string) []string {
+	return []string{ReleasedAtAnnotation(label), DurationAnnotation(label)}
+}
+
+// FieldManager names nodeready's writes in managedFields and audit logs; the
+// own-node admission policy names it too.
+const FieldManager = "nodeready"
+
+// ConditionType is the Node condition nodeready owns. kube-state-metrics
+// exports it as kube_node_status_condition{condition="node-ready/Verified"}.
+const ConditionType corev1.NodeConditionType = "node-ready/Verified"
+
+// Reason is a reason nodeready gives: of its node condition, and of its
+// Events about the node. Where the two tell the same thing (Verified,
+// FailedOpen) they use the same word.
+type Reason string
+
+// The reasons of the condition (and, for Verified and FailedOpen, of the
+// Event of the release).
+const (
+	Verified      Reason = "Verified"      // every check passed; the node is released
+	ChecksFailed  Reason = "ChecksFailed"  // retries or the initial timeout ran out; the node stays tainted
+	FailedOpen    Reason = "FailedOpen"    // released although checks fail (FAILURE_ACTION=fail-open)
+	Replacing     Reason = "Replacing"     // its NodeClaim or Node is being deleted (FAILURE_ACTION=replace-node)
+	Verifying     Reason = "Verifying"     // re-verification started; the node is tainted again
+	Misconfigured Reason = "Misconfigured" // the installation or the cluster stands in the way, not the node
+)
+
+// The reasons of the Events only.
+const (
+	ReleaseFailed        Reason = "ReleaseFailed"        // checks passed, the release was refused: a misconfiguration
+	CheckFailed          Reason = "CheckFailed"          // one per failing check and error
+	VerificationFailed   Reason = "VerificationFailed"   // retries or the initial timeout ran out; names the failure action
+	DNSNotChecked        Reason = "DNSNotChecked"        // released without the dns check: no cluster DNS runs anywhere
+	PodNetworkNotChecked Reason = "PodNetworkNotChecked" // released without the podnetwork check: no pod elsewhere
+	ReplacingNode        Reason = "ReplacingNode"        // the node's NodeClaim or Node was deleted
+	ReplaceFailed        Reason = "ReplaceFailed"        // replace-node did not delete the node
+	Reverifying          Reason = "Reverifying"          // the startup taint put back for a re-verification
+)
+
+// MaxMessage bounds the condition's message and an Event's note, in bytes:
+// the longest note the API server's validation of events.k8s.io/v1 accepts.
+// It sets no limit of its own on a Node condition's message (only the size
+// of the request); the same bound keeps it readable in `kubectl describe
+// node`, and the condition often carries the Event's text.
+const MaxMessage = 1024
+
+// Condition is the state nodeready reports on its node in the condition
+// ConditionType.
+type Condition struct {
+	Status  corev1.ConditionStatus
+	Reason  Reason
+	Message string
+}
