@@ -85,7 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 		return exitOK
 	}
 
-	cfg, err := config.Load(os.LookupEnv, *dryRun)
+	cfg, err := config.Load(*dryRun)
 	if err != nil {
 		fmt.Fprintf(stderr, "nodeready: %v\n", err)
 		return exitConfig

@@ -12,24 +12,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeready/nodeready/agent"
-	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/config/configtest"
 )
 
 // cleanEnv unsets every variable the agent reads, then sets base, so a test
 // sees only what it sets (an empty variable is not the same as an unset one).
 func cleanEnv(t *testing.T, base map[string]string) {
 	t.Helper()
-	names := []string{"KUBECONFIG", "HOME", "ENABLE_CONNECTIVITY_MATRIX", "CLUSTER_DNS_IP", "KLOG_VERBOSITY"}
-	for _, v := range config.Variables() {
-		names = append(names, v.Name)
-	}
-	for _, name := range names {
+	for _, name := range []string{"KUBECONFIG", "HOME"} {
 		t.Setenv(name, "") // restores the old value after the test
 		require.NoError(t, os.Unsetenv(name))
 	}
-	for k, v := range base {
-		t.Setenv(k, v)
-	}
+	configtest.Setenv(t, base)
 }
 
 // countingClient fails the test's promise if it is ever called.

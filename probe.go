@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +27,7 @@ func probe(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Usage: nodeready probe healthz|readyz")
 		return exitConfig
 	}
-	port, err := config.MetricsPort(os.LookupEnv)
+	port, err := config.MetricsPort()
 	if err != nil {
 		fmt.Fprintf(stderr, "nodeready: %v\n", err)
 		return exitConfig

@@ -409,3 +409,14 @@ func cause(ctx context.Context) string {
 	}
 	return "done"
 }
+
+// buildChecks builds the checks of CHECKS from the configuration, through the
+// checks' catalog.
+func buildChecks(c config.Config, client kubernetes.Interface) []checks.Check {
+	return checks.Build(c.Checks, &c.Options, checks.Env{
+		Client:             client,
+		Node:               c.NodeName,
+		VerifiedLabel:      c.VerifiedLabel,
+		VerifiedLabelValue: c.VerifiedLabelValue,
+	})
+}

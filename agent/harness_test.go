@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/config/configtest"
 	"github.com/nodeready/nodeready/internal/report"
 )
 
@@ -23,7 +24,7 @@ import (
 // process would see them; the test fails if they are refused.
 func loadConfig(t *testing.T, env map[string]string, dryRun bool) config.Config {
 	t.Helper()
-	cfg, err := config.Load(config.MapLookup(env), dryRun)
+	cfg, err := configtest.Load(t, env, dryRun)
 	require.NoError(t, err)
 	return cfg
 }

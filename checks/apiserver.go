@@ -8,6 +8,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeready/nodeready/internal/envvar"
 )
 
 var _ Check = (*APIServer)(nil)
@@ -95,4 +97,25 @@ func explainForbidden(err error) error {
 		return fmt.Errorf("forbidden, check the agent's RBAC and admission policies: %w", err)
 	}
 	return err
+}
+
+// APIServerOptions are the apiserver check's variables.
+type APIServerOptions struct {
+	Probe string `envconfig:"APISERVER_PROBE" default:"readyz" desc:"apiserver: readyz (GET /readyz) or node (GET the own Node)"`
+}
+
+// Validate implements KindOptions.
+func (o *APIServerOptions) Validate(*Options, Use) error {
+	return envvar.OneOf("APISERVER_PROBE", o.Probe, APIServerModes)
+}
+
+// Checks implements KindOptions.
+func (o *APIServerOptions) Checks(_ *Options, env Env) []Check {
+	switch {
+	case env.Client == nil:
+		return []Check{Skip(NameAPIServer, "-", noKubeconfig)}
+	case o.Probe == APIServerNode && env.Node == "":
+		return []Check{Skip(NameAPIServer, "node/-", "NODE_NAME is not set")}
+	}
+	return []Check{NewAPIServer(env.Client, o.Probe, env.Node)}
 }

@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/nodeready/nodeready/internal/envvar"
 )
 
 var _ Check = (*Command)(nil)
@@ -118,4 +121,29 @@ func (t *tailBuffer) lines(n int) string {
 		text = "...\n" + text
 	}
 	return text
+}
+
+// CommandOptions are the command gate's variables.
+type CommandOptions struct {
+	Path string      `envconfig:"CHECK_COMMAND" desc:"command: absolute path of a program that passes by exiting 0, run without a shell; required when CHECKS has command"`
+	Args envvar.List `envconfig:"CHECK_COMMAND_ARGS" desc:"command: its arguments, comma-separated (an argument cannot contain a comma)"`
+}
+
+// Validate implements KindOptions.
+func (o *CommandOptions) Validate(_ *Options, use Use) error {
+	if use.Selected && o.Path == "" {
+		return envvar.Required("CHECK_COMMAND", "CHECKS has command: the absolute path of a program, such as /etc/nodeready/warmup.sh")
+	}
+	if o.Path != "" && !filepath.IsAbs(o.Path) {
+		return &envvar.Error{Var: "CHECK_COMMAND", Value: o.Path, Accepted: "use the absolute path of a program, such as /etc/nodeready/warmup.sh (no shell, no PATH lookup, no arguments: those go in CHECK_COMMAND_ARGS)"}
+	}
+	if len(o.Args) > 0 && o.Path == "" {
+		return &envvar.Error{Var: "CHECK_COMMAND_ARGS", Value: o.Args.String(), Accepted: "arguments of CHECK_COMMAND, which is not set"}
+	}
+	return nil
+}
+
+// Checks implements KindOptions.
+func (o *CommandOptions) Checks(*Options, Env) []Check {
+	return []Check{NewCommand(o.Path, o.Args)}
 }

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeready/nodeready/internal/envvar"
 )
 
 var _ Check = (*NodeCondition)(nil)
@@ -65,4 +67,29 @@ func (w ConditionWant) judge(node *corev1.Node) error {
 		why = fmt.Sprintf(" (%s%s)", got.Reason, got.Message)
 	}
 	return fmt.Errorf("node %s: condition %s is %s, want %s%s", node.Name, got.Type, got.Status, w.Status, why)
+}
+
+// ConditionsOptions are the conditions gate's variables.
+type ConditionsOptions struct {
+	Conditions envvar.List `envconfig:"NODE_CONDITIONS" default:"Ready=True" desc:"conditions: Type=Status pairs the node must report, such as Ready=True,NetworkUnavailable=False"`
+
+	// Want is NODE_CONDITIONS as Validate read it.
+	Want []ConditionWant `ignored:"true"`
+}
+
+// Validate implements KindOptions.
+func (o *ConditionsOptions) Validate(_ *Options, use Use) (err error) {
+	o.Want, err = parseTargets("NODE_CONDITIONS", o.Conditions, use.Selected,
+		"CHECKS has conditions: Type=Status pairs such as Ready=True,NetworkUnavailable=False",
+		ParseConditionWant,
+		func(w ConditionWant) string { return string(w.Type) },
+		func(w ConditionWant) string { return fmt.Sprintf("condition %s", w.Type) })
+	return err
+}
+
+// Checks implements KindOptions: one check per condition.
+func (o *ConditionsOptions) Checks(_ *Options, env Env) []Check {
+	return perTarget(NameConditions, o.Want, env.noAPI(), ConditionWant.String, func(want ConditionWant) Check {
+		return NewNodeCondition(env.Client, env.Node, want)
+	})
 }

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeready/nodeready/internal/envvar"
 )
 
 var _ Check = (*CSIDriver)(nil)
@@ -84,4 +86,30 @@ func (c *CSIDriver) Run(ctx context.Context) error {
 
 func hasAllocatableCount(d storagev1.CSINodeDriver) bool {
 	return d.Allocatable != nil && d.Allocatable.Count != nil
+}
+
+// CSIOptions are the csi gate's variables.
+type CSIOptions struct {
+	Drivers            envvar.List `envconfig:"CSI_DRIVERS" desc:"csi: CSI drivers that must be registered in the node's CSINode, such as ebs.csi.aws.com; required when CHECKS has csi"`
+	RequireAllocatable bool        `envconfig:"CSI_REQUIRE_ALLOCATABLE" default:"true" desc:"csi: also require the driver's allocatable volume count; false for drivers that report no volume limit"`
+}
+
+// Validate implements KindOptions.
+func (o *CSIOptions) Validate(_ *Options, use Use) error {
+	if use.Selected && len(o.Drivers) == 0 {
+		return envvar.Required("CSI_DRIVERS", "CHECKS has csi: CSI driver names such as ebs.csi.aws.com")
+	}
+	for _, d := range o.Drivers {
+		if err := ValidateCSIDriverName(d); err != nil {
+			return &envvar.Error{Var: "CSI_DRIVERS", Value: d, Accepted: "not a CSI driver name: " + err.Error()}
+		}
+	}
+	return nil
+}
+
+// Checks implements KindOptions: one check per driver.
+func (o *CSIOptions) Checks(_ *Options, env Env) []Check {
+	return perTarget(NameCSI, o.Drivers, env.noAPI(), func(d string) string { return d }, func(d string) Check {
+		return NewCSIDriver(env.Client, env.Node, d, o.RequireAllocatable)
+	})
 }

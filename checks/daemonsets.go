@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/nodeready/nodeready/internal/envvar"
 )
 
 var _ Check = (*DaemonSets)(nil)
@@ -46,11 +48,11 @@ var _ Check = (*DaemonSets)(nil)
 type DaemonSets struct {
 	client   kubernetes.Interface
 	nodeName string
-	opts     DaemonSetsOptions
+	opts     DaemonSetsWant
 }
 
-// DaemonSetsOptions says which DaemonSets are required.
-type DaemonSetsOptions struct {
+// DaemonSetsWant says which DaemonSets are required.
+type DaemonSetsWant struct {
 	// Names lists the required DaemonSets as "namespace/name". Empty means
 	// discovery.
 	Names []string
@@ -68,7 +70,7 @@ type DaemonSetsOptions struct {
 
 // NewDaemonSets returns a check of the DaemonSets opts names or discovers on
 // the node nodeName.
-func NewDaemonSets(client kubernetes.Interface, nodeName string, opts DaemonSetsOptions) *DaemonSets {
+func NewDaemonSets(client kubernetes.Interface, nodeName string, opts DaemonSetsWant) *DaemonSets {
 	return &DaemonSets{client: client, nodeName: nodeName, opts: opts}
 }
 
@@ -338,4 +340,53 @@ func podState(p *corev1.Pod) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// DaemonSetsOptions are the daemonsets gate's variables.
+type DaemonSetsOptions struct {
+	Names    envvar.List `envconfig:"DAEMONSETS" desc:"daemonsets: namespace/name of the DaemonSets that must have a Ready pod on the node; empty to discover every DaemonSet that runs on the node before and after the release"`
+	Selector string      `envconfig:"DAEMONSETS_SELECTOR" desc:"daemonsets: label selector that limits discovery, such as tier=node; empty for every DaemonSet"`
+	Exclude  envvar.List `envconfig:"DAEMONSETS_EXCLUDE" desc:"daemonsets: namespace/name of DaemonSets that discovery leaves out"`
+
+	// Selection is DAEMONSETS_SELECTOR as Validate read it.
+	Selection labels.Selector `ignored:"true"`
+}
+
+// Validate implements KindOptions.
+func (o *DaemonSetsOptions) Validate(*Options, Use) (err error) {
+	for _, key := range o.Names {
+		if err := envvar.NamespacedName("DAEMONSETS", key); err != nil {
+			return err
+		}
+	}
+	if o.Selection, err = labels.Parse(o.Selector); err != nil {
+		return &envvar.Error{Var: "DAEMONSETS_SELECTOR", Value: o.Selector, Accepted: "not a label selector: use a form such as tier=node, app in (cni,csi) or !example.com/optional"}
+	}
+	if o.Selector != "" && len(o.Names) > 0 {
+		return &envvar.Error{Var: "DAEMONSETS_SELECTOR", Value: o.Selector, Accepted: "limits discovery only: leave it empty when DAEMONSETS lists the DaemonSets"}
+	}
+	for _, key := range o.Exclude {
+		if err := envvar.NamespacedName("DAEMONSETS_EXCLUDE", key); err != nil {
+			return err
+		}
+	}
+	if len(o.Exclude) > 0 && len(o.Names) > 0 {
+		return &envvar.Error{Var: "DAEMONSETS_EXCLUDE", Value: o.Exclude.String(), Accepted: "limits discovery only: leave it empty when DAEMONSETS lists the DaemonSets"}
+	}
+	return nil
+}
+
+// Checks implements KindOptions: one check of every DaemonSet, listed or discovered.
+func (o *DaemonSetsOptions) Checks(_ *Options, env Env) []Check {
+	ds := NewDaemonSets(env.Client, env.Node, DaemonSetsWant{
+		Names:              o.Names,
+		Selector:           o.Selection,
+		Exclude:            o.Exclude,
+		VerifiedLabel:      env.VerifiedLabel,
+		VerifiedLabelValue: env.VerifiedLabelValue,
+	})
+	if why := env.noAPI(); why != "" {
+		return []Check{Skip(NameDaemonSets, ds.Target(), why)}
+	}
+	return []Check{ds}
 }

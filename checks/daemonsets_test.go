@@ -23,8 +23,8 @@ var startupTaint = corev1.Taint{Key: "node-ready/unverified", Value: "true", Eff
 
 // dsOptions are the options of a discovering check with the default
 // verified label.
-func dsOptions() checks.DaemonSetsOptions {
-	return checks.DaemonSetsOptions{VerifiedLabel: "node-ready/verified", VerifiedLabelValue: "true"}
+func dsOptions() checks.DaemonSetsWant {
+	return checks.DaemonSetsWant{VerifiedLabel: "node-ready/verified", VerifiedLabelValue: "true"}
 }
 
 // newNode is node-a with the startup taint, labelled as a kubelet does, plus

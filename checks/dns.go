@@ -4,6 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeready/nodeready/internal/envvar"
 )
 
 var _ Check = (*DNS)(nil)
@@ -67,4 +73,70 @@ func NewResolver(nameserver string) *net.Resolver {
 			return d.DialContext(ctx, network, nameserver)
 		},
 	}
+}
+
+// DNSOptions are the dns check's variables. CLUSTER_DNS_SERVICE is the cluster
+// DNS Service, which the podnetwork check reaches the pods of by default.
+type DNSOptions struct {
+	Domains    envvar.List `envconfig:"DNS_TEST_DOMAINS" default:"kubernetes.default.svc.cluster.local" desc:"dns: names that must resolve"`
+	Nameserver string      `envconfig:"DNS_NAMESERVER" desc:"dns: host:port of the nameserver to ask; empty for the pod's resolv.conf"`
+	ClusterDNS string      `envconfig:"CLUSTER_DNS_SERVICE" default:"kube-system/kube-dns" desc:"dns: namespace/name of the cluster DNS Service; while its EndpointSlices have no ready endpoint anywhere, a failing dns check is reported as not checkable instead of holding the node (no node could pass it, and DNS pods may need a released node to run on); empty turns this off"`
+
+	// ClusterDNSService is CLUSTER_DNS_SERVICE as Validate read it; the zero
+	// value when it is empty.
+	ClusterDNSService types.NamespacedName `ignored:"true"`
+}
+
+// Validate implements KindOptions.
+func (o *DNSOptions) Validate(_ *Options, use Use) error {
+	if use.Selected {
+		if len(o.Domains) == 0 {
+			return envvar.Required("DNS_TEST_DOMAINS", "CHECKS has dns: a comma-separated list of names")
+		}
+		for _, d := range o.Domains {
+			// An IP address "resolves" to itself, as it did in kube-node-ready
+			// (README: Coming from kube-node-ready); IPv6 too.
+			if _, err := netip.ParseAddr(d); err == nil {
+				continue
+			}
+			// DNS is case-insensitive and a trailing dot only marks the
+			// name as absolute, so both are accepted.
+			if err := envvar.DNSName("DNS_TEST_DOMAINS", strings.TrimSuffix(strings.ToLower(d), ".")); err != nil {
+				err.Value = d
+				return err
+			}
+		}
+	}
+	if o.Nameserver != "" {
+		if err := envvar.HostPort("DNS_NAMESERVER", o.Nameserver); err != nil {
+			return err
+		}
+	}
+	var err error
+	o.ClusterDNSService, err = o.clusterDNS()
+	return err
+}
+
+// clusterDNS is CLUSTER_DNS_SERVICE, a bare name in kube-system; the zero
+// value when it is empty.
+func (o *DNSOptions) clusterDNS() (types.NamespacedName, error) {
+	if o.ClusterDNS == "" {
+		return types.NamespacedName{}, nil
+	}
+	return envvar.Service("CLUSTER_DNS_SERVICE", o.ClusterDNS, "kube-system", "kube-system/kube-dns, or leave it empty")
+}
+
+// Checks implements KindOptions: one check per name.
+func (o *DNSOptions) Checks(_ *Options, env Env) []Check {
+	resolver := NewResolver(o.Nameserver)
+	svc := o.ClusterDNSService
+	var list []Check
+	for _, d := range o.Domains {
+		var dns Check = NewDNS(d, resolver)
+		if svc.Name != "" && env.Client != nil {
+			dns = NewUnlessNoClusterDNS(dns, env.Client, svc.Namespace, svc.Name)
+		}
+		list = append(list, dns)
+	}
+	return list
 }

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/nodeready/nodeready/internal/envvar"
 )
 
 var _ Check = (*DRADevices)(nil)
@@ -310,4 +312,30 @@ func evaluatePools(name string, node *corev1.Node, min DeviceMinimum, all []draS
 		msg += "; incomplete, not counted: " + strings.Join(incomplete, "; ")
 	}
 	return errors.New(msg)
+}
+
+// DRAOptions are the dra gate's variables.
+type DRAOptions struct {
+	Devices envvar.List `envconfig:"DRA_DEVICES" desc:"dra: DRA drivers and the least number of devices each must publish for the node in complete ResourceSlice pools, such as gpu.nvidia.com>=8 or gpu.nvidia.com[productName=NVIDIA A100-SXM4-80GB]>=8; required when CHECKS has dra"`
+
+	// Min is DRA_DEVICES as Validate read it.
+	Min []DeviceMinimum `ignored:"true"`
+}
+
+// Validate implements KindOptions. Minimums of one driver and attribute value
+// are the same target, whatever their counts.
+func (o *DRAOptions) Validate(_ *Options, use Use) (err error) {
+	o.Min, err = parseTargets("DRA_DEVICES", o.Devices, use.Selected,
+		"CHECKS has dra: driver>=count pairs such as gpu.nvidia.com>=8",
+		ParseDeviceMinimum, DeviceMinimum.Key, DeviceMinimum.String)
+	return err
+}
+
+// Checks implements KindOptions: one check per driver and attribute value,
+// sharing one discovery of the served version.
+func (o *DRAOptions) Checks(_ *Options, env Env) []Check {
+	api := NewDRAAPI(env.Client)
+	return perTarget(NameDRA, o.Min, env.noAPI(), DeviceMinimum.String, func(min DeviceMinimum) Check {
+		return NewDRADevices(env.Client, api, env.Node, min)
+	})
 }

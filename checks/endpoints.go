@@ -10,7 +10,10 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeready/nodeready/internal/envvar"
 )
 
 var _ Check = (*Endpoints)(nil)
@@ -116,4 +119,27 @@ func readyAddress(s *discoveryv1.EndpointSlice) (string, bool) {
 		return net.JoinHostPort(ep.Addresses[0], port), true
 	}
 	return "", false
+}
+
+// EndpointsOptions are the endpoints check's variables.
+type EndpointsOptions struct {
+	Service string `envconfig:"ENDPOINTS_SERVICE" default:"default/kubernetes" desc:"endpoints: namespace/name of the Service whose EndpointSlices must have a ready endpoint"`
+	Connect bool   `envconfig:"ENDPOINTS_CONNECT" default:"true" desc:"endpoints: also connect to one ready endpoint directly, bypassing the Service"`
+
+	// Target is ENDPOINTS_SERVICE as Validate read it.
+	Target types.NamespacedName `ignored:"true"`
+}
+
+// Validate implements KindOptions.
+func (o *EndpointsOptions) Validate(*Options, Use) (err error) {
+	o.Target, err = envvar.Service("ENDPOINTS_SERVICE", o.Service, "default", "default/kubernetes")
+	return err
+}
+
+// Checks implements KindOptions.
+func (o *EndpointsOptions) Checks(_ *Options, env Env) []Check {
+	if env.Client == nil {
+		return []Check{Skip(NameEndpoints, o.Target.String(), noKubeconfig)}
+	}
+	return []Check{NewEndpoints(env.Client, o.Target.Namespace, o.Target.Name, o.Connect, nil)}
 }

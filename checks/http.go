@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/nodeready/nodeready/internal/envvar"
 )
 
 var _ Check = (*HTTP)(nil)
@@ -174,4 +177,46 @@ func (m StatusMatcher) String() string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// HTTPOptions are the http check's variables.
+type HTTPOptions struct {
+	URLs           envvar.List `envconfig:"HTTP_URLS" desc:"http: URLs to GET; required when CHECKS has http"`
+	ExpectedStatus string      `envconfig:"HTTP_EXPECTED_STATUS" default:"2xx" desc:"http: accepted status codes, such as 2xx, 200 or 200,204"`
+	CAFile         string      `envconfig:"HTTP_CA_FILE" desc:"http: PEM file of CA certificates to trust instead of the system roots"`
+
+	// Expect and Client are what Validate read: the accepted statuses, and the
+	// client that trusts HTTP_CA_FILE's certificates, or the system roots.
+	Expect StatusMatcher `ignored:"true"`
+	Client *http.Client  `ignored:"true"`
+}
+
+// Validate implements KindOptions. It reads HTTP_CA_FILE, once: the http
+// checks use the client it makes.
+func (o *HTTPOptions) Validate(_ *Options, use Use) (err error) {
+	if use.Selected && len(o.URLs) == 0 {
+		return envvar.Required("HTTP_URLS", "CHECKS has http: a comma-separated list of http:// or https:// URLs")
+	}
+	for _, raw := range o.URLs {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return &envvar.Error{Var: "HTTP_URLS", Value: raw, Accepted: "not a URL: use http://host[:port]/path or https://..."}
+		}
+	}
+	if o.Expect, err = ParseStatusMatcher(o.ExpectedStatus); err != nil {
+		return &envvar.Error{Var: "HTTP_EXPECTED_STATUS", Value: o.ExpectedStatus, Accepted: "use status codes or classes, comma-separated, such as 2xx, 200 or 200,204"}
+	}
+	if o.Client, err = NewHTTPClient(o.CAFile); err != nil {
+		return &envvar.Error{Var: "HTTP_CA_FILE", Value: o.CAFile, Accepted: fmt.Sprintf("must be a readable PEM file with at least one certificate (%v)", err)}
+	}
+	return nil
+}
+
+// Checks implements KindOptions: one check per URL.
+func (o *HTTPOptions) Checks(_ *Options, _ Env) []Check {
+	list := make([]Check, len(o.URLs))
+	for i, u := range o.URLs {
+		list[i] = NewHTTP(u, o.Expect, o.Client)
+	}
+	return list
 }

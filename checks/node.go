@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeready/nodeready/internal/envvar"
 )
 
 // getNode reads the node the gates judge, with an error that names it.
@@ -69,4 +71,29 @@ func (g *nodeGate[W]) Run(ctx context.Context) error {
 		return err
 	}
 	return g.want.judge(node)
+}
+
+// parseTargets parses the targets a gate's variable lists, each with parse.
+// The list is required (required says when) when the gate is selected, and no
+// two targets may share a key; named names the one named twice in the message.
+func parseTargets[T any](variable string, values envvar.List, selected bool, required string,
+	parse func(string) (T, error), key, named func(T) string,
+) ([]T, error) {
+	if selected && len(values) == 0 {
+		return nil, envvar.Required(variable, required)
+	}
+	var list []T
+	seen := map[string]bool{}
+	for _, s := range values {
+		t, err := parse(s)
+		if err != nil {
+			return nil, &envvar.Error{Var: variable, Value: values.String(), Accepted: err.Error()}
+		}
+		if seen[key(t)] {
+			return nil, &envvar.Error{Var: variable, Value: values.String(), Accepted: named(t) + " is named twice"}
+		}
+		seen[key(t)] = true
+		list = append(list, t)
+	}
+	return list, nil
 }

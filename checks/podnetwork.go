@@ -17,8 +17,12 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodeready/nodeready/internal/envvar"
 )
 
 var (
@@ -292,4 +296,66 @@ func (c *PodNetwork) reach(ctx context.Context, t podTarget) error {
 
 func sameFamily(a, b string) bool {
 	return strings.Contains(a, ":") == strings.Contains(b, ":")
+}
+
+// PodNetworkOptions are the podnetwork check's variables. By default it reaches
+// the pods of CLUSTER_DNS_SERVICE, each asked a DNS query.
+type PodNetworkOptions struct {
+	Service  string `envconfig:"POD_NETWORK_SERVICE" desc:"podnetwork: namespace/name of the Service whose ready pods on other nodes are reached directly by pod IP; empty for CLUSTER_DNS_SERVICE's pods, each asked a DNS query (any answer proves the path)"`
+	Port     string `envconfig:"POD_NETWORK_PORT" desc:"podnetwork: the port, by name or number, in the Service's EndpointSlices; empty for the first UDP port of the cluster DNS, else the first TCP port"`
+	HTTPPath string `envconfig:"POD_NETWORK_HTTP_PATH" desc:"podnetwork: with POD_NETWORK_SERVICE, GET this path from each pod (any HTTP status is an answer); empty for a TCP connection"`
+	Nodes    int    `envconfig:"POD_NETWORK_NODES" default:"3" desc:"podnetwork: how many other nodes to reach a pod on, taken in turn from each zone (topology.kubernetes.io/zone)"`
+
+	// Target and Probe are what Validate read: the Service whose pods are
+	// reached, and how each is probed.
+	Target types.NamespacedName `ignored:"true"`
+	Probe  PodProbe             `ignored:"true"`
+}
+
+// Validate implements KindOptions. It reads CLUSTER_DNS_SERVICE and
+// DNS_TEST_DOMAINS of the dns check, which refuses their bad values.
+func (o *PodNetworkOptions) Validate(all *Options, use Use) (err error) {
+	if err := envvar.AtLeast("POD_NETWORK_NODES", o.Nodes, 1); err != nil {
+		return err
+	}
+	if p := o.Port; p != "" {
+		if n, err := strconv.Atoi(p); (err != nil || n < 1 || n > 65535) && len(validation.IsValidPortName(p)) > 0 {
+			return &envvar.Error{Var: "POD_NETWORK_PORT", Value: p, Accepted: "use a port number from 1 to 65535 or a port name of the Service, such as dns-tcp, or leave it empty"}
+		}
+	}
+	if o.HTTPPath != "" && !strings.HasPrefix(o.HTTPPath, "/") {
+		return &envvar.Error{Var: "POD_NETWORK_HTTP_PATH", Value: o.HTTPPath, Accepted: "must be a path starting with /, such as /healthz, or empty for a TCP connection"}
+	}
+	o.Probe = PodProbe{Port: o.Port, HTTPPath: o.HTTPPath}
+	if o.Service != "" {
+		o.Target, err = envvar.Service("POD_NETWORK_SERVICE", o.Service, "default", "kube-system/kube-dns, or leave it empty for CLUSTER_DNS_SERVICE")
+		return err
+	}
+	if o.HTTPPath != "" {
+		return &envvar.Error{Var: "POD_NETWORK_HTTP_PATH", Value: o.HTTPPath, Accepted: "applies to the pods of POD_NETWORK_SERVICE; the cluster DNS pods are asked a DNS query: set POD_NETWORK_SERVICE too, or leave it empty"}
+	}
+	clusterDNS, _ := all.DNS.clusterDNS()
+	if clusterDNS.Name == "" && use.Selected {
+		return envvar.Required("POD_NETWORK_SERVICE", "CHECKS has podnetwork and CLUSTER_DNS_SERVICE is empty: namespace/name of a Service with pods on other nodes")
+	}
+	o.Target = clusterDNS
+	o.Probe.DNSName = podQueryName
+	for _, d := range all.DNS.Domains {
+		if _, err := netip.ParseAddr(d); err != nil { // an IP address is no question to ask
+			o.Probe.DNSName = d
+			break
+		}
+	}
+	return nil
+}
+
+// podQueryName is asked of the cluster DNS pods when DNS_TEST_DOMAINS has no name.
+const podQueryName = "kubernetes.default.svc.cluster.local"
+
+// Checks implements KindOptions.
+func (o *PodNetworkOptions) Checks(_ *Options, env Env) []Check {
+	if env.Client == nil {
+		return []Check{Skip(NamePodNetwork, o.Target.String(), noKubeconfig)}
+	}
+	return []Check{NewPodNetwork(env.Client, env.Node, o.Target.Namespace, o.Target.Name, o.Nodes, o.Probe)}
 }

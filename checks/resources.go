@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeready/nodeready/internal/envvar"
 )
 
 var _ Check = (*Resource)(nil)
@@ -63,4 +65,29 @@ func (m ResourceMinimum) judge(node *corev1.Node) error {
 		capacity = " (capacity " + cp.String() + ")"
 	}
 	return fmt.Errorf("node %s: allocatable %s is %s%s, want at least %s", node.Name, m.Name, got.String(), capacity, m.Min.String())
+}
+
+// ResourcesOptions are the resources gate's variables.
+type ResourcesOptions struct {
+	Resources envvar.List `envconfig:"REQUIRED_RESOURCES" desc:"resources: minimums of the node's allocatable resources, such as nvidia.com/gpu>=1,example.com/fpga>=2; required when CHECKS has resources"`
+
+	// Min is REQUIRED_RESOURCES as Validate read it.
+	Min []ResourceMinimum `ignored:"true"`
+}
+
+// Validate implements KindOptions.
+func (o *ResourcesOptions) Validate(_ *Options, use Use) (err error) {
+	o.Min, err = parseTargets("REQUIRED_RESOURCES", o.Resources, use.Selected,
+		"CHECKS has resources: name>=quantity pairs such as nvidia.com/gpu>=1",
+		ParseResourceMinimum,
+		func(m ResourceMinimum) string { return string(m.Name) },
+		func(m ResourceMinimum) string { return fmt.Sprintf("resource %s", m.Name) })
+	return err
+}
+
+// Checks implements KindOptions: one check per resource.
+func (o *ResourcesOptions) Checks(_ *Options, env Env) []Check {
+	return perTarget(NameResources, o.Min, env.noAPI(), ResourceMinimum.String, func(min ResourceMinimum) Check {
+		return NewResource(env.Client, env.Node, min)
+	})
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+
+	"github.com/nodeready/nodeready/internal/envvar"
 )
 
 var _ Check = (*TCP)(nil)
@@ -54,4 +56,53 @@ func dialTCP(ctx context.Context, d *net.Dialer, addr string) (net.Conn, error) 
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	return conn, nil
+}
+
+// TCPOptions are the tcp check's variables. The kubelet sets KUBERNETES_SERVICE_HOST
+// and KUBERNETES_SERVICE_PORT in every pod.
+type TCPOptions struct {
+	Targets     envvar.List `envconfig:"TCP_TARGETS" desc:"tcp: host:port list to connect to; empty for the API server's service address KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT"`
+	ServiceHost string      `envconfig:"KUBERNETES_SERVICE_HOST" desc:"Set by the kubelet in every pod; the default tcp target"`
+	ServicePort string      `envconfig:"KUBERNETES_SERVICE_PORT" default:"443" desc:"Set by the kubelet in every pod; the default tcp target's port"`
+
+	// Addresses are the addresses to connect to, as Validate read them:
+	// TCP_TARGETS, or the API server's service address when it is empty; none
+	// when neither is set.
+	Addresses []string `ignored:"true"`
+}
+
+// Validate implements KindOptions. Without TCP_TARGETS the target is the API
+// server's service address: its IP, so the tcp check does not depend on DNS.
+func (o *TCPOptions) Validate(_ *Options, use Use) error {
+	for _, t := range o.Targets {
+		if err := envvar.HostPort("TCP_TARGETS", t); err != nil {
+			return err
+		}
+	}
+	if o.ServiceHost != "" {
+		if err := envvar.HostPort("KUBERNETES_SERVICE_PORT", net.JoinHostPort(o.ServiceHost, o.ServicePort)); err != nil {
+			return err
+		}
+	}
+	o.Addresses = o.Targets
+	if len(o.Targets) == 0 && o.ServiceHost != "" {
+		o.Addresses = []string{net.JoinHostPort(o.ServiceHost, o.ServicePort)}
+	}
+	if use.Selected && len(o.Addresses) == 0 && !use.DryRun {
+		return envvar.Required("TCP_TARGETS", "CHECKS has tcp and KUBERNETES_SERVICE_HOST is not set: a comma-separated list of host:port")
+	}
+	return nil
+}
+
+// Checks implements KindOptions: one check per target.
+func (o *TCPOptions) Checks(_ *Options, _ Env) []Check {
+	targets := o.Addresses
+	if len(targets) == 0 {
+		return []Check{Skip(NameTCP, "-", "no target: TCP_TARGETS is empty and KUBERNETES_SERVICE_HOST is not set")}
+	}
+	list := make([]Check, len(targets))
+	for i, a := range targets {
+		list[i] = NewTCP(a, nil)
+	}
+	return list
 }

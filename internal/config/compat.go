@@ -2,12 +2,14 @@ package config
 
 import (
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/internal/envvar"
 )
 
 // Handling says what nodeready does with a variable of kube-node-ready.
@@ -64,16 +66,6 @@ var KubeNodeReadyVariables = []KubeNodeReadyVariable{
 	{"ENABLE_CONNECTIVITY_MATRIX", Translated, "Its configuration reference sets it for production (\"test pod-to-pod\"); kube-node-ready never read it. `true` adds the `podnetwork` check to `CHECKS`; `false` or empty leaves `CHECKS` as it is; anything else stops the agent."},
 }
 
-// emptyMeans is what an empty value means where that is neither the default
-// (numbers, durations, booleans, lists) nor the empty text itself, the rule of
-// kube-node-ready's flags that Load follows: an empty ENABLE_METRICS was false
-// there, and kube-node-ready never used LOG_LEVEL or LOG_FORMAT at all.
-var emptyMeans = map[string]string{
-	"ENABLE_METRICS": "false",
-	"LOG_LEVEL":      "info",
-	"LOG_FORMAT":     "json",
-}
-
 // linearDelay is the delay kube-node-ready's checker waited between
 // attempts with RETRY_BACKOFF=linear (internal/checker/checker.go).
 const linearDelay = 5 * time.Second
@@ -81,8 +73,7 @@ const linearDelay = 5 * time.Second
 // fromKubeNodeReady carries out what KubeNodeReadyVariables promises beyond
 // reading the variables: the log spellings, linear's delay, and the refusal
 // of the variables nodeready has no use for. It runs before validate.
-func (l *loader) fromKubeNodeReady(lookup Lookup) error {
-	c := &l.c
+func (c *Config) fromKubeNodeReady() error {
 	c.LogLevel = strings.ToLower(c.LogLevel)
 	if c.LogLevel == "warning" {
 		c.LogLevel = "warn"
@@ -91,29 +82,29 @@ func (l *loader) fromKubeNodeReady(lookup Lookup) error {
 	if c.LogFormat == "text" {
 		c.LogFormat = "console"
 	}
-	if base, _ := lookup("RETRY_BACKOFF_BASE"); c.RetryBackoff == "linear" && base == "" {
+	if os.Getenv("RETRY_BACKOFF_BASE") == "" && c.RetryBackoff == "linear" {
 		c.RetryBackoffBase = linearDelay
 	}
-	if v, _ := lookup("ENABLE_CONNECTIVITY_MATRIX"); v != "" {
+	if v := os.Getenv("ENABLE_CONNECTIVITY_MATRIX"); v != "" {
 		on, err := strconv.ParseBool(v)
 		if err != nil {
-			return &Error{"ENABLE_CONNECTIVITY_MATRIX", v, "use true (adds the podnetwork check to CHECKS) or false"}
+			return refuse("ENABLE_CONNECTIVITY_MATRIX", v, "use true (adds the podnetwork check to CHECKS) or false")
 		}
-		if on && !slices.Contains(l.checks, string(checks.NamePodNetwork)) {
-			l.checks = append(l.checks, string(checks.NamePodNetwork))
+		if on && !slices.Contains(c.CheckNames, string(checks.NamePodNetwork)) {
+			c.CheckNames = append(c.CheckNames, string(checks.NamePodNetwork))
 		}
 	}
-	if ip, _ := lookup("CLUSTER_DNS_IP"); ip != "" {
-		return &Error{"CLUSTER_DNS_IP", ip, "kube-node-ready read it but never used it (its dns check asked the pod's resolv.conf, as nodeready does): " +
-			"remove it, or write DNS_NAMESERVER=" + net.JoinHostPort(ip, "53") + " to ask that server"}
+	if ip := os.Getenv("CLUSTER_DNS_IP"); ip != "" {
+		return refuse("CLUSTER_DNS_IP", ip, "kube-node-ready read it but never used it (its dns check asked the pod's resolv.conf, as nodeready does): "+
+			"remove it, or write DNS_NAMESERVER="+net.JoinHostPort(ip, "53")+" to ask that server")
 	}
-	if v, _ := lookup("KLOG_VERBOSITY"); v != "" {
+	if v := os.Getenv("KLOG_VERBOSITY"); v != "" {
 		n, err := strconv.ParseInt(v, 0, strconv.IntSize)
 		if err != nil {
-			return &Error{"KLOG_VERBOSITY", v, wholeNumber}
+			return refuse("KLOG_VERBOSITY", v, envvar.WholeNumber)
 		}
 		if n > 0 {
-			return &Error{"KLOG_VERBOSITY", v, "nodeready does not log through klog: remove it, and write LOG_LEVEL=debug for more detail"}
+			return refuse("KLOG_VERBOSITY", v, "nodeready does not log through klog: remove it, and write LOG_LEVEL=debug for more detail")
 		}
 	}
 	return nil
@@ -121,13 +112,13 @@ func (l *loader) fromKubeNodeReady(lookup Lookup) error {
 
 // fromDeleteFailedNode resolves DELETE_FAILED_NODE, the original
 // kube-node-ready switch, into FAILURE_ACTION=replace-node.
-func (l *loader) fromDeleteFailedNode() error {
-	if !l.deleteFailedNode {
+func (c *Config) fromDeleteFailedNode() error {
+	if !c.DeleteFailedNode {
 		return nil
 	}
-	if l.c.FailureAction == FailOpen {
-		return &Error{"DELETE_FAILED_NODE", "true", "contradicts FAILURE_ACTION=fail-open: set one of them"}
+	if c.FailureAction == FailOpen {
+		return refuse("DELETE_FAILED_NODE", "true", "contradicts FAILURE_ACTION=fail-open: set one of them")
 	}
-	l.c.FailureAction = ReplaceNode
+	c.FailureAction = ReplaceNode
 	return nil
 }

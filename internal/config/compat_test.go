@@ -1,4 +1,4 @@
-package config
+package config_test
 
 import (
 	"maps"
@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/internal/config"
 )
 
 // chartDaemonSetEnv is what the DaemonSet of kube-node-ready's chart set
@@ -48,45 +49,45 @@ func TestKubeNodeReadyConfigMapWorksUnchanged(t *testing.T) {
 	tests := []struct {
 		file    string
 		refused string // the variable the agent stops at; empty when it starts
-		want    func(t *testing.T, c Config)
+		want    func(t *testing.T, c config.Config)
 	}{
-		{file: "kube-node-ready-default.yaml", want: func(t *testing.T, c Config) {
+		{file: "kube-node-ready-default.yaml", want: func(t *testing.T, c config.Config) {
 			assert.Equal(t, "ip-10-0-1-100.ec2.internal", c.NodeName)
 			assert.Equal(t, "kube-system", c.PodNamespace)
 			assert.Equal(t, 300*time.Second, c.InitialTimeout)
 			assert.Equal(t, 10*time.Second, c.CheckTimeout)
 			assert.Equal(t, 5, c.MaxRetries)
 			assert.Equal(t, "exponential", c.RetryBackoff)
-			assert.Equal(t, []string{"kubernetes.default.svc.cluster.local", "google.com"}, c.DNSTestDomains)
-			assert.Equal(t, []string{"kubernetes.default.svc.cluster.local:443"}, c.TCPTargets)
+			assert.Equal(t, []string{"kubernetes.default.svc.cluster.local", "google.com"}, []string(c.Options.DNS.Domains))
+			assert.Equal(t, []string{"kubernetes.default.svc.cluster.local:443"}, c.Options.TCP.Addresses)
 			assert.Equal(t, []corev1.Taint{{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule}}, c.StartupTaints)
 			assert.Equal(t, "node-ready/verified", c.VerifiedLabel)
 			assert.Equal(t, "true", c.VerifiedLabelValue)
-			assert.Equal(t, KeepTainted, c.FailureAction)
+			assert.Equal(t, config.KeepTainted, c.FailureAction)
 			assert.True(t, c.EnableMetrics)
-			assert.Equal(t, 8080, c.MetricsPort)
+			assert.Equal(t, 8080, int(c.MetricsPort))
 			assert.Equal(t, "info", c.LogLevel)
 			assert.Equal(t, "json", c.LogFormat)
 		}},
-		{file: "kube-node-ready-custom.yaml", want: func(t *testing.T, c Config) {
+		{file: "kube-node-ready-custom.yaml", want: func(t *testing.T, c config.Config) {
 			assert.Equal(t, 600*time.Second, c.InitialTimeout)
 			assert.Equal(t, 10, c.MaxRetries)
 			assert.Equal(t, "linear", c.RetryBackoff)
 			assert.Equal(t, 5*time.Second, c.RetryBackoffBase, "linear waits kube-node-ready's 5s")
-			assert.Equal(t, []string{"kubernetes.default.svc.cluster.local", "cloudflare.com", "1.1.1.1"}, c.DNSTestDomains)
+			assert.Equal(t, []string{"kubernetes.default.svc.cluster.local", "cloudflare.com", "1.1.1.1"}, []string(c.Options.DNS.Domains))
 			assert.Equal(t, "custom/unverified", c.StartupTaints[0].Key)
 			assert.Equal(t, "pending", c.StartupTaints[0].Value)
 			assert.Equal(t, "custom/verified", c.VerifiedLabel)
-			assert.Equal(t, ReplaceNode, c.FailureAction, "DELETE_FAILED_NODE=true")
-			assert.Equal(t, 9090, c.MetricsPort)
+			assert.Equal(t, config.ReplaceNode, c.FailureAction, "DELETE_FAILED_NODE=true")
+			assert.Equal(t, 9090, int(c.MetricsPort))
 			assert.Equal(t, "debug", c.LogLevel)
 			assert.Equal(t, "console", c.LogFormat)
 		}},
-		{file: "kube-node-ready-edited.yaml", want: func(t *testing.T, c Config) {
+		{file: "kube-node-ready-edited.yaml", want: func(t *testing.T, c config.Config) {
 			assert.Equal(t, 300*time.Second, c.InitialTimeout, "empty means the default")
 			assert.Equal(t, 5, c.MaxRetries, "empty means the default")
-			assert.Equal(t, 8080, c.MetricsPort, "empty means the default")
-			assert.Equal(t, KeepTainted, c.FailureAction, "an empty DELETE_FAILED_NODE is false")
+			assert.Equal(t, 8080, int(c.MetricsPort), "empty means the default")
+			assert.Equal(t, config.KeepTainted, c.FailureAction, "an empty DELETE_FAILED_NODE is false")
 			assert.Equal(t, "info", c.LogLevel)
 			assert.Equal(t, "console", c.LogFormat, "text is console")
 			assert.True(t, c.ReadOnly, "DRY_RUN=true")
@@ -97,7 +98,7 @@ func TestKubeNodeReadyConfigMapWorksUnchanged(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			env, data := loadConfigMap(t, tt.file)
 			known := map[string]bool{}
-			for _, v := range KubeNodeReadyVariables {
+			for _, v := range config.KubeNodeReadyVariables {
 				known[v.Name] = true
 			}
 			for k := range data {
@@ -129,11 +130,11 @@ func readmeSection(t *testing.T, heading string) string {
 // kube-node-ready's variables and KubeNodeReadyVariables in step, row by row.
 func TestREADMEMatchesKubeNodeReadyVariables(t *testing.T) {
 	row := regexp.MustCompile("(?m)^\\| `([A-Z_]+)` \\| ([a-z]+) \\| (.*) \\|$")
-	var documented []KubeNodeReadyVariable
+	var documented []config.KubeNodeReadyVariable
 	for _, m := range row.FindAllStringSubmatch(readmeSection(t, "### Coming from kube-node-ready"), -1) {
-		documented = append(documented, KubeNodeReadyVariable{Name: m[1], Handling: Handling(m[2]), Note: m[3]})
+		documented = append(documented, config.KubeNodeReadyVariable{Name: m[1], Handling: config.Handling(m[2]), Note: m[3]})
 	}
-	assert.Equal(t, KubeNodeReadyVariables, documented)
+	assert.Equal(t, config.KubeNodeReadyVariables, documented)
 }
 
 // TestKubeNodeReadyVariablesAreAccountedFor: every variable the list says
@@ -144,7 +145,7 @@ func TestKubeNodeReadyVariablesAreAccountedFor(t *testing.T) {
 	// KUBECONFIG is read by main for the client; ENABLE_CONNECTIVITY_MATRIX by compat.go
 	// (TestConnectivityMatrix).
 	read := map[string]bool{"KUBECONFIG": true, "ENABLE_CONNECTIVITY_MATRIX": true}
-	for _, v := range Variables() {
+	for _, v := range config.Variables() {
 		read[v.Name] = true
 	}
 	// The refused variables, each with a value that had an effect in kube-node-ready and
@@ -156,13 +157,13 @@ func TestKubeNodeReadyVariablesAreAccountedFor(t *testing.T) {
 		"CLUSTER_DNS_IP": {"10.96.0.10", []string{""}},
 		"KLOG_VERBOSITY": {"4", []string{"", "0"}},
 	}
-	require.Len(t, KubeNodeReadyVariables, 24, "kube-node-ready's DaemonSet mode read 23 variables; its configuration reference sets one more")
+	require.Len(t, config.KubeNodeReadyVariables, 24, "kube-node-ready's DaemonSet mode read 23 variables; its configuration reference sets one more")
 	var refused []string
-	for _, v := range KubeNodeReadyVariables {
+	for _, v := range config.KubeNodeReadyVariables {
 		t.Run(v.Name, func(t *testing.T) {
 			assert.NotEmpty(t, v.Note)
-			require.Contains(t, []Handling{Same, Translated, Refused}, v.Handling)
-			if v.Handling != Refused {
+			require.Contains(t, []config.Handling{config.Same, config.Translated, config.Refused}, v.Handling)
+			if v.Handling != config.Refused {
 				assert.True(t, read[v.Name], "nodeready does not read %s", v.Name)
 				return
 			}
@@ -170,10 +171,10 @@ func TestKubeNodeReadyVariablesAreAccountedFor(t *testing.T) {
 			assert.False(t, read[v.Name], "%s is read, not refused", v.Name)
 			values, ok := refusedValues[v.Name]
 			require.True(t, ok, "%s is refused: give it values with and without an effect in kube-node-ready", v.Name)
-			_, err := load(with(inPod, map[string]string{v.Name: values.effective}), false)
+			_, err := load(t, with(inPod, map[string]string{v.Name: values.effective}), false)
 			requireRefused(t, err, v.Name, "%s=%s is accepted", v.Name, values.effective)
 			for _, value := range values.harmless {
-				_, err := load(with(inPod, map[string]string{v.Name: value}), false)
+				_, err := load(t, with(inPod, map[string]string{v.Name: value}), false)
 				assert.NoError(t, err, "%s=%q had no effect in kube-node-ready", v.Name, value)
 			}
 		})
@@ -185,7 +186,7 @@ func TestKubeNodeReadyVariablesAreAccountedFor(t *testing.T) {
 // TestLinearBackoffBelowItsCap: a RETRY_BACKOFF_MAX below kube-node-ready's
 // 5s is refused by name rather than shortening the delay silently.
 func TestLinearBackoffBelowItsCap(t *testing.T) {
-	_, err := load(with(inPod, map[string]string{"RETRY_BACKOFF": "linear", "RETRY_BACKOFF_MAX": "3s"}), false)
+	_, err := load(t, with(inPod, map[string]string{"RETRY_BACKOFF": "linear", "RETRY_BACKOFF_MAX": "3s"}), false)
 	ce := requireRefused(t, err, "RETRY_BACKOFF_MAX")
 	assert.Contains(t, ce.Accepted, "5s")
 }
@@ -202,15 +203,15 @@ func TestConnectivityMatrix(t *testing.T) {
 		"":      {checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints},
 	} {
 		t.Run(value, func(t *testing.T) {
-			cfg, err := load(with(inPod, map[string]string{"ENABLE_CONNECTIVITY_MATRIX": value}), false)
+			cfg, err := load(t, with(inPod, map[string]string{"ENABLE_CONNECTIVITY_MATRIX": value}), false)
 			require.NoError(t, err)
 			assert.Equal(t, want, cfg.Checks)
 		})
 	}
-	cfg, err := load(with(inPod, map[string]string{"ENABLE_CONNECTIVITY_MATRIX": "true", "CHECKS": "podnetwork,dns"}), false)
+	cfg, err := load(t, with(inPod, map[string]string{"ENABLE_CONNECTIVITY_MATRIX": "true", "CHECKS": "podnetwork,dns"}), false)
 	require.NoError(t, err)
 	assert.Equal(t, []checks.Name{checks.NamePodNetwork, checks.NameDNS}, cfg.Checks, "named once")
 
-	_, err = load(with(inPod, map[string]string{"ENABLE_CONNECTIVITY_MATRIX": "maybe"}), false)
+	_, err = load(t, with(inPod, map[string]string{"ENABLE_CONNECTIVITY_MATRIX": "maybe"}), false)
 	requireRefused(t, err, "ENABLE_CONNECTIVITY_MATRIX")
 }

@@ -1,112 +1,81 @@
 // Package config is nodeready's configuration: every environment variable the
-// agent reads (variables.go), read once through a lookup function, validated,
-// and parsed into the values the agent builds its checks and its writes from.
-// The names follow the ConfigMap of the original kube-node-ready DaemonSet
-// mode so that such a ConfigMap works unchanged through envFrom (compat.go).
+// agent reads, defined once as a field with its name, default and meaning in
+// tags (read through envvar, that is envconfig), validated, and parsed into
+// the values the agent builds its checks and its writes from. The agent's own
+// variables are the fields of Config; each kind of check's are in its
+// options, next to the check (package checks), read through the checks'
+// catalog. The names follow the ConfigMap of the original kube-node-ready
+// DaemonSet mode so that such a ConfigMap works unchanged through envFrom
+// (compat.go).
 package config
 
 import (
-	"fmt"
-	"net/http"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/internal/envvar"
 )
 
 // Config is the whole configuration, as Load returns it: every value checked
 // and parsed. The README's configuration table and `nodeready --help` list
-// the variables (Variables); the comments here name the variable of each
-// field where its name does not say it.
+// the variables (Variables).
 type Config struct {
-	NodeName, PodName, PodNamespace string
+	NodeName     string `envconfig:"NODE_NAME" desc:"Name of the node to verify (downward API spec.nodeName); required unless --dry-run"`
+	PodName      string `envconfig:"POD_NAME" desc:"Own pod name (downward API), for logs and Events"`
+	PodNamespace string `envconfig:"POD_NAMESPACE" desc:"Own pod namespace (downward API), for logs and Events"`
+
+	TaintKey    string      `envconfig:"TAINT_KEY" default:"node-ready/unverified" desc:"Key of the startup taint to remove"`
+	TaintValue  string      `envconfig:"TAINT_VALUE" default:"true" desc:"Value of the startup taint (informational: every taint with the key and effect is removed)"`
+	TaintEffect string      `envconfig:"TAINT_EFFECT" default:"NoSchedule" desc:"Effect of the startup taint: NoSchedule, PreferNoSchedule or NoExecute"`
+	ExtraTaints envvar.List `envconfig:"EXTRA_TAINTS" desc:"More startup taints, removed in the same write as TAINT_KEY's and held on the same terms: key[=value]:effect, comma-separated (the kubelet's --register-with-taints form); for a node held under several names, such as a readiness.k8s.io/ taint and a startup-taint.cluster-autoscaler.kubernetes.io/ one"`
+	TaintOwner  string      `envconfig:"TAINT_OWNER" default:"nodeready" desc:"Who removes the startup taint: nodeready, in the release's write, or external: a controller such as node-readiness-controller (a NodeReadinessRule on node-ready/Verified) removes TAINT_KEY's taint when the condition turns True; nodeready writes the condition, then the label, and never a taint (TAINT_KEY still tells a node it holds)"`
+
+	VerifiedLabel      string `envconfig:"VERIFIED_LABEL" default:"node-ready/verified" desc:"Label added to a verified node; the DaemonSet's node affinity must use the same key"`
+	VerifiedLabelValue string `envconfig:"VERIFIED_LABEL_VALUE" default:"true" desc:"Value of the verified label"`
+
+	InitialTimeout   time.Duration `envconfig:"INITIAL_TIMEOUT" default:"300s" desc:"Time from the agent's first start in its pod after which failing checks are recorded as a failed verification"`
+	MaxRetries       int           `envconfig:"MAX_RETRIES" default:"5" desc:"Rounds of checks after which failing checks are recorded as a failed verification"`
+	RetryBackoff     string        `envconfig:"RETRY_BACKOFF" default:"exponential" desc:"Delay between rounds: exponential, linear or constant"`
+	RetryBackoffBase time.Duration `envconfig:"RETRY_BACKOFF_BASE" default:"1s" desc:"First delay between rounds (every delay with constant and linear); unset with linear, it is 5s, kube-node-ready's delay"`
+	RetryBackoffMax  time.Duration `envconfig:"RETRY_BACKOFF_MAX" default:"30s" desc:"Longest delay between rounds; after a recorded failure, checks repeat at this interval"`
+	CheckTimeout     time.Duration `envconfig:"CHECK_TIMEOUT" default:"10s" desc:"Time limit of one check in one round"`
+	SettleTime       time.Duration "envconfig:\"SETTLE_TIME\" default:\"2s\" desc:\"After the release, watch the own node this long and release it again if the startup taint comes back or the label goes (so a `kubectl label node NODE node-ready/verified-` in that window is undone: re-verify once the agent pod is gone); 0 turns it off; keep it well below the pod's terminationGracePeriodSeconds\""
+
+	CheckNames envvar.List `envconfig:"CHECKS" default:"dns,tcp,apiserver,endpoints" desc:"Checks to run, comma-separated: dns, tcp, http, apiserver, endpoints, podnetwork, and the gates daemonsets, conditions, resources, csi, dra, command"`
+
+	StateDir    string        `envconfig:"STATE_DIR" desc:"Directory that outlives a container restart (an emptyDir of the pod): the agent records its first start there, so INITIAL_TIMEOUT, FAIL_OPEN_AFTER and MIN_HOLD_TIME count from the pod's first start, not the container's; empty counts from the process start"`
+	MinHoldTime time.Duration `envconfig:"MIN_HOLD_TIME" default:"0s" desc:"Keep the node tainted at least this long after the agent first started in its pod, for caches that need time; checks that pass earlier run once more when it ends; 0s turns it off"`
+
+	FailureAction    string        `envconfig:"FAILURE_ACTION" default:"keep-tainted" desc:"What a failed verification of a node nodeready holds (it had the startup taint when the agent started) does: keep-tainted (keep checking), fail-open (release after FAIL_OPEN_AFTER) or replace-node (delete the node's Karpenter NodeClaim, else the Node, never a control-plane node; needs manifests/replace-node/); a misconfiguration (a refused release or check) never brings it on"`
+	FailOpenAfter    time.Duration `envconfig:"FAIL_OPEN_AFTER" default:"30m" desc:"fail-open: time from the agent's first start in its pod after which a node it holds with failing checks is released anyway"`
+	DeleteFailedNode bool          `envconfig:"DELETE_FAILED_NODE" default:"false" desc:"kube-node-ready's name for FAILURE_ACTION=replace-node; true selects it"`
+	ReverifyTaint    bool          `envconfig:"REVERIFY_TAINT" default:"false" desc:"Put the startup taint back when the agent starts on a node that nodeready verified before (its completion annotation is there) and that has neither the label nor the taint any more (re-verification after the label was removed), so no new workloads land while it is checked again; never on a node nodeready has not verified"`
+
+	ReadOnly bool `envconfig:"DRY_RUN" default:"false" desc:"kube-node-ready's read-only switch: true runs the rounds of checks and logs each write the agent would make, but writes nothing (no label, taint, condition, Event or deletion)"`
+
+	// Serving is read on its own by `nodeready probe`.
+	Serving
+	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" blank:"default" desc:"trace, debug, info, warn or error"`
+	LogFormat string `envconfig:"LOG_FORMAT" default:"json" blank:"default" desc:"json, or console for people"`
 
 	// StartupTaints are the taints the agent holds the node with and removes:
 	// TAINT_KEY, TAINT_VALUE and TAINT_EFFECT's first, then EXTRA_TAINTS, each
 	// key and effect once.
-	StartupTaints      []corev1.Taint
-	TaintOwner         string // TaintOwnerNodeready or TaintOwnerExternal
-	VerifiedLabel      string
-	VerifiedLabelValue string
-
-	InitialTimeout   time.Duration
-	MaxRetries       int
-	RetryBackoff     string // exponential, linear or constant
-	RetryBackoffBase time.Duration
-	RetryBackoffMax  time.Duration
-	CheckTimeout     time.Duration
-	SettleTime       time.Duration
-
+	StartupTaints []corev1.Taint `ignored:"true"`
 	// Checks are the checks to run, in the order of CHECKS, each once.
-	Checks []checks.Name
-
-	DNSTestDomains []string
-	DNSNameserver  string
-	// ClusterDNSService is CLUSTER_DNS_SERVICE; an empty Name turns its rule off.
-	ClusterDNSService types.NamespacedName
-
-	// TCPTargets is TCP_TARGETS, or the API server's service address
-	// KUBERNETES_SERVICE_HOST:KUBERNETES_SERVICE_PORT when it is empty (the IP,
-	// so the tcp check does not depend on DNS); empty when neither is set.
-	TCPTargets []string
-
-	HTTPURLs           []string
-	HTTPExpectedStatus checks.StatusMatcher
-	// HTTPClient is the client of the http checks: it trusts the certificates
-	// of HTTP_CA_FILE, read once by Load, or the system roots.
-	HTTPClient *http.Client
-
-	APIServerProbe string // one of checks.APIServerModes
-
-	EndpointsService types.NamespacedName
-	EndpointsConnect bool
-
-	// PodNetworkService is the Service whose pods on other nodes the podnetwork
-	// check reaches: POD_NETWORK_SERVICE, or CLUSTER_DNS_SERVICE when that is
-	// empty, whose pods are then asked a DNS query (PodNetworkProbe.DNSName).
-	PodNetworkService types.NamespacedName
-	PodNetworkProbe   checks.PodProbe
-	PodNetworkNodes   int
-
-	DaemonSets         []string // namespace/name
-	DaemonSetsSelector labels.Selector
-	DaemonSetsExclude  []string // namespace/name
-
-	NodeConditions    []checks.ConditionWant
-	RequiredResources []checks.ResourceMinimum
-
-	CSIDrivers            []string
-	CSIRequireAllocatable bool
-
-	DRADevices []checks.DeviceMinimum
-
-	CommandPath string   // CHECK_COMMAND
-	CommandArgs []string // CHECK_COMMAND_ARGS
-
-	StateDir    string
-	MinHoldTime time.Duration
-
-	// FailureAction is KeepTainted, FailOpen or ReplaceNode; DELETE_FAILED_NODE=true
-	// is read as ReplaceNode.
-	FailureAction string
-	FailOpenAfter time.Duration
-	ReverifyTaint bool
-
-	ReadOnly bool // DRY_RUN
-
-	EnableMetrics bool
-	MetricsPort   int
-	LogLevel      string // trace, debug, info, warn or error
-	LogFormat     string // json or console
+	Checks []checks.Name `ignored:"true"`
+	// Options are the options of every kind of check, each read from its
+	// variables through the catalog, whether or not CHECKS names it.
+	Options checks.Options `ignored:"true"`
 }
 
-// KnownChecks lists every check name CHECKS accepts.
-var KnownChecks = []checks.Name{checks.NameDNS, checks.NameTCP, checks.NameHTTP, checks.NameAPIServer, checks.NameEndpoints, checks.NamePodNetwork,
-	checks.NameDaemonSets, checks.NameConditions, checks.NameResources, checks.NameCSI, checks.NameDRA, checks.NameCommand}
+// Serving is where the agent serves its metrics and probes.
+type Serving struct {
+	EnableMetrics bool        `envconfig:"ENABLE_METRICS" default:"true" blank:"false" desc:"Serve /metrics (the /healthz and /readyz probes are served either way)"`
+	MetricsPort   envvar.Port `envconfig:"METRICS_PORT" default:"8080" desc:"Port of /metrics, /healthz and /readyz"`
+}
 
 // Failure actions, as FAILURE_ACTION takes them.
 const (
@@ -129,15 +98,12 @@ const MaxSettleTime = 15 * time.Second
 // (TAINT_OWNER=external): nodeready's condition is then what releases the node.
 func (c *Config) ExternalTaint() bool { return c.TaintOwner == TaintOwnerExternal }
 
-// selected reports whether CHECKS includes the check.
-func (c *Config) selected(name checks.Name) bool { return slices.Contains(c.Checks, name) }
-
 // Error is a bad environment variable: which one, its value, and what is
-// accepted. Its message is the one line the agent prints before exit 2.
-type Error struct {
-	Var, Value, Accepted string
-}
+// accepted.
+type Error = envvar.Error
 
-func (e *Error) Error() string {
-	return fmt.Sprintf("invalid configuration: %s=%q: %s", e.Var, e.Value, e.Accepted)
+// refuse returns the *Error that refuses value of the variable name, with
+// what it accepts.
+func refuse(name, value, accepted string) error {
+	return &Error{Var: name, Value: value, Accepted: accepted}
 }

@@ -1,4 +1,4 @@
-package config
+package config_test
 
 import (
 	"bytes"
@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/config/configtest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,19 +33,19 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 5, cfg.MaxRetries)
 	assert.Equal(t, 10*time.Second, cfg.CheckTimeout)
 	assert.Equal(t, []checks.Name{checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints}, cfg.Checks)
-	assert.Equal(t, []string{"10.96.0.1:443"}, cfg.TCPTargets, "tcp defaults to the API server's service IP")
-	assert.Equal(t, "default/kubernetes", cfg.EndpointsService.String())
-	assert.Equal(t, "kube-system/kube-dns", cfg.ClusterDNSService.String())
-	assert.Equal(t, "2xx", cfg.HTTPExpectedStatus.String())
-	assert.NotNil(t, cfg.HTTPClient)
-	assert.True(t, cfg.DaemonSetsSelector.Empty())
-	assert.Equal(t, 8080, cfg.MetricsPort)
+	assert.Equal(t, []string{"10.96.0.1:443"}, cfg.Options.TCP.Addresses, "tcp defaults to the API server's service IP")
+	assert.Equal(t, "default/kubernetes", cfg.Options.Endpoints.Target.String())
+	assert.Equal(t, "kube-system/kube-dns", cfg.Options.DNS.ClusterDNSService.String())
+	assert.Equal(t, "2xx", cfg.Options.HTTP.Expect.String())
+	assert.NotNil(t, cfg.Options.HTTP.Client)
+	assert.True(t, cfg.Options.DaemonSets.Selection.Empty())
+	assert.Equal(t, 8080, int(cfg.MetricsPort))
 }
 
 // TestOriginalConfigMap loads the ConfigMap of kube-node-ready's DaemonSet
 // mode as it is, through envFrom.
 func TestOriginalConfigMap(t *testing.T) {
-	cfg, err := load(map[string]string{
+	cfg, err := load(t, map[string]string{
 		"NODE_NAME":               "ip-10-0-1-100.ec2.internal",
 		"KUBERNETES_SERVICE_HOST": "10.100.0.1",
 		"INITIAL_TIMEOUT":         "300s",
@@ -60,16 +63,11 @@ func TestOriginalConfigMap(t *testing.T) {
 		"LOG_FORMAT":              "json",
 	}, false)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"kubernetes.default.svc.cluster.local", "google.com"}, cfg.DNSTestDomains)
-}
-
-func TestSplitList(t *testing.T) {
-	assert.Equal(t, []string{"a", "b", "c"}, splitList(" a, b,,c ,"))
-	assert.Empty(t, splitList(""))
+	assert.Equal(t, []string{"kubernetes.default.svc.cluster.local", "google.com"}, []string(cfg.Options.DNS.Domains))
 }
 
 func TestAcceptedSpellings(t *testing.T) {
-	cfg, err := load(map[string]string{
+	cfg, err := load(t, map[string]string{
 		"NODE_NAME":         "node-a",
 		"CHECKS":            "dns, http ,tcp",
 		"DNS_TEST_DOMAINS":  "Kubernetes.Default.SVC.cluster.local.,example.com.,10.96.0.10,fd00::10",
@@ -78,15 +76,15 @@ func TestAcceptedSpellings(t *testing.T) {
 		"ENDPOINTS_SERVICE": "kubernetes",
 	}, false)
 	require.NoError(t, err)
-	assert.Equal(t, "default/kubernetes", cfg.EndpointsService.String(), "a bare service name is in default")
-	assert.Equal(t, []string{"[fd00::1]:443", "db.example:5432"}, cfg.TCPTargets)
+	assert.Equal(t, "default/kubernetes", cfg.Options.Endpoints.Target.String(), "a bare service name is in default")
+	assert.Equal(t, []string{"[fd00::1]:443", "db.example:5432"}, cfg.Options.TCP.Addresses)
 	assert.Equal(t, []checks.Name{checks.NameDNS, checks.NameHTTP, checks.NameTCP}, cfg.Checks)
 }
 
 func TestDryRunNeedsNoNodeName(t *testing.T) {
-	_, err := load(nil, true)
+	_, err := load(t, nil, true)
 	require.NoError(t, err)
-	_, err = load(nil, false)
+	_, err = load(t, nil, false)
 	requireRefused(t, err, "NODE_NAME")
 }
 
@@ -98,7 +96,7 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 	for _, m := range row.FindAllStringSubmatch(readmeSection(t, "## Configuration"), -1) {
 		documented[m[1]] = strings.TrimSpace(m[2])
 	}
-	for _, v := range Variables() {
+	for _, v := range config.Variables() {
 		def, ok := documented[v.Name]
 		if assert.True(t, ok, "README does not document %s", v.Name) {
 			assert.Equal(t, v.Default, def, "README default of %s", v.Name)
@@ -117,32 +115,32 @@ func TestEmptyValueMeansDefault(t *testing.T) {
 	tests := []struct {
 		name    string
 		refused string // empty when the agent starts
-		want    func(t *testing.T, c Config)
+		want    func(t *testing.T, c config.Config)
 	}{
-		{name: "MAX_RETRIES", want: func(t *testing.T, c Config) { assert.Equal(t, 5, c.MaxRetries) }},
-		{name: "INITIAL_TIMEOUT", want: func(t *testing.T, c Config) { assert.Equal(t, 300*time.Second, c.InitialTimeout) }},
-		{name: "CHECK_TIMEOUT", want: func(t *testing.T, c Config) { assert.Equal(t, 10*time.Second, c.CheckTimeout) }},
-		{name: "METRICS_PORT", want: func(t *testing.T, c Config) { assert.Equal(t, 8080, c.MetricsPort) }},
-		{name: "DNS_TEST_DOMAINS", want: func(t *testing.T, c Config) {
-			assert.Equal(t, []string{"kubernetes.default.svc.cluster.local"}, c.DNSTestDomains)
+		{name: "MAX_RETRIES", want: func(t *testing.T, c config.Config) { assert.Equal(t, 5, c.MaxRetries) }},
+		{name: "INITIAL_TIMEOUT", want: func(t *testing.T, c config.Config) { assert.Equal(t, 300*time.Second, c.InitialTimeout) }},
+		{name: "CHECK_TIMEOUT", want: func(t *testing.T, c config.Config) { assert.Equal(t, 10*time.Second, c.CheckTimeout) }},
+		{name: "METRICS_PORT", want: func(t *testing.T, c config.Config) { assert.Equal(t, 8080, int(c.MetricsPort)) }},
+		{name: "DNS_TEST_DOMAINS", want: func(t *testing.T, c config.Config) {
+			assert.Equal(t, []string{"kubernetes.default.svc.cluster.local"}, []string(c.Options.DNS.Domains))
 		}},
-		{name: "ENABLE_METRICS", want: func(t *testing.T, c Config) {
+		{name: "ENABLE_METRICS", want: func(t *testing.T, c config.Config) {
 			assert.False(t, c.EnableMetrics, "kube-node-ready read an empty boolean as false")
 		}},
-		{name: "DELETE_FAILED_NODE", want: func(t *testing.T, c Config) { assert.Equal(t, KeepTainted, c.FailureAction) }},
+		{name: "DELETE_FAILED_NODE", want: func(t *testing.T, c config.Config) { assert.Equal(t, config.KeepTainted, c.FailureAction) }},
 		{name: "DRY_RUN"},
-		{name: "LOG_LEVEL", want: func(t *testing.T, c Config) { assert.Equal(t, "info", c.LogLevel) }},
-		{name: "LOG_FORMAT", want: func(t *testing.T, c Config) { assert.Equal(t, "json", c.LogFormat) }},
+		{name: "LOG_LEVEL", want: func(t *testing.T, c config.Config) { assert.Equal(t, "info", c.LogLevel) }},
+		{name: "LOG_FORMAT", want: func(t *testing.T, c config.Config) { assert.Equal(t, "json", c.LogFormat) }},
 		{name: "CLUSTER_DNS_IP"},
 		{name: "KLOG_VERBOSITY"},
-		{name: "RETRY_BACKOFF_BASE", want: func(t *testing.T, c Config) { assert.Equal(t, time.Second, c.RetryBackoffBase) }},
-		{name: "ENDPOINTS_CONNECT", want: func(t *testing.T, c Config) { assert.True(t, c.EndpointsConnect) }},
-		{name: "MIN_HOLD_TIME", want: func(t *testing.T, c Config) { assert.Zero(t, c.MinHoldTime) }},
-		{name: "CHECKS", want: func(t *testing.T, c Config) {
+		{name: "RETRY_BACKOFF_BASE", want: func(t *testing.T, c config.Config) { assert.Equal(t, time.Second, c.RetryBackoffBase) }},
+		{name: "ENDPOINTS_CONNECT", want: func(t *testing.T, c config.Config) { assert.True(t, c.Options.Endpoints.Connect) }},
+		{name: "MIN_HOLD_TIME", want: func(t *testing.T, c config.Config) { assert.Zero(t, c.MinHoldTime) }},
+		{name: "CHECKS", want: func(t *testing.T, c config.Config) {
 			assert.Equal(t, []checks.Name{checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints}, c.Checks)
 		}},
-		{name: "NODE_CONDITIONS", want: func(t *testing.T, c Config) {
-			assert.Equal(t, []checks.ConditionWant{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}, c.NodeConditions)
+		{name: "NODE_CONDITIONS", want: func(t *testing.T, c config.Config) {
+			assert.Equal(t, []checks.ConditionWant{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}, c.Options.Conditions.Want)
 		}},
 		{name: "RETRY_BACKOFF", refused: "RETRY_BACKOFF"}, // as in kube-node-ready, which stopped too
 		{name: "TAINT_KEY", refused: "TAINT_KEY"},
@@ -207,7 +205,7 @@ func TestUnimplementedKubeNodeReadyVariablesAreRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
-			_, err := load(with(inPod, map[string]string{tt.name: tt.value}), false)
+			_, err := load(t, with(inPod, map[string]string{tt.name: tt.value}), false)
 
 			if !tt.refused {
 				require.NoError(t, err)
@@ -223,7 +221,7 @@ func TestUnimplementedKubeNodeReadyVariablesAreRefused(t *testing.T) {
 // after TAINT_KEY's; a malformed one, or one naming a taint twice, stops the agent naming
 // the variable.
 func TestExtraTaints(t *testing.T) {
-	cfg, err := load(with(inPod, map[string]string{
+	cfg, err := load(t, with(inPod, map[string]string{
 		"EXTRA_TAINTS": "readiness.k8s.io/nodeready=true:NoSchedule, startup-taint.cluster-autoscaler.kubernetes.io/nodeready:NoExecute"}), false)
 	require.NoError(t, err)
 	assert.Equal(t, []corev1.Taint{
@@ -241,7 +239,7 @@ func TestExtraTaints(t *testing.T) {
 		"a.io/x:NoSchedule,a.io/x=again:NoSchedule": "named twice",
 	} {
 		t.Run(value, func(t *testing.T) {
-			_, err := load(with(inPod, map[string]string{"EXTRA_TAINTS": value}), false)
+			_, err := load(t, with(inPod, map[string]string{"EXTRA_TAINTS": value}), false)
 			ce := requireRefused(t, err, "EXTRA_TAINTS")
 			assert.Contains(t, ce.Error(), says)
 		})
@@ -251,9 +249,9 @@ func TestExtraTaints(t *testing.T) {
 // TestTaintOwner: TAINT_OWNER is nodeready or external; with external, the settings that
 // would write the taint another controller owns stop the agent naming the variable.
 func TestTaintOwner(t *testing.T) {
-	assert.Equal(t, TaintOwnerNodeready, defaultConfig(t).TaintOwner)
+	assert.Equal(t, config.TaintOwnerNodeready, defaultConfig(t).TaintOwner)
 	base := with(inPod, map[string]string{"TAINT_OWNER": "external"})
-	cfg, err := load(base, false)
+	cfg, err := load(t, base, false)
 	require.NoError(t, err)
 	assert.True(t, cfg.ExternalTaint())
 
@@ -264,11 +262,11 @@ func TestTaintOwner(t *testing.T) {
 		{"FAILURE_ACTION", "fail-open", "FAILURE_ACTION"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := load(with(base, map[string]string{tt.name: tt.value}), false)
+			_, err := load(t, with(base, map[string]string{tt.name: tt.value}), false)
 			requireRefused(t, err, tt.refused)
 		})
 	}
-	_, err = load(with(base, map[string]string{"FAILURE_ACTION": "replace-node"}), false)
+	_, err = load(t, with(base, map[string]string{"FAILURE_ACTION": "replace-node"}), false)
 	assert.NoError(t, err, "replace-node acts only on a node that still carries TAINT_KEY's taint, whoever owns it")
 }
 
@@ -289,7 +287,8 @@ func TestMetricsPort(t *testing.T) {
 		{env: map[string]string{"METRICS_PORT": "65536"}, refused: true},
 	} {
 		t.Run(fmt.Sprint(tt.env), func(t *testing.T) {
-			port, err := MetricsPort(MapLookup(tt.env))
+			configtest.Setenv(t, tt.env)
+			port, err := config.MetricsPort()
 			if tt.refused {
 				ce := requireRefused(t, err, "METRICS_PORT")
 				assert.Contains(t, ce.Error(), "in decimal without leading zeros")
@@ -298,9 +297,9 @@ func TestMetricsPort(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tt.port, port)
 			if _, set := tt.env["MAX_RETRIES"]; !set {
-				cfg, err := load(with(inPod, tt.env), false)
+				cfg, err := load(t, with(inPod, tt.env), false)
 				require.NoError(t, err)
-				assert.Equal(t, cfg.MetricsPort, port, "the agent listens where the probe dials")
+				assert.Equal(t, int(cfg.MetricsPort), port, "the agent listens where the probe dials")
 			}
 		})
 	}
@@ -309,32 +308,13 @@ func TestMetricsPort(t *testing.T) {
 // TestPrintVariables is the table of `nodeready --help`: every variable with its default.
 func TestPrintVariables(t *testing.T) {
 	var out bytes.Buffer
-	PrintVariables(&out)
+	config.PrintVariables(&out)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Len(t, lines, len(Variables())+1)
+	require.Len(t, lines, len(config.Variables())+1)
 	assert.Regexp(t, `^VARIABLE\s+DEFAULT\s+MEANING$`, lines[0])
-	for i, v := range Variables() {
+	for i, v := range config.Variables() {
 		assert.True(t, strings.HasPrefix(lines[i+1], v.Name+" "), lines[i+1])
 		assert.Contains(t, lines[i+1], v.Default)
-	}
-}
-
-// TestLoadReadsOnlyItsVariables: Load asks lookup for the variables it documents and the
-// kube-node-ready ones it refuses or translates, nothing else.
-func TestLoadReadsOnlyItsVariables(t *testing.T) {
-	known := map[string]bool{"CLUSTER_DNS_IP": true, "KLOG_VERBOSITY": true, "ENABLE_CONNECTIVITY_MATRIX": true}
-	for _, v := range Variables() {
-		known[v.Name] = true
-	}
-	var asked []string
-	_, err := Load(func(name string) (string, bool) {
-		asked = append(asked, name)
-		v, ok := inPod[name]
-		return v, ok
-	}, false)
-	require.NoError(t, err)
-	for _, name := range asked {
-		assert.True(t, known[name], "Load read %s", name)
 	}
 }
 
@@ -346,14 +326,14 @@ func TestHTTPCAFileReadOnce(t *testing.T) {
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	require.NoError(t, os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))
 
-	cfg, err := load(with(inPod, map[string]string{"CHECKS": "http", "HTTP_URLS": srv.URL, "HTTP_CA_FILE": ca}), false)
+	cfg, err := load(t, with(inPod, map[string]string{"CHECKS": "http", "HTTP_URLS": srv.URL, "HTTP_CA_FILE": ca}), false)
 	require.NoError(t, err)
 	require.NoError(t, os.Remove(ca))
 
-	res := checks.Execute(t.Context(), checks.NewHTTP(srv.URL, cfg.HTTPExpectedStatus, cfg.HTTPClient), 5*time.Second)
+	res := checks.Execute(t.Context(), checks.NewHTTP(srv.URL, cfg.Options.HTTP.Expect, cfg.Options.HTTP.Client), 5*time.Second)
 	assert.NoError(t, res.Err, "the client trusts the CA read at load")
 
-	_, err = load(with(inPod, map[string]string{"HTTP_CA_FILE": ca}), false)
+	_, err = load(t, with(inPod, map[string]string{"HTTP_CA_FILE": ca}), false)
 	requireRefused(t, err, "HTTP_CA_FILE")
 }
 
@@ -362,19 +342,19 @@ func TestHTTPCAFileReadOnce(t *testing.T) {
 // by TCP or HTTP; every bad value stops the agent naming its variable.
 func TestPodNetwork(t *testing.T) {
 	cfg := defaultConfig(t)
-	assert.Equal(t, types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}, cfg.PodNetworkService)
-	assert.Equal(t, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local"}, cfg.PodNetworkProbe)
-	assert.Equal(t, 3, cfg.PodNetworkNodes)
+	assert.Equal(t, types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}, cfg.Options.PodNetwork.Target)
+	assert.Equal(t, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local"}, cfg.Options.PodNetwork.Probe)
+	assert.Equal(t, 3, cfg.Options.PodNetwork.Nodes)
 
-	cfg, err := load(with(inPod, map[string]string{"DNS_TEST_DOMAINS": "1.1.1.1,example.org", "POD_NETWORK_PORT": "dns-tcp"}), false)
+	cfg, err := load(t, with(inPod, map[string]string{"DNS_TEST_DOMAINS": "1.1.1.1,example.org", "POD_NETWORK_PORT": "dns-tcp"}), false)
 	require.NoError(t, err)
-	assert.Equal(t, checks.PodProbe{DNSName: "example.org", Port: "dns-tcp"}, cfg.PodNetworkProbe)
+	assert.Equal(t, checks.PodProbe{DNSName: "example.org", Port: "dns-tcp"}, cfg.Options.PodNetwork.Probe)
 
-	cfg, err = load(with(inPod, map[string]string{"POD_NETWORK_SERVICE": "apps/web", "POD_NETWORK_HTTP_PATH": "/healthz", "POD_NETWORK_NODES": "5"}), false)
+	cfg, err = load(t, with(inPod, map[string]string{"POD_NETWORK_SERVICE": "apps/web", "POD_NETWORK_HTTP_PATH": "/healthz", "POD_NETWORK_NODES": "5"}), false)
 	require.NoError(t, err)
-	assert.Equal(t, types.NamespacedName{Namespace: "apps", Name: "web"}, cfg.PodNetworkService)
-	assert.Equal(t, checks.PodProbe{HTTPPath: "/healthz"}, cfg.PodNetworkProbe)
-	assert.Equal(t, 5, cfg.PodNetworkNodes)
+	assert.Equal(t, types.NamespacedName{Namespace: "apps", Name: "web"}, cfg.Options.PodNetwork.Target)
+	assert.Equal(t, checks.PodProbe{HTTPPath: "/healthz"}, cfg.Options.PodNetwork.Probe)
+	assert.Equal(t, 5, cfg.Options.PodNetwork.Nodes)
 
 	for _, tt := range []struct {
 		env     map[string]string
@@ -389,7 +369,7 @@ func TestPodNetwork(t *testing.T) {
 		{map[string]string{"CHECKS": "podnetwork", "CLUSTER_DNS_SERVICE": ""}, "POD_NETWORK_SERVICE"},
 	} {
 		t.Run(fmt.Sprint(tt.env), func(t *testing.T) {
-			_, err := load(with(inPod, tt.env), false)
+			_, err := load(t, with(inPod, tt.env), false)
 			requireRefused(t, err, tt.refused)
 		})
 	}

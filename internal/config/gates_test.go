@@ -1,4 +1,4 @@
-package config
+package config_test
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 )
 
 func TestGateConfigAccepted(t *testing.T) {
-	cfg, err := load(map[string]string{
+	cfg, err := load(t, map[string]string{
 		"NODE_NAME":               "node-a",
 		"CHECKS":                  "daemonsets,conditions,resources,csi,dra,command",
 		"DRA_DEVICES":             "gpu.nvidia.com>=8, gpu.nvidia.com[productName=NVIDIA A100-SXM4-80GB]>=4",
@@ -29,31 +29,31 @@ func TestGateConfigAccepted(t *testing.T) {
 		"MIN_HOLD_TIME":           "30m", // waiting, not failing: no limit from the retries
 	}, false)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"--cache", "/var/cache/models"}, cfg.CommandArgs)
+	assert.Equal(t, []string{"--cache", "/var/cache/models"}, []string(cfg.Options.Command.Args))
 	assert.Equal(t, 30*time.Minute, cfg.MinHoldTime)
-	assert.False(t, cfg.CSIRequireAllocatable)
+	assert.False(t, cfg.Options.CSI.RequireAllocatable)
 
 	// Parsed once, here, into the values the checks take.
 	assert.Equal(t, []checks.ConditionWant{
 		{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
 		{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionFalse},
 		{Type: "example.com/GPUHealthy", Status: corev1.ConditionTrue},
-	}, cfg.NodeConditions)
-	assert.Equal(t, []string{"nvidia.com/gpu>=1", "example.com/fpga>=2", "hugepages-2Mi>=512Mi"}, strs(cfg.RequiredResources))
-	assert.Equal(t, []string{"gpu.nvidia.com>=8", "gpu.nvidia.com[gpu.nvidia.com/productName=NVIDIA A100-SXM4-80GB]>=4"}, strs(cfg.DRADevices), "attributes in their qualified form")
-	assert.True(t, cfg.DaemonSetsSelector.Matches(labels.Set{"tier": "cni"}))
-	assert.False(t, cfg.DaemonSetsSelector.Matches(labels.Set{"tier": "cni", "example.com/optional": "true"}))
-	assert.Equal(t, []string{"kube-system/nodeready", "monitoring/node-exporter"}, cfg.DaemonSetsExclude)
+	}, cfg.Options.Conditions.Want)
+	assert.Equal(t, []string{"nvidia.com/gpu>=1", "example.com/fpga>=2", "hugepages-2Mi>=512Mi"}, strs(cfg.Options.Resources.Min))
+	assert.Equal(t, []string{"gpu.nvidia.com>=8", "gpu.nvidia.com[gpu.nvidia.com/productName=NVIDIA A100-SXM4-80GB]>=4"}, strs(cfg.Options.DRA.Min), "attributes in their qualified form")
+	assert.True(t, cfg.Options.DaemonSets.Selection.Matches(labels.Set{"tier": "cni"}))
+	assert.False(t, cfg.Options.DaemonSets.Selection.Matches(labels.Set{"tier": "cni", "example.com/optional": "true"}))
+	assert.Equal(t, []string{"kube-system/nodeready", "monitoring/node-exporter"}, []string(cfg.Options.DaemonSets.Exclude))
 }
 
 func TestGateDefaults(t *testing.T) {
 	cfg := defaultConfig(t)
-	assert.Equal(t, []checks.ConditionWant{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}, cfg.NodeConditions)
-	assert.True(t, cfg.CSIRequireAllocatable)
+	assert.Equal(t, []checks.ConditionWant{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}, cfg.Options.Conditions.Want)
+	assert.True(t, cfg.Options.CSI.RequireAllocatable)
 	assert.Zero(t, cfg.MinHoldTime)
-	assert.Empty(t, cfg.DaemonSets)
+	assert.Empty(t, cfg.Options.DaemonSets.Names)
 	for _, gate := range []checks.Name{checks.NameDaemonSets, checks.NameConditions, checks.NameResources, checks.NameCSI, checks.NameDRA, checks.NameCommand} {
-		assert.Contains(t, KnownChecks, gate)
+		assert.Contains(t, checks.Names(), gate)
 		assert.NotContains(t, cfg.Checks, gate, "gates are opt-in")
 	}
 }

@@ -1,4 +1,4 @@
-package config
+package config_test
 
 import (
 	"maps"
@@ -6,12 +6,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/config/configtest"
 )
 
 // load is Load of exactly the variables in env, as the agent's process would
-// see them.
-func load(env map[string]string, dryRun bool) (Config, error) {
-	return Load(MapLookup(env), dryRun)
+// see them (configtest.Setenv).
+func load(t *testing.T, env map[string]string, dryRun bool) (config.Config, error) {
+	t.Helper()
+	return configtest.Load(t, env, dryRun)
 }
 
 // with returns base with more variables set.
@@ -25,18 +29,18 @@ func with(base map[string]string, more map[string]string) map[string]string {
 var inPod = map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1"}
 
 // defaultConfig is the configuration with every default and NODE_NAME set.
-func defaultConfig(t *testing.T) Config {
+func defaultConfig(t *testing.T) config.Config {
 	t.Helper()
-	cfg, err := load(inPod, false)
+	cfg, err := load(t, inPod, false)
 	require.NoError(t, err)
 	return cfg
 }
 
 // requireRefused requires err to be an *Error that names variable, and
 // returns it for assertions on its text.
-func requireRefused(t *testing.T, err error, variable string, msgAndArgs ...any) *Error {
+func requireRefused(t *testing.T, err error, variable string, msgAndArgs ...any) *config.Error {
 	t.Helper()
-	var ce *Error
+	var ce *config.Error
 	require.ErrorAs(t, err, &ce, msgAndArgs...)
 	assert.Equal(t, variable, ce.Var, msgAndArgs...)
 	return ce
@@ -44,12 +48,12 @@ func requireRefused(t *testing.T, err error, variable string, msgAndArgs ...any)
 
 // loadUnlessRefused loads env. With refused set it requires Load to refuse
 // that variable and reports false; otherwise it requires Load to succeed.
-func loadUnlessRefused(t *testing.T, env map[string]string, refused string) (Config, bool) {
+func loadUnlessRefused(t *testing.T, env map[string]string, refused string) (config.Config, bool) {
 	t.Helper()
-	cfg, err := load(env, false)
+	cfg, err := load(t, env, false)
 	if refused != "" {
 		requireRefused(t, err, refused)
-		return Config{}, false
+		return config.Config{}, false
 	}
 	require.NoError(t, err)
 	return cfg, true

@@ -623,8 +623,19 @@ func configFromCluster(ctx context.Context, c *harness.Cluster, dns string) (con
 		"KUBERNETES_SERVICE_PORT": port,
 		"DNS_NAMESERVER":          dns,
 	})
-	// The agent pod's environment is exactly env: nothing of this process's.
-	return config.Load(config.MapLookup(env), false)
+	// The agent pod's environment is exactly env: the variables the agent reads are
+	// set from it, or unset, for this one Load; every agent gets a copy of its result.
+	for _, v := range config.Variables() {
+		if err := os.Unsetenv(v.Name); err != nil {
+			return config.Config{}, err
+		}
+	}
+	for name, value := range env {
+		if err := os.Setenv(name, value); err != nil {
+			return config.Config{}, err
+		}
+	}
+	return config.Load(false)
 }
 
 // linesWith returns the last n lines of log that contain sub.
