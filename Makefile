@@ -35,8 +35,9 @@ unit: ## Unit tests with the race detector
 	CGO_ENABLED=1 go test -race -count=1 ./...
 
 .PHONY: vet
-vet: ## go vet both modules, check formatting, lint .github/workflows with actionlint and the alert rules with promtool
+vet: ## go vet both modules, check formatting and the import rules of DESIGN.md, lint .github/workflows with actionlint and the alert rules with promtool
 	go vet ./...
+	go test -count=1 -run '^TestImportRules$$' .
 	cd e2e && go vet ./...
 	cd e2e/build/k8s && go mod verify >/dev/null
 	cd e2e/build/k8s-1.32 && go mod verify >/dev/null

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/nodeready/nodeready"
+
+// importRules are the dependency rules of DESIGN.md, by package (relative to the
+// module; "" is main): the packages of this module each may import, and
+// "prometheus" where it may use Prometheus. A package of the module that is not
+// listed may import none of the module's.
+var importRules = map[string][]string{
+	"":                           {"agent", "internal/config", "internal/wiring", "internal/wiring/sigterm", "prometheus"},
+	"agent":                      {"checks", "nodepatch", "internal/config", "internal/report", "internal/wellknown", "prometheus"},
+	"checks":                     {"internal/envvar"},
+	"nodepatch":                  {"internal/wellknown"},
+	"internal/config":            {"checks", "internal/envvar", "internal/wellknown"},
+	"internal/config/configtest": {"internal/config"},
+	"internal/report":            {"internal/wellknown"},
+	"internal/wiring":            {"agent", "internal/config"},
+}
+
+// TestImportRules fails on an import that breaks DESIGN.md's direction: main →
+// agent → {checks, nodepatch}; config parses the environment, report tells, wellknown
+// and envvar are leaves; checks and nodepatch never import agent or each other and
+// never touch Prometheus; nothing imports k8s.io/kubernetes; and the agent's binary
+// links no test-only tool. `make vet` runs it.
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").Output()
+	require.NoError(t, err)
+	for line := range strings.Lines(strings.TrimSpace(string(out))) {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
+		allowed := importRules[pkg]
+		for _, imp := range fields[1:] {
+			switch {
+			case imp == module || strings.HasPrefix(imp, module+"/"):
+				own := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+				assert.True(t, slices.Contains(allowed, own), "%s imports %s: not in its rules (imports_test.go)", fields[0], imp)
+			case strings.HasPrefix(imp, "github.com/prometheus/"):
+				assert.True(t, slices.Contains(allowed, "prometheus"), "%s imports %s: only the agent records metrics", fields[0], imp)
+			case strings.HasPrefix(imp, "k8s.io/kubernetes/"):
+				t.Errorf("%s imports %s: the main module reaches Kubernetes through client-go only", fields[0], imp)
+			}
+		}
+	}
+
+	// What the agent's binary links: nothing of the tests' or of another command's.
+	deps, err := exec.Command("go", "list", "-deps", ".").Output()
+	require.NoError(t, err)
+	for dep := range strings.Lines(string(deps)) {
+		dep = strings.TrimSpace(dep)
+		for _, banned := range []string{"github.com/stretchr/testify", "k8s.io/client-go/kubernetes/fake", module + "/e2e", "k8s.io/cli-runtime", "testing"} {
+			assert.False(t, dep == banned || strings.HasPrefix(dep, banned+"/"), "the agent's binary links %s", dep)
+		}
+	}
+}
