@@ -9,14 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -80,21 +78,15 @@ type Agent struct {
 	// which the timers count.
 	started  time.Time
 	verified atomic.Bool
-	// observed: the node's state was read once it was registered. held: it
-	// carried the startup taint then (or the agent put it back for a
-	// re-verification). Only a held node is ever failed open or replaced.
-	observed, held bool
-	// releaseErr and replaceErr are the last release and replacement errors
-	// reported in an Event, so a repeating one is not reported every round.
-	releaseErr, replaceErr string
-	// Phase times of the verification, for the log: when the first round
-	// began (start-up ends), when the last round's checks ended, and when
-	// the release was confirmed (before the settle window).
-	firstRound, checked, released time.Time
-	// failed: the failure was recorded; replaced: the failure action ran;
-	// deleting: it deleted the node's NodeClaim or Node, which the condition says
-	// from then on.
-	failed, replaced, deleting bool
+	// policy is the failure policy's part of the configuration (decide).
+	policy policy
+	// state is the run state that decide moves from round to round.
+	state state
+	// told are the last release and replacement errors told in an Event, so a
+	// repeating one is not told every round.
+	told struct{ release, replace string }
+	// timeline holds the times of the verification's phases, for the log.
+	timeline timeline
 	// unread: this round's release could not read the node, so nothing
 	// else is read about it before the next round.
 	unread bool
@@ -105,6 +97,11 @@ type Agent struct {
 	// unwatch stops the watch of the node that begins with the checks.
 	unwatch func()
 }
+
+// timeline holds when the first round began (start-up ends), when the last
+// round's checks ended, and when the release was confirmed (before the settle
+// window).
+type timeline struct{ firstRound, checked, released time.Time }
 
 // New wires an agent for the node in cfg. started is the process start; the
 // timers and the time to verified count from the pod's first start when
@@ -138,6 +135,7 @@ func New(cfg config.Config, log zerolog.Logger, clients Clients, build BuildInfo
 		condition: report.NewConditionWriter(write),
 		metrics:   newMetrics(build),
 		started:   first,
+		policy:    policyOf(cfg),
 		shutdown:  shutdown,
 	}, nil
 }
@@ -204,20 +202,19 @@ func (a *Agent) awaitStop(ctx context.Context) {
 // next; until a read succeeds the node counts as not held, so nothing
 // destructive can happen on a guess.
 func (a *Agent) observe(ctx context.Context, log zerolog.Logger) {
-	if a.observed || a.unread {
+	if a.state.observed || a.unread {
 		return
 	}
 	s, err := a.read.State(ctx)
-	switch {
-	case err != nil:
+	if err != nil {
 		log.Warn().Err(err).Msg("Could not read the node, will try again")
 		return
-	case !s.Registered:
+	}
+	if a.state = a.state.observedAs(s); !a.state.observed {
 		return
 	}
-	a.observed, a.held = true, a.held || s.Tainted
-	ev := log.Info().Bool("held", a.held).Bool("labelled", s.Labelled)
-	if a.held {
+	ev := log.Info().Bool("held", a.state.held).Bool("labelled", s.Labelled)
+	if a.state.held {
 		ev.Str("taint", a.taint()).Msg("Holding node until its checks pass")
 	} else {
 		ev.Msg("Node has no startup taint: it will be labelled when its checks pass, never failed open or replaced")
@@ -225,52 +222,34 @@ func (a *Agent) observe(ctx context.Context, log zerolog.Logger) {
 }
 
 // verify runs rounds of checks until they pass and the node is released
-// (true) or ctx ends (false). After MAX_RETRIES rounds or INITIAL_TIMEOUT
-// the failure is recorded once; FAILURE_ACTION then applies when the node
-// is held and the checks themselves failed, never for a misconfiguration.
-// With keep-tainted the rounds go on at the capped backoff, so a node that
-// heals is released without anyone restarting the pod.
+// (true) or ctx ends (false). After each round decide says what its result
+// brings: the failure recorded, the condition and Events following the round,
+// the failure action.
 func (a *Agent) verify(ctx context.Context) bool {
 	delays := newBackoff(a.cfg)
 	for round := 1; ; round++ {
 		a.condition.NextRound()
 		log := a.log.With().Int("attempt", round).Logger()
 		if round == 1 {
-			a.firstRound = time.Now()
+			a.timeline.firstRound = time.Now()
 		} else {
 			a.condition.Flush(ctx, log)
 		}
-		released, failing, misconfigured := a.round(ctx, log)
-		if released {
+		r := a.round(ctx, log)
+		switch {
+		case r.verdict == released:
 			return true
-		}
-		if ctx.Err() != nil {
+		case ctx.Err() != nil:
 			return a.releasedLate(ctx, log)
-		}
-		// No problems: the round waited (for Karpenter's registration), which
-		// is not failing and never brings on the failure action.
-		problems := slices.Concat(failing, misconfigured)
-		if len(problems) > 0 {
+		case r.verdict == problems:
 			a.observe(ctx, log)
 		}
-		if len(problems) > 0 && !a.failed && (round >= a.cfg.MaxRetries || time.Since(a.started) >= a.cfg.InitialTimeout) {
-			a.recordFailure(ctx, log, round, failing, misconfigured)
-		} else if len(problems) > 0 && a.failed && !a.deleting {
-			// The condition follows the latest round: checks that healed, others that
-			// fail now, a release refused once the checks pass. Written only when it
-			// changed. Once the node's NodeClaim or Node is deleted it says Replacing.
-			a.condition.Set(ctx, log, a.problemCondition(failing, misconfigured))
-			// So do the Events: a check failing again is counted into the series of its
-			// Event, one failing anew, or with another error, gets an Event of its own.
-			for _, p := range failing {
-				a.events.Eventf(wellknown.CheckFailed, "%s", p)
-			}
-		}
-		if len(failing) > 0 && len(misconfigured) == 0 && a.failed && a.act(ctx, log, failing) {
+		d := decide(a.state, r, round, time.Since(a.started), a.policy)
+		if a.carryOut(ctx, log, d, r, round) {
 			return true
 		}
 		delay := delays.Step()
-		if a.failed {
+		if d.capped {
 			delay = a.cfg.RetryBackoffMax
 		}
 		select {
@@ -282,47 +261,49 @@ func (a *Agent) verify(ctx context.Context) bool {
 }
 
 // round runs every check concurrently and, when all pass, releases the node.
-// It reports whether the node was released, or else what stands in the way,
-// for people: checks that failed, and what is wrong with the installation
-// rather than the node (a check or the release refused by RBAC or an
-// admission policy, a release that failed). A SIGTERM during the checks
-// aborts the round (nothing released, no problems recorded); once the checks
-// have passed, the release is carried through, so an ended context never
-// hides a write that happened. A Karpenter node that Karpenter has not
-// registered yet is waited for: no problems either.
-func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, failing, misconfigured []string) {
-	results, aborted := a.runChecks(ctx)
-	if aborted {
-		return false, nil, nil // nothing is recorded
+// Its result says whether the node was released, or else what stands in the
+// way and by whose fault: checks that failed on this node, and what is wrong
+// with the cluster or the installation rather than the node (a check no node
+// could pass, a release refused by RBAC or an admission policy). A SIGTERM
+// during the checks aborts the round (nothing released, no problems recorded);
+// once the checks have passed, the release is carried through, so an ended
+// context never hides a write that happened. A Karpenter node that Karpenter
+// has not registered yet is waited for: no problems either.
+func (a *Agent) round(ctx context.Context, log zerolog.Logger) result {
+	results, stopped := a.runChecks(ctx)
+	if stopped {
+		return result{verdict: aborted}
 	}
-	a.checked, a.unread = time.Now(), false
+	a.timeline.checked, a.unread = time.Now(), false
 	a.metrics.recordRound(results)
+	var r result
 	var notChecked, reached []string
 	unchecked := map[wellknown.Reason][]string{} // the Event's reason -> the checks it tells of
-	for _, r := range results {
+	for _, res := range results {
 		ev := log.Debug()
-		problem := fmt.Sprintf("%s %s: %v", r.Name, r.Target, r.Err)
+		problem := fmt.Sprintf("%s %s: %v", res.Name, res.Target, res.Err)
 		switch {
-		case apierrors.IsForbidden(r.Err):
+		case res.Misconfigured():
 			ev = log.Error()
-			misconfigured = append(misconfigured, problem)
-		case uncheckable(r.Err) != "":
+			r.misconfigured = append(r.misconfigured, problem)
+		case uncheckable(res.Err) != "":
 			ev = log.Warn()
 			notChecked = append(notChecked, problem)
-			unchecked[uncheckable(r.Err)] = append(unchecked[uncheckable(r.Err)], problem)
-		case !r.Passed() && !r.Skipped():
+			unchecked[uncheckable(res.Err)] = append(unchecked[uncheckable(res.Err)], problem)
+		case !res.Passed() && !res.Skipped():
 			ev = log.Warn()
-			failing = append(failing, problem)
+			r.failing = append(r.failing, problem)
 		}
-		if len(r.Reached) > 0 {
-			ev = ev.Strs("reached", r.Reached)
-			reached = append(reached, fmt.Sprintf("%s reached %s", r.Name, strings.Join(r.Reached, ", ")))
+		if len(res.Reached) > 0 {
+			ev = ev.Strs("reached", res.Reached)
+			reached = append(reached, fmt.Sprintf("%s reached %s", res.Name, strings.Join(res.Reached, ", ")))
 		}
-		ev.Str("check", r.Name).Str("target", r.Target).Str("result", r.Status()).
-			Float64("duration_seconds", r.Duration.Seconds()).AnErr("error", r.Err).Msg("Ran check")
+		ev.Str("check", res.Name).Str("target", res.Target).Str("result", res.Status()).
+			Float64("duration_seconds", res.Duration.Seconds()).AnErr("error", res.Err).Msg("Ran check")
 	}
-	if len(failing) > 0 || len(misconfigured) > 0 {
-		return false, failing, misconfigured
+	if len(r.all()) > 0 {
+		r.verdict = problems
+		return r
 	}
 	if left := a.cfg.MinHoldTime - time.Since(a.started); left > 0 {
 		// MIN_HOLD_TIME is waiting, not failing: it never counts toward
@@ -331,7 +312,7 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 		log.Info().Dur("left", left).Msg("Checks passed, holding the taint for MIN_HOLD_TIME")
 		select {
 		case <-ctx.Done():
-			return false, nil, nil
+			return result{verdict: aborted}
 		case <-time.After(left):
 		}
 		return a.round(ctx, log)
@@ -349,16 +330,15 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 	if len(reached) > 0 {
 		msg += "; " + strings.Join(reached, "; ")
 	}
-	if a.failed {
+	if a.state.failed {
 		msg += " after a failed verification"
 	}
-	if err := a.release(ctx, log, wellknown.Condition{Status: corev1.ConditionTrue, Reason: wellknown.Verified, Message: msg},
-		wellknown.Verified); err != nil {
+	if err := a.release(ctx, log, wellknown.Condition{Status: corev1.ConditionTrue, Reason: wellknown.Verified, Message: msg}); err != nil {
 		a.unread = nodepatch.IsReadError(err)
 		if errors.Is(err, nodepatch.ErrNotRegistered) || errors.Is(err, nodepatch.ErrUnknownOutcome) || momentary(err) {
-			return false, nil, nil // waiting, for Karpenter or the API server: no problem of the node or the installation
+			return result{verdict: waiting} // for Karpenter or the API server: no problem of the node or the installation
 		}
-		return false, nil, []string{"release: " + err.Error()}
+		return result{verdict: problems, misconfigured: []string{"release: " + err.Error()}}
 	}
 	// Said once, when the release happened: not by rounds that then waited or failed.
 	for _, reason := range []wellknown.Reason{wellknown.DNSNotChecked, wellknown.PodNetworkNotChecked} {
@@ -366,7 +346,7 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) (released bool, f
 			a.events.Eventf(reason, "Released without the %s check: %s", strings.SplitN(p[0], " ", 2)[0], strings.Join(p, "; "))
 		}
 	}
-	return true, nil, nil
+	return result{verdict: released}
 }
 
 // uncheckable returns the reason of the Event for a check that cannot be checked because
@@ -386,7 +366,7 @@ func uncheckable(err error) wellknown.Reason {
 // are slow to notice: the Go resolver, for one, waits for its read deadline
 // (up to CHECK_TIMEOUT) after its context is cancelled. Those end on their
 // own by CHECK_TIMEOUT.
-func (a *Agent) runChecks(ctx context.Context) (results []checks.Result, aborted bool) {
+func (a *Agent) runChecks(ctx context.Context) (results []checks.Result, stopped bool) {
 	done := make(chan []checks.Result, 1)
 	go func() { done <- checks.RunAll(ctx, a.checks, a.cfg.CheckTimeout) }()
 	select {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,99 +15,81 @@ import (
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
-// recordFailure records, once, that the retries or the initial timeout ran
-// out: an Error log line with every failing check and misconfiguration, a
-// CheckFailed Event per failing check, a VerificationFailed Event naming the
-// failure action (or why none applies), and the condition.
-func (a *Agent) recordFailure(ctx context.Context, log zerolog.Logger, round int, failing, misconfigured []string) {
-	a.failed = true
-	a.metrics.failures.Inc()
-	problems := append(append([]string(nil), failing...), misconfigured...)
-	action := a.failureAction(misconfigured)
-	log.Error().Strs("failing", failing).Strs("misconfigured", misconfigured).Str("action", action).
-		Dur("retry_interval", a.cfg.RetryBackoffMax).Msg("Verification failed, node stays as it is")
-	for _, p := range failing {
-		a.events.Eventf(wellknown.CheckFailed, "%s", p)
-	}
-	a.events.Eventf(wellknown.VerificationFailed, "%d of the checks still failing after %d rounds and %s; node stays as it is; failure action: %s",
-		len(problems), round, time.Since(a.started).Round(time.Second), action)
-	a.condition.Set(ctx, log, a.problemCondition(failing, misconfigured))
-}
-
-// problemCondition is the condition of a round with problems: ChecksFailed while a check
-// fails, Misconfigured when only the installation stands in the way; with the reason the
-// node was not replaced, when replace-node could not.
-func (a *Agent) problemCondition(failing, misconfigured []string) wellknown.Condition {
-	reason := wellknown.ChecksFailed
-	if len(failing) == 0 {
-		reason = wellknown.Misconfigured
-	}
-	msg := summary(slices.Concat(failing, misconfigured))
-	if a.replaceErr != "" && len(failing) > 0 {
-		msg += "; not replaced: " + a.replaceErr
-	}
-	return wellknown.Condition{Status: corev1.ConditionFalse, Reason: reason, Message: msg}
-}
-
-// failureAction names the failure action that applies, or why none does:
-// only a node nodeready holds is ever failed open or replaced, and a
-// misconfiguration is never the node's fault. A Karpenter node whose checks
-// fail before Karpenter registered it is not known to be held yet: its agent
-// starts before the registration, and the startup taint comes with it.
-func (a *Agent) failureAction(misconfigured []string) string {
+// carryOut carries out and tells decision d, made from round's result r, and
+// reports whether the node was released (fail-open).
+func (a *Agent) carryOut(ctx context.Context, log zerolog.Logger, d decision, r result, round int) bool {
+	a.state = d.next
 	switch {
-	case a.cfg.FailureAction == config.KeepTainted:
-		return config.KeepTainted
-	case !a.observed:
-		return "none yet, the node's state is not known (a Karpenter node is read once Karpenter has registered it); " +
-			a.cfg.FailureAction + " once it is known to be held"
-	case !a.held:
-		return "none, the node is not held by nodeready (it had no startup taint when the agent started)"
-	case len(misconfigured) > 0:
-		return "none while the installation is misconfigured (" + a.cfg.FailureAction + " once only checks fail)"
-	default:
-		return a.cfg.FailureAction
+	case d.record:
+		a.recordFailure(ctx, log, r, round)
+	case d.follow:
+		// The condition follows the latest round: checks that healed, others that
+		// fail now, a release refused once the checks pass. Written only when it
+		// changed. So do the Events: a check failing again is counted into the series
+		// of its Event, one failing anew, or with another error, gets an Event of its own.
+		cond := a.state.problemCondition(r, a.told.replace)
+		a.tell(ctx, log, told{condition: &cond})
+		a.checkFailed(r)
 	}
-}
-
-// act carries out FAILURE_ACTION after a recorded failure of the checks. It
-// returns true when the node was released (fail-open). It never runs on an
-// abort (verify calls it only while ctx is live) nor on a node nodeready
-// does not hold: a node that predates the install, or whose taint someone
-// else removed, carries workloads that nodeready never kept away.
-func (a *Agent) act(ctx context.Context, log zerolog.Logger, problems []string) bool {
-	if !a.held {
-		return false
-	}
-	switch a.cfg.FailureAction {
+	switch d.act {
 	case config.FailOpen:
-		if time.Since(a.started) < a.cfg.FailOpenAfter {
-			return false
-		}
-		msg := fmt.Sprintf("Released after %s with failing checks: %s", a.cfg.FailOpenAfter, summary(problems))
-		log.Warn().Strs("failing", problems).Msg("Failing open")
-		err := a.release(ctx, log, wellknown.Condition{Status: corev1.ConditionFalse, Reason: wellknown.FailedOpen, Message: msg},
-			wellknown.FailedOpen)
-		return err == nil
+		return a.failOpen(ctx, log, r)
 	case config.ReplaceNode:
-		if a.replaced {
-			return false
-		}
-		what, err := a.write.Replace(ctx, a.dynamic)
-		if err != nil {
-			a.replaceFailed(ctx, log, err, problems)
-			return false
-		}
-		a.replaced, a.deleting = true, true
-		a.condition.Set(ctx, log, wellknown.Condition{Status: corev1.ConditionFalse, Reason: wellknown.Replacing, Message: summary(problems)})
-		log.Warn().Str("deleted", what).Msg("Replacing node")
-		note := fmt.Sprintf("Deleted %s because checks failed: %s", what, summary(problems))
-		if strings.HasPrefix(what, "Node ") {
-			note += "; " + withoutNodeClaim
-		}
-		a.events.Eventf(wellknown.ReplacingNode, "%s", note)
+		a.replace(ctx, log, r)
 	}
 	return false
+}
+
+// recordFailure tells, once, that the retries or the initial timeout ran out:
+// an Error log line with every problem, a CheckFailed Event per failing check, a
+// VerificationFailed Event naming the failure action (or why none applies), and
+// the condition.
+func (a *Agent) recordFailure(ctx context.Context, log zerolog.Logger, r result, round int) {
+	a.metrics.failures.Inc()
+	action := a.state.actionText(a.policy, len(r.misconfigured) > 0)
+	a.checkFailed(r)
+	cond := a.state.problemCondition(r, a.told.replace)
+	a.tell(ctx, log, told{
+		level: zerolog.ErrorLevel, msg: "Verification failed, node stays as it is",
+		fields: map[string]any{"failing": r.failing, "misconfigured": r.misconfigured, "action": action, "retry_interval": a.cfg.RetryBackoffMax},
+		reason: wellknown.VerificationFailed,
+		note: fmt.Sprintf("%d of the checks still failing after %d rounds and %s; node stays as it is; failure action: %s",
+			len(r.all()), round, time.Since(a.started).Round(time.Second), action),
+		condition: &cond,
+	})
+}
+
+// checkFailed emits a CheckFailed Event per check that failed on this node.
+func (a *Agent) checkFailed(r result) {
+	for _, p := range r.failing {
+		a.events.Eventf(wellknown.CheckFailed, "%s", p)
+	}
+}
+
+// failOpen releases a node whose checks still fail, FAIL_OPEN_AFTER after the
+// agent first started, with the label saying so.
+func (a *Agent) failOpen(ctx context.Context, log zerolog.Logger, r result) bool {
+	msg := fmt.Sprintf("Released after %s with failing checks: %s", a.cfg.FailOpenAfter, summary(r.failing))
+	log.Warn().Strs("failing", r.failing).Msg("Failing open")
+	return a.release(ctx, log, wellknown.Condition{Status: corev1.ConditionFalse, Reason: wellknown.FailedOpen, Message: msg}) == nil
+}
+
+// replace deletes the node's Karpenter NodeClaim, else the Node, and tells it; a
+// replacement that did not happen is told too.
+func (a *Agent) replace(ctx context.Context, log zerolog.Logger, r result) {
+	what, err := a.write.Replace(ctx, a.dynamic)
+	a.state = a.state.replacedWith(err)
+	if err != nil {
+		a.replaceFailed(ctx, log, err, r)
+		return
+	}
+	note := fmt.Sprintf("Deleted %s because checks failed: %s", what, summary(r.failing))
+	if strings.HasPrefix(what, "Node ") {
+		note += "; " + withoutNodeClaim
+	}
+	cond := a.state.problemCondition(result{failing: r.failing}, "")
+	a.tell(ctx, log, told{level: zerolog.WarnLevel, msg: "Replacing node", fields: map[string]any{"deleted": what},
+		reason: wellknown.ReplacingNode, note: note, condition: &cond})
 }
 
 // withoutNodeClaim says what deleting a Node object does where no Karpenter NodeClaim owns
@@ -116,31 +97,27 @@ func (a *Agent) act(ctx context.Context, log zerolog.Logger, problems []string) 
 // cluster until something on the infrastructure's side replaces it.
 const withoutNodeClaim = "no Karpenter NodeClaim owns it, so nothing replaces the machine here: its kubelet registers the node again only when it restarts; replace the machine from its node pool"
 
-// replaceFailed reports a replacement that did not happen, in the condition and
-// once per distinct error in a ReplaceFailed Event. A control-plane node, a node
-// whose startup taint is gone and a node nodeready verified before are never
-// replaced (for good); any other error (a refused deletion, the NodeClaim resource
-// not served) is tried again each round.
-func (a *Agent) replaceFailed(ctx context.Context, log zerolog.Logger, err error, problems []string) {
-	final := errors.Is(err, nodepatch.ErrControlPlane) || errors.Is(err, nodepatch.ErrNotHeld) || errors.Is(err, nodepatch.ErrVerifiedBefore)
-	ev := log.Warn()
+// replaceFailed tells a replacement that did not happen, in the log, the condition
+// and, once per distinct error, a ReplaceFailed Event. Whether it is tried again,
+// replacedWith decided.
+func (a *Agent) replaceFailed(ctx context.Context, log zerolog.Logger, err error, r result) {
+	level := zerolog.WarnLevel
 	if errors.Is(err, nodepatch.ErrForbidden) || errors.Is(err, nodepatch.ErrControlPlane) {
-		ev = log.Error()
+		level = zerolog.ErrorLevel
 	}
-	if final {
-		a.replaced = true // nothing to try again
-		ev.Err(err).Msg("Not replacing node, it stays tainted while checks fail")
-	} else {
-		ev.Err(err).Msg("Could not replace node, will try again")
+	msg := "Could not replace node, will try again"
+	if a.state.replaced {
+		msg = "Not replacing node, it stays tainted while checks fail"
 	}
-	if errors.Is(err, nodepatch.ErrNotHeld) {
-		a.held = false
+	t := told{level: level, msg: msg, fields: map[string]any{"error": err}}
+	if text := err.Error(); text != a.told.replace {
+		a.told.replace = text
+		t.reason = wellknown.ReplaceFailed
+		t.note = fmt.Sprintf("Not replacing node: %s; checks still fail: %s", text, summary(r.failing))
 	}
-	if msg := err.Error(); msg != a.replaceErr {
-		a.replaceErr = msg
-		a.events.Eventf(wellknown.ReplaceFailed, "Not replacing node: %s; checks still fail: %s", msg, summary(problems))
-	}
-	a.condition.Set(ctx, log, a.problemCondition(problems, nil))
+	cond := a.state.problemCondition(result{failing: r.failing}, a.told.replace)
+	t.condition = &cond
+	a.tell(ctx, log, t)
 }
 
 // retaint puts the startup taint back on a node whose label was removed
@@ -153,13 +130,11 @@ func (a *Agent) retaint(ctx context.Context) {
 	case err != nil:
 		a.log.Warn().Err(err).Msg("Could not put the startup taint back for re-verification")
 	case tainted:
-		a.held = true
-		a.log.Info().Str("taint", a.taint()).Msg("Put the startup taint back for re-verification")
-		a.events.Eventf(wellknown.Reverifying, "Put the startup taint %s back while the node is verified again", a.taint())
-		a.condition.Set(ctx, a.log, wellknown.Condition{Status: corev1.ConditionFalse, Reason: wellknown.Verifying, Message: "Verifying the node again"})
+		a.state.held = true
+		a.tell(ctx, a.log, told{
+			level: zerolog.InfoLevel, msg: "Put the startup taint back for re-verification", fields: map[string]any{"taint": a.taint()},
+			reason: wellknown.Reverifying, note: fmt.Sprintf("Put the startup taint %s back while the node is verified again", a.taint()),
+			condition: &wellknown.Condition{Status: corev1.ConditionFalse, Reason: wellknown.Verifying, Message: "Verifying the node again"},
+		})
 	}
 }
-
-// summary joins the problems for a condition or Event message. The
-// recorder and nodepatch.SetCondition bound the length, whatever is added to it.
-func summary(problems []string) string { return strings.Join(problems, "; ") }

@@ -21,11 +21,12 @@ import (
 // the read-back), and a release cut short would be a write nobody reports,
 // leaving `kubectl describe node` telling an old story. A write that got no
 // answer is not a failure yet: whether it landed is found out (Confirm), on
-// time kept back from the write for that.
-func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond wellknown.Condition, reason wellknown.Reason) error {
+// time kept back from the write for that. The Event's reason is the
+// condition's: Verified, or FailedOpen.
+func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond wellknown.Condition) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), report.ReleaseBudget(a.cfg.SettleTime))
 	defer cancel()
-	r := releaseAttempt{cond: cond, reason: reason, elapsed: time.Since(a.started)}
+	r := releaseAttempt{cond: cond, elapsed: time.Since(a.started)}
 	r.annotations = map[string]string{
 		wellknown.ReleasedAtAnnotation(a.cfg.VerifiedLabel): time.Now().UTC().Format(time.RFC3339),
 		wellknown.DurationAnnotation(a.cfg.VerifiedLabel):   r.elapsed.Round(time.Millisecond).String(),
@@ -37,7 +38,7 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond wellknown.
 		releaseNode = a.write.FailOpen // the label says so, in the release's own write
 	}
 	var outcome nodepatch.Outcome
-	err := a.conditionFirst(write, cond)
+	told, err := a.conditionFirst(write, log, cond)
 	if err == nil {
 		outcome, err = releaseNode(write, r.annotations)
 	}
@@ -49,7 +50,7 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond wellknown.
 		if errors.Is(err, nodepatch.ErrUnknownOutcome) || errors.Is(err, errDidNotLand) {
 			a.unconfirmed = &r // looked for once more at the SIGTERM
 		}
-		a.releaseFailed(log, err)
+		a.releaseFailed(ctx, log, err, told)
 		return err
 	}
 	if outcome == nodepatch.Unchanged && a.unconfirmed != nil {
@@ -60,30 +61,46 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond wellknown.
 	return nil
 }
 
-// conditionFirst writes the release's condition before the label when another
-// controller owns the startup taint (TAINT_OWNER=external): that controller
-// removes the taint when the condition turns True, and the label ends the
-// agent, so a label that landed without the condition would leave the node
-// held with no agent left to say why. Like the release, it waits for
+// conditionFirst writes the release's condition before the label, so that the
+// label and the condition never disagree where anyone can read them: a node
+// whose label says it is released always has a condition that says so. It
+// reports whether the condition was written. Like the release, it waits for
 // Karpenter to register the node: a taint removed before that comes back.
-func (a *Agent) conditionFirst(ctx context.Context, cond wellknown.Condition) error {
-	if !a.cfg.ExternalTaint() {
-		return nil
+//
+// When another controller owns the startup taint (TAINT_OWNER=external), the
+// condition is what releases the node (that controller removes the taint when it
+// turns True), and the label ends the agent: a condition that cannot be written
+// fails the release, or the node would be held with no agent left to say why.
+// Otherwise the label is what releases it: a condition that cannot be written
+// (nodes/status refused, the API away) does not hold a verified node, and is
+// written again until it lands. And while the last release was refused, the
+// condition that says why stays until a release lands: written first, it would
+// turn True and back every round.
+func (a *Agent) conditionFirst(ctx context.Context, log zerolog.Logger, cond wellknown.Condition) (bool, error) {
+	if a.told.release != "" && !a.cfg.ExternalTaint() {
+		return false, nil
 	}
 	state, err := a.read.State(ctx)
 	switch {
 	case err != nil:
-		return err
+		return false, err
 	case !state.Registered:
-		return nodepatch.ErrNotRegistered
+		return false, nodepatch.ErrNotRegistered
 	}
-	return a.condition.Write(ctx, cond)
+	err = a.condition.Write(ctx, cond)
+	switch {
+	case err == nil:
+		return true, nil
+	case a.cfg.ExternalTaint():
+		return false, err
+	}
+	log.Warn().Err(err).Str("reason", string(cond.Reason)).Msg("Could not set node condition before the release, will try again after it")
+	return false, nil
 }
 
 // releaseAttempt is what a release writes and how it is reported.
 type releaseAttempt struct {
 	cond        wellknown.Condition
-	reason      wellknown.Reason
 	annotations map[string]string
 	elapsed     time.Duration // from the agent's start to the release
 }
@@ -137,14 +154,14 @@ func (a *Agent) releasedLate(ctx context.Context, log zerolog.Logger) bool {
 // finish reports a release that landed: the condition, the Event, the
 // settle window, and the node verified.
 func (a *Agent) finish(ctx context.Context, log zerolog.Logger, r releaseAttempt, outcome nodepatch.Outcome) {
-	a.releaseErr = ""
-	a.released = time.Now()
+	a.told.release = ""
+	a.timeline.released = time.Now()
 	a.metrics.patches.WithLabelValues(string(outcome)).Inc()
 	log.Info().Str("outcome", string(outcome)).Str("taint", a.taint()).Str("label", a.cfg.VerifiedLabel).
 		Msg("Released node")
 
 	a.condition.Replace(ctx, log, r.cond)
-	a.events.Eventf(r.reason, "%s; released in %s", r.cond.Message, r.elapsed.Round(time.Millisecond))
+	a.events.Eventf(r.cond.Reason, "%s; released in %s", r.cond.Message, r.elapsed.Round(time.Millisecond))
 
 	// The write has landed: the label brings the SIGTERM whatever happens
 	// next, so a settle window cut short is reported, not a failed round.
@@ -164,18 +181,19 @@ func (a *Agent) finish(ctx context.Context, log zerolog.Logger, r releaseAttempt
 	}
 	a.verified.Store(true)
 	a.metrics.verified.Set(1)
-	a.metrics.timeToVerified.Set(a.released.Sub(a.started).Seconds())
+	a.metrics.timeToVerified.Set(a.timeline.released.Sub(a.started).Seconds())
 	ev := log.Info()
 	switch {
-	case r.reason != wellknown.Verified: // released with failing checks (fail-open): nothing recovered
+	case r.cond.Reason != wellknown.Verified: // released with failing checks (fail-open): nothing recovered
 		ev = log.Warn()
-	case a.failed:
+	case a.state.failed:
 		ev = log.Warn().Bool("recovered", true)
 	}
-	ev.Str("reason", string(r.reason)).Float64("duration_seconds", a.released.Sub(a.started).Seconds()).
-		Float64("startup_seconds", a.firstRound.Sub(a.started).Seconds()).
-		Float64("checks_seconds", a.checked.Sub(a.firstRound).Seconds()).
-		Float64("release_seconds", a.released.Sub(a.checked).Seconds()).
+	t := a.timeline
+	ev.Str("reason", string(r.cond.Reason)).Float64("duration_seconds", t.released.Sub(a.started).Seconds()).
+		Float64("startup_seconds", t.firstRound.Sub(a.started).Seconds()).
+		Float64("checks_seconds", t.checked.Sub(t.firstRound).Seconds()).
+		Float64("release_seconds", t.released.Sub(t.checked).Seconds()).
 		Msg("Verified node")
 }
 
@@ -183,7 +201,7 @@ func (a *Agent) finish(ctx context.Context, log zerolog.Logger, r releaseAttempt
 // have passed, what stops the release is the installation or the API, not
 // the node: it is reported as such (an Event when the error is new), never
 // counted as a failed check.
-func (a *Agent) releaseFailed(log zerolog.Logger, err error) {
+func (a *Agent) releaseFailed(ctx context.Context, log zerolog.Logger, err error, conditionTold bool) {
 	a.metrics.patches.WithLabelValues("error").Inc()
 	switch {
 	case errors.Is(err, nodepatch.ErrNotRegistered):
@@ -191,20 +209,27 @@ func (a *Agent) releaseFailed(log zerolog.Logger, err error) {
 		return
 	case errors.Is(err, nodepatch.ErrUnknownOutcome), momentary(err):
 		// The API server did not answer, or is busy or away for a moment: neither the
-		// installation nor the node is at fault.
+		// installation nor the node is at fault. The release may yet land, and is
+		// written again the next round: the condition stays as written.
 		log.Warn().Err(err).Msg("Could not release node, will try again")
 		return
 	}
-	ev := log.Warn()
+	t := told{level: zerolog.WarnLevel, msg: "Could not release node, the checks passed: fix the installation, the node is not at fault",
+		fields: map[string]any{"error": err}}
 	if errors.Is(err, nodepatch.ErrForbidden) || errors.Is(err, nodepatch.ErrNodeNotFound) {
-		ev = log.Error()
+		t.level = zerolog.ErrorLevel
 	}
-	ev.Err(err).Msg("Could not release node, the checks passed: fix the installation, the node is not at fault")
-	if msg := err.Error(); msg != a.releaseErr {
-		a.releaseErr = msg
-		a.events.Eventf(wellknown.ReleaseFailed,
-			"Checks passed but the release failed (a misconfiguration, not a failed check; no failure action follows): %s", msg)
+	if msg := err.Error(); msg != a.told.release {
+		a.told.release = msg
+		t.reason = wellknown.ReleaseFailed
+		t.note = "Checks passed but the release failed (a misconfiguration, not a failed check; no failure action follows): " + msg
 	}
+	if conditionTold {
+		// The condition went first and says released; the node is not: it says why now.
+		cond := a.state.problemCondition(result{misconfigured: []string{"release: " + err.Error()}}, "")
+		t.condition = &cond
+	}
+	a.tell(ctx, log, t)
 }
 
 // errDidNotLand: a release write failed and the node, read afterwards, shows it did not land.

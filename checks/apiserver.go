@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/internal/envvar"
@@ -80,22 +79,13 @@ func (c *APIServer) readyz(ctx context.Context) error {
 	}
 	// Error, unlike Raw, decodes a Status body into the server's own message.
 	if err := rc.Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
-		return fmt.Errorf("get /readyz: %w", explainForbidden(err))
+		return fmt.Errorf("get /readyz: %w", apiError(err))
 	}
 	return nil
 }
 
 func (c *APIServer) node(ctx context.Context) error {
 	_, err := getNode(ctx, c.client, c.nodeName)
-	return err
-}
-
-// explainForbidden says plainly that a 403 is a permissions problem, which
-// retrying will not fix.
-func explainForbidden(err error) error {
-	if apierrors.IsForbidden(err) {
-		return fmt.Errorf("forbidden, check the agent's RBAC and admission policies: %w", err)
-	}
 	return err
 }
 

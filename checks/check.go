@@ -76,13 +76,20 @@ func (r Result) Passed() bool { return r.Err == nil }
 // Skipped reports whether the check did not run.
 func (r Result) Skipped() bool { return errors.Is(r.Err, ErrSkipped) }
 
-// Status is "pass", "fail" or "skip".
+// Misconfigured reports whether the check failed by the fault of the cluster or
+// the configuration, not this node (Misconfiguration).
+func (r Result) Misconfigured() bool { return errors.Is(r.Err, ErrMisconfigured) }
+
+// Status is "pass", "fail" (this node's fault), "misconfigured" (the cluster's or
+// the configuration's) or "skip".
 func (r Result) Status() string {
 	switch {
 	case r.Passed():
 		return "pass"
 	case r.Skipped():
 		return "skip"
+	case r.Misconfigured():
+		return "misconfigured"
 	default:
 		return "fail"
 	}

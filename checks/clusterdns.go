@@ -118,7 +118,7 @@ func readyEndpoints(ctx context.Context, client kubernetes.Interface, namespace,
 		LabelSelector: labels.Set{discoveryv1.LabelServiceName: service}.String(),
 	})
 	if err != nil {
-		return false, 0, fmt.Errorf("list EndpointSlices of %s/%s: %w", namespace, service, explainForbidden(err))
+		return false, 0, fmt.Errorf("list EndpointSlices of %s/%s: %w", namespace, service, apiError(err))
 	}
 	for i := range list.Items {
 		if _, ok := readyAddress(&list.Items[i]); ok {

@@ -63,8 +63,9 @@ func (c *Command) Run(ctx context.Context) error {
 	err := cmd.Run()
 	if cmd.Process == nil {
 		// It did not start; the error names the path: "fork/exec
-		// /etc/nodeready/warmup.sh: permission denied".
-		return err
+		// /etc/nodeready/warmup.sh: permission denied". A program that is not in the
+		// image, or cannot run, fails on every node alike.
+		return Misconfiguration(err)
 	}
 	_ = killProcessGroup(cmd) // leftovers; none is the usual case
 	if err == nil {

@@ -64,7 +64,7 @@ func (c *CSIDriver) Run(ctx context.Context) error {
 		return fmt.Errorf("csi driver %s: not registered on %s (no CSINode yet)", c.driver, c.nodeName)
 	}
 	if err != nil {
-		return fmt.Errorf("get csinode %q: %w", c.nodeName, gateForbidden(err, "csi"))
+		return fmt.Errorf("get csinode %q: %w", c.nodeName, gateError(err, "csi"))
 	}
 	var names []string
 	for _, d := range csiNode.Spec.Drivers {

@@ -95,6 +95,9 @@ type daemonSetEntry struct {
 	key     string // namespace/name
 	ds      *appsv1.DaemonSet
 	problem string
+	// misconfigured: the problem is the configuration's, not the node's (a named
+	// DaemonSet that does not exist or does not run on the node).
+	misconfigured bool
 }
 
 // Run implements Check.
@@ -118,15 +121,22 @@ func (c *DaemonSets) Run(ctx context.Context) error {
 		}
 	}
 	var problems []string
+	misconfigured := false
 	for _, e := range entries {
 		if e.problem != "" {
 			problems = append(problems, "daemonset "+e.key+": "+e.problem)
+			misconfigured = misconfigured || e.misconfigured
 		}
 	}
-	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "; "))
+	switch {
+	case len(problems) == 0:
+		return nil
+	case misconfigured:
+		// The node may have DaemonSets not ready too; what no node could pass comes
+		// first in whose fault it is.
+		return Misconfiguration(errors.New(strings.Join(problems, "; ")))
 	}
-	return nil
+	return errors.New(strings.Join(problems, "; "))
 }
 
 // named resolves the listed DaemonSets, in their order. One that does not
@@ -140,13 +150,13 @@ func (c *DaemonSets) named(ctx context.Context, node *corev1.Node) ([]daemonSetE
 		ds, err := c.client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			entries = append(entries, daemonSetEntry{key: key, problem: "not found"})
+			entries = append(entries, daemonSetEntry{key: key, problem: "not found", misconfigured: true})
 		case err != nil:
-			return nil, fmt.Errorf("get daemonset %s: %w", key, gateForbidden(err, "daemonsets"))
+			return nil, fmt.Errorf("get daemonset %s: %w", key, gateError(err, "daemonsets"))
 		default:
 			e := daemonSetEntry{key: key, ds: ds}
 			if why := notRunning(ds, node, verified); why != "" {
-				e.ds, e.problem = nil, "does not run on "+node.Name+": "+why
+				e.ds, e.problem, e.misconfigured = nil, "does not run on "+node.Name+": "+why, true
 			}
 			entries = append(entries, e)
 		}
@@ -164,7 +174,7 @@ func (c *DaemonSets) discover(ctx context.Context, node *corev1.Node) ([]daemonS
 	}
 	list, err := c.client.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("list daemonsets: %w", gateForbidden(err, "daemonsets"))
+		return nil, fmt.Errorf("list daemonsets: %w", gateError(err, "daemonsets"))
 	}
 	verified := c.verifiedNode(node)
 	var entries []daemonSetEntry
@@ -199,7 +209,7 @@ func (c *DaemonSets) checkPods(ctx context.Context, nodeName string, entries []d
 	for _, ns := range namespaces {
 		pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: selector})
 		if err != nil {
-			return fmt.Errorf("list pods on %s in %s: %w", nodeName, ns, gateForbidden(err, "daemonsets"))
+			return fmt.Errorf("list pods on %s in %s: %w", nodeName, ns, gateError(err, "daemonsets"))
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]

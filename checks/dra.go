@@ -123,7 +123,7 @@ func (a *DRAAPI) Version(ctx context.Context) (string, error) {
 	// Discovery has no context: its request is bounded by the client's timeout.
 	groups, err := a.client.Discovery().ServerGroups()
 	if err != nil {
-		return "", fmt.Errorf("discover api groups: %w", err)
+		return "", fmt.Errorf("discover api groups: %w", apiError(err))
 	}
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -139,7 +139,7 @@ func (a *DRAAPI) Version(ctx context.Context) (string, error) {
 			}
 		}
 	}
-	return "", ErrDRANotServed
+	return "", Misconfiguration(ErrDRANotServed)
 }
 
 // DRADevices passes when a DRA driver has published at least a minimum number of devices
@@ -171,7 +171,7 @@ func (c *DRADevices) Target() string { return c.min.String() }
 func (c *DRADevices) Run(ctx context.Context) error {
 	version, err := c.api.Version(ctx)
 	if err != nil {
-		return gateForbidden(err, "dra")
+		return gateError(err, "dra")
 	}
 	own, err := c.list(ctx, version, fields.Set{"spec.driver": c.min.Driver, "spec.nodeName": c.nodeName})
 	if err != nil {
@@ -201,7 +201,7 @@ func (c *DRADevices) list(ctx context.Context, version string, set fields.Set) (
 		return nil, ErrDRANotServed
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list resourceslices (resource.k8s.io/%s, %s): %w", version, opts.FieldSelector, gateForbidden(err, "dra"))
+		return nil, fmt.Errorf("list resourceslices (resource.k8s.io/%s, %s): %w", version, opts.FieldSelector, gateError(err, "dra"))
 	}
 	return out, nil
 }

@@ -62,10 +62,10 @@ func (c *Endpoints) Run(ctx context.Context) error {
 		ResourceVersion: "0",
 	})
 	if err != nil {
-		return fmt.Errorf("list EndpointSlices of %s: %w", c.Target(), explainForbidden(err))
+		return fmt.Errorf("list EndpointSlices of %s: %w", c.Target(), apiError(err))
 	}
 	if len(slices.Items) == 0 {
-		return fmt.Errorf("no EndpointSlices for %s", c.Target())
+		return Misconfiguration(fmt.Errorf("no EndpointSlices for %s", c.Target()))
 	}
 	ready, addr := false, ""
 	for i := range slices.Items {
@@ -81,13 +81,13 @@ func (c *Endpoints) Run(ctx context.Context) error {
 		if len(slices.Items) == 1 {
 			noun = "EndpointSlice"
 		}
-		return fmt.Errorf("no ready endpoints in %d %s of %s", len(slices.Items), noun, c.Target())
+		return Misconfiguration(fmt.Errorf("no ready endpoints in %d %s of %s", len(slices.Items), noun, c.Target()))
 	}
 	if !c.connect {
 		return nil
 	}
 	if addr == "" {
-		return fmt.Errorf("connect to a ready endpoint of %s: no ready endpoint with a TCP port", c.Target())
+		return Misconfiguration(fmt.Errorf("connect to a ready endpoint of %s: no ready endpoint with a TCP port", c.Target()))
 	}
 	conn, err := dialTCP(ctx, c.dialer, addr)
 	if err != nil {

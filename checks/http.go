@@ -58,6 +58,9 @@ func (c *HTTP) Run(ctx context.Context) error {
 	resp, err := c.client.Do(req)
 	if err != nil {
 		// *url.Error already reads `Get "https://...": <cause>`.
+		if untrusted(err) {
+			return Misconfiguration(err)
+		}
 		return err
 	}
 	defer resp.Body.Close()

@@ -21,7 +21,7 @@ func getNode(ctx context.Context, client kubernetes.Interface, name string) (*co
 	}
 	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("get node %q: %w", name, explainForbidden(err))
+		return nil, fmt.Errorf("get node %q: %w", name, apiError(err))
 	}
 	return node, nil
 }

@@ -117,7 +117,7 @@ func (c *PodNetwork) Run(ctx context.Context) error {
 		ResourceVersion: "0", // the watch cache: see Endpoints.Run
 	})
 	if err != nil {
-		return fmt.Errorf("list EndpointSlices of %s/%s: %w", c.namespace, c.service, explainForbidden(err))
+		return fmt.Errorf("list EndpointSlices of %s/%s: %w", c.namespace, c.service, apiError(err))
 	}
 	targets, err := c.choose(list.Items)
 	if err != nil {

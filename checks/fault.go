@@ -1,0 +1,86 @@
+package checks
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Every failing check is someone's fault, decided where its error is made:
+//
+//   - this node's: nothing marks the error. It holds the node and, once the retries
+//     or the initial timeout run out, may bring on the failure action;
+//   - the cluster's or the configuration's: the error is a Misconfiguration. Every
+//     node would fail the same way (a refusal by RBAC or an admission policy, an API
+//     the cluster does not serve, an object the configuration names that does not
+//     exist, a program that is not in the image, an API server that answers it is
+//     not ready), so the node stays held with the condition Misconfigured, the
+//     misconfiguration alert fires, and the failure action never runs;
+//   - not applicable: the error wraps ErrSkipped, a documented skip.
+
+// ErrMisconfigured matches, with errors.Is, a check error that is the cluster's or the
+// configuration's fault.
+var ErrMisconfigured = errors.New("misconfigured")
+
+// Misconfiguration marks err as the cluster's or the configuration's fault. Its
+// message is err's.
+func Misconfiguration(err error) error {
+	if err == nil {
+		return nil
+	}
+	return misconfigured{err}
+}
+
+type misconfigured struct{ error }
+
+func (m misconfigured) Unwrap() error      { return m.error }
+func (misconfigured) Is(target error) bool { return target == ErrMisconfigured }
+
+// answered reports whether err is the API server's answer (a status it sent), rather
+// than a request that got none: a path from this node to the API server that works.
+func answered(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status)
+}
+
+// untrusted reports whether err is a TLS certificate that does not verify: the
+// server's certificate or the trust the configuration gives (HTTP_CA_FILE), not this
+// node's path, which carried the handshake.
+func untrusted(err error) bool {
+	var (
+		verification *tls.CertificateVerificationError
+		authority    x509.UnknownAuthorityError
+		hostname     x509.HostnameError
+		invalid      x509.CertificateInvalidError
+	)
+	return errors.As(err, &verification) || errors.As(err, &authority) || errors.As(err, &hostname) || errors.As(err, &invalid)
+}
+
+// apiError marks an error of an API request by whose fault it is: an answer of
+// the API server (a refusal, a missing object, an API server that says it is not
+// ready) is the cluster's or the configuration's; no answer at all is this node's,
+// whose path to the API server failed. A 403 says plainly that it is a permissions
+// problem, which retrying will not fix.
+func apiError(err error) error {
+	switch {
+	case apierrors.IsForbidden(err):
+		return Misconfiguration(fmt.Errorf("forbidden, check the agent's RBAC and admission policies: %w", err))
+	case answered(err):
+		return Misconfiguration(err)
+	}
+	return err
+}
+
+// gateError is apiError for a gate, and names the file that grants the gate what it
+// reads when the API server refuses it: the gates' RBAC is not part of the default
+// install (manifests/gates/).
+func gateError(err error, gate string) error {
+	if !apierrors.IsForbidden(err) {
+		return apiError(err)
+	}
+	file := "manifests/gates/" + gate + ".yaml"
+	return Misconfiguration(fmt.Errorf("forbidden: the %s gate needs the RBAC of %s (kubectl apply -f %s): %w", gate, file, file, err))
+}
