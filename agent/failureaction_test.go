@@ -232,3 +232,36 @@ func TestForbiddenCheckIsAMisconfiguration(t *testing.T) {
 		assert.True(t, strings.HasPrefix(e.Note, "dns ok.test.: "), "a CheckFailed Event for the refused check: %s", e.Note)
 	}
 }
+
+// TestClusterFaultsNeverReplace: a check that no node could pass (an API the cluster does
+// not serve, a DaemonSet the configuration names that does not exist, a program that is not
+// in the image) is the cluster's or the configuration's fault. With replace-node it holds
+// the node as Misconfigured, says so in the Events, and never deletes anything.
+func TestClusterFaultsNeverReplace(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		says string
+	}{
+		{"dra on an API server without resource.k8s.io", map[string]string{"CHECKS": "dra", "DRA_DEVICES": "gpu.example.com>=1"}, "serves no resource.k8s.io"},
+		{"a named DaemonSet that does not exist", map[string]string{"CHECKS": "daemonsets", "DAEMONSETS": "kube-system/cilium"}, "daemonset kube-system/cilium: not found"},
+		{"a program not in the image", map[string]string{"CHECKS": "command", "CHECK_COMMAND": "/nonexistent/warmup.sh"}, "no such file or directory"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(ownedNode())
+			dyn := nodeClaims()
+			r := prepare(t, newAgent(t, Clients{Kube: c, Dynamic: dyn}, tt.env, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode}))
+			r.start()
+
+			waitFor(t, "failure recorded", func() bool { return failures(r.Agent) == 1 })
+			waitFor(t, "rounds go on", func() bool { return rounds(r.Agent) >= 5 })
+			require.NoError(t, r.stop(t))
+			assert.Zero(t, deletes(dyn), "a NodeClaim deleted for the cluster's fault")
+			assert.Zero(t, c.requests("delete", ""), "a Node deleted for the cluster's fault")
+			assert.Equal(t, string(wellknown.Misconfigured), c.condition(t).Reason)
+			assert.Contains(t, c.condition(t).Message, tt.says)
+			assert.Contains(t, c.waitEvent(t, wellknown.VerificationFailed).Note, "failure action: none while the installation is misconfigured")
+			assert.Empty(t, c.eventsOf(t, wellknown.CheckFailed), "no check failed on the node")
+		})
+	}
+}

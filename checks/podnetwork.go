@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -323,8 +324,10 @@ func (o *PodNetworkOptions) Validate(all *Options, use Use) (err error) {
 			return &envvar.Error{Var: "POD_NETWORK_PORT", Value: p, Accepted: "use a port number from 1 to 65535 or a port name of the Service, such as dns-tcp, or leave it empty"}
 		}
 	}
-	if o.HTTPPath != "" && !strings.HasPrefix(o.HTTPPath, "/") {
-		return &envvar.Error{Var: "POD_NETWORK_HTTP_PATH", Value: o.HTTPPath, Accepted: "must be a path starting with /, such as /healthz, or empty for a TCP connection"}
+	if o.HTTPPath != "" {
+		if _, err := url.ParseRequestURI(o.HTTPPath); err != nil || !strings.HasPrefix(o.HTTPPath, "/") {
+			return &envvar.Error{Var: "POD_NETWORK_HTTP_PATH", Value: o.HTTPPath, Accepted: "must be a request path starting with /, such as /healthz, with any % written as %25, or empty for a TCP connection"}
+		}
 	}
 	o.Probe = PodProbe{Port: o.Port, HTTPPath: o.HTTPPath}
 	if o.Service != "" {

@@ -374,3 +374,31 @@ func TestPodNetwork(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedForTheirHarm: values that work in form but would hurt: a re-verification that
+// evicts (a NoExecute startup taint put back on a serving node), a verified label whose
+// value says failed open, a request path no request can carry.
+func TestRefusedForTheirHarm(t *testing.T) {
+	for _, tt := range []struct {
+		env     map[string]string
+		refused string
+	}{
+		{map[string]string{"REVERIFY_TAINT": "true", "TAINT_EFFECT": "NoExecute"}, "TAINT_EFFECT"},
+		{map[string]string{"REVERIFY_TAINT": "true", "EXTRA_TAINTS": "readiness.k8s.io/x:NoSchedule,example.com/y=1:NoExecute"}, "EXTRA_TAINTS"},
+		{map[string]string{"VERIFIED_LABEL_VALUE": "failed-open"}, "VERIFIED_LABEL_VALUE"},
+		{map[string]string{"POD_NETWORK_SERVICE": "apps/web", "POD_NETWORK_HTTP_PATH": "/%zz"}, "POD_NETWORK_HTTP_PATH"},
+	} {
+		t.Run(fmt.Sprint(tt.env), func(t *testing.T) {
+			_, err := load(t, with(inPod, tt.env), false)
+			requireRefused(t, err, tt.refused)
+		})
+	}
+	for _, env := range []map[string]string{
+		{"REVERIFY_TAINT": "true", "TAINT_EFFECT": "NoSchedule", "EXTRA_TAINTS": "readiness.k8s.io/x:PreferNoSchedule"},
+		{"REVERIFY_TAINT": "false", "TAINT_EFFECT": "NoExecute"},
+		{"POD_NETWORK_SERVICE": "apps/web", "POD_NETWORK_HTTP_PATH": "/healthz?full=1%20x"},
+	} {
+		_, err := load(t, with(inPod, env), false)
+		assert.NoError(t, err, "%v", env)
+	}
+}

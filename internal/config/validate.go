@@ -60,7 +60,14 @@ func (c *Config) validate(dryRun bool) error {
 			}
 			return nil
 		},
-		func() error { return envvar.LabelValue("VERIFIED_LABEL_VALUE", c.VerifiedLabelValue) },
+		func() error {
+			if c.VerifiedLabelValue == wellknown.FailedOpenValue {
+				// The value that tells a node released with failing checks: every verified node
+				// would look failed open, and the alert on it would fire for all of them.
+				return refuse("VERIFIED_LABEL_VALUE", c.VerifiedLabelValue, "is the value that marks a node released with failing checks (fail-open): use another, such as true")
+			}
+			return envvar.LabelValue("VERIFIED_LABEL_VALUE", c.VerifiedLabelValue)
+		},
 		func() error { return envvar.Positive("INITIAL_TIMEOUT", c.InitialTimeout) },
 		func() error { return envvar.AtLeast("MAX_RETRIES", c.MaxRetries, 1) },
 		func() error { return envvar.OneOf("RETRY_BACKOFF", c.RetryBackoff, backoffs) },
@@ -93,6 +100,7 @@ func (c *Config) validate(dryRun bool) error {
 		},
 		c.validateFailureAction,
 		c.validateExternalTaint,
+		c.validateReverifyTaint,
 		func() error { return envvar.OneOf("LOG_LEVEL", c.LogLevel, logLevels) },
 		func() error { return envvar.OneOf("LOG_FORMAT", c.LogFormat, logFormats) },
 	} {
@@ -172,6 +180,26 @@ func (c *Config) validateFailureAction() error {
 	}
 	if c.FailureAction == FailOpen {
 		return envvar.Positive("FAIL_OPEN_AFTER", c.FailOpenAfter)
+	}
+	return nil
+}
+
+// validateReverifyTaint refuses a NoExecute startup taint with REVERIFY_TAINT: the
+// taint goes back on a node that serves workloads, and the taint manager would evict
+// every pod that does not tolerate it. A re-verification keeps running pods.
+func (c *Config) validateReverifyTaint() error {
+	if !c.ReverifyTaint {
+		return nil
+	}
+	for i, t := range c.StartupTaints {
+		if t.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		name, value := "TAINT_EFFECT", c.TaintEffect
+		if i > 0 {
+			name, value = "EXTRA_TAINTS", c.ExtraTaints.String()
+		}
+		return refuse(name, value, fmt.Sprintf("%s:NoExecute with REVERIFY_TAINT=true would evict the workloads of a node being verified again: use NoSchedule, or leave REVERIFY_TAINT false", t.Key))
 	}
 	return nil
 }

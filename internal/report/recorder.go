@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -107,7 +108,7 @@ type sendState struct {
 func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	note = wellknown.Truncate(fmt.Sprintf(note, args...), wellknown.MaxMessage)
 	r.mu.Lock()
-	subject := note
+	subject := withoutAddresses(note)
 	if _, ok := r.recs[subject]; !ok && len(r.recs) >= maxSubjects {
 		subject = subjectOf(note)
 	}
@@ -225,8 +226,9 @@ func later(a, b time.Time) time.Time {
 }
 
 // maxSubjects bounds the broadcasters, each with goroutines of its own: one per distinct
-// note, so that each distinct error is an Event of its own and the same note again is
-// counted into its series; past the bound, notes share a broadcaster by subjectOf.
+// note (withoutAddresses), so that each distinct error is an Event of its own and the same
+// error again is counted into its series; past the bound, notes share a broadcaster by
+// subjectOf.
 const maxSubjects = 32
 
 // subjectOf returns what a note is about: the text before its first ": ",
@@ -236,3 +238,13 @@ func subjectOf(note string) string {
 	subject, _, _ := strings.Cut(note, ": ")
 	return subject
 }
+
+// address matches what makes the text of one error differ from one round to the next
+// while the error stays the same: IP addresses, with their ports, and ports of their own
+// (Go's DNS errors carry the ephemeral port a query was sent from: "read udp
+// 10.244.1.5:43121->10.96.0.10:53: i/o timeout").
+var address = regexp.MustCompile(`\[[0-9A-Fa-f:.]+(%[^\]]+)?\](:\d+)?|\b\d{1,3}(\.\d{1,3}){3}(:\d+)?\b|\b[0-9A-Fa-f]{0,4}(:[0-9A-Fa-f]{0,4}){2,7}\b|:\d{2,5}\b`)
+
+// withoutAddresses is a note with its addresses and ports taken out: what one fault
+// is told as, however its text varies. The Event keeps the note as it was.
+func withoutAddresses(note string) string { return address.ReplaceAllString(note, "*") }

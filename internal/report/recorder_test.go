@@ -249,3 +249,32 @@ func TestEventOutlastsRetryAfter(t *testing.T) {
 	shutdown()
 	assert.Equal(t, int32(1), stored.Load(), "the Event was stored before the shutdown returned")
 }
+
+// TestOneFaultOneSeries: notes that differ only by addresses and ports (the ephemeral port
+// of a DNS query, a peer's address) are one fault: one Event, whose series counts the
+// repeats, its note the first one's, addresses and all. Another error is an Event of its own.
+func TestOneFaultOneSeries(t *testing.T) {
+	for _, notes := range [][]string{
+		{`dns x: lookup x on 10.96.0.10:53: read udp 10.244.1.5:43121->10.96.0.10:53: i/o timeout`,
+			`dns x: lookup x on 10.96.0.10:53: read udp 10.244.1.5:38807->10.96.0.10:53: i/o timeout`,
+			`dns x: lookup x on 10.96.0.10:53: read udp 10.244.1.5:51003->10.96.0.10:53: i/o timeout`},
+		{`podnetwork pods: cannot reach fd00:10:244::2 on real-node-0: dial udp [fd00:10:244::2]:53: i/o timeout`,
+			`podnetwork pods: cannot reach fd00:10:244::7 on real-node-0: dial udp [fd00:10:244::7]:53: i/o timeout`},
+	} {
+		client, sent := recordingClient()
+		evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
+		for i, note := range notes {
+			evs.Eventf(wellknown.CheckFailed, "%s", note)
+			waitFor(t, "the write of emission "+strconv.Itoa(i+1), func() bool {
+				sent.mu.Lock()
+				defer sent.mu.Unlock()
+				return len(sent.created)+len(sent.patched) >= min(i+1, 2)
+			})
+		}
+		shutdown()
+		assert.Equal(t, notes[:1], sent.notes("CheckFailed"), "one Event")
+		assert.Len(t, sent.patched, 1, "the repeats are its series")
+	}
+	assert.NotEqual(t, withoutAddresses(`dns x: lookup x: i/o timeout`), withoutAddresses(`dns x: lookup x: no such host`))
+	assert.Equal(t, `command /bin/false: exit status 1`, withoutAddresses(`command /bin/false: exit status 1`), "no address, nothing taken out")
+}
