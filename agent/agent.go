@@ -236,6 +236,9 @@ func (a *Agent) verify(ctx context.Context) bool {
 			a.condition.Flush(ctx, log)
 		}
 		r := a.round(ctx, log)
+		if r.verdict != aborted {
+			a.metrics.misconfigured.Set(float64(min(len(r.misconfigured), 1)))
+		}
 		switch {
 		case r.verdict == released:
 			return true

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -262,6 +263,7 @@ func TestClusterFaultsNeverReplace(t *testing.T) {
 			assert.Contains(t, c.condition(t).Message, tt.says)
 			assert.Contains(t, c.waitEvent(t, wellknown.VerificationFailed).Note, "failure action: none while the installation is misconfigured")
 			assert.Empty(t, c.eventsOf(t, wellknown.CheckFailed), "no check failed on the node")
+			assert.Equal(t, 1.0, testutil.ToFloat64(r.metrics.misconfigured), "nodeready_misconfigured, which the alert reads")
 		})
 	}
 }

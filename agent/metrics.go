@@ -23,6 +23,7 @@ type metrics struct {
 	patches        *prometheus.CounterVec
 	verified       prometheus.Gauge
 	timeToVerified prometheus.Gauge
+	misconfigured  prometheus.Gauge
 }
 
 // BuildInfo identifies the binary; main sets it from -ldflags.
@@ -66,6 +67,10 @@ func newMetrics(build BuildInfo) *metrics {
 			Name: "nodeready_time_to_verified_seconds",
 			Help: "Time from the agent's start to the confirmed release of its node.",
 		}),
+		misconfigured: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodeready_misconfigured",
+			Help: "Whether the latest round found the cluster or the configuration in the way (a check no node could pass, a refused release) (1) or not (0).",
+		}),
 	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "nodeready_build_info",
@@ -74,7 +79,7 @@ func newMetrics(build BuildInfo) *metrics {
 	})
 	buildInfo.Set(1)
 	m.registry.MustRegister(m.checkDuration, m.checkSuccess, m.checksTotal, m.rounds, m.failures,
-		m.patches, m.verified, m.timeToVerified, buildInfo,
+		m.patches, m.verified, m.timeToVerified, m.misconfigured, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
