@@ -365,18 +365,15 @@ func TestNamespaceFollowsRelease(t *testing.T) {
 		assert.Contains(t, objects, key)
 	}
 
-	// The policies' parameter is the agent's ServiceAccount, found in the release's namespace
-	// by the label the ServiceAccount carries.
-	sa := decode[corev1.ServiceAccount](t, objects, "v1 ServiceAccount "+ns+"/nodeready")
+	// The policies guard whoever holds the agent's ClusterRole, which the binding above gives
+	// the ServiceAccount in the release's namespace: no policy names a ServiceAccount itself.
+	role := decode[rbacv1.ClusterRole](t, objects, "rbac.authorization.k8s.io/v1 ClusterRole /nodeready")
+	assert.Contains(t, role.Rules, rbacv1.PolicyRule{APIGroups: []string{"node-ready.io"}, Resources: []string{"agents"}, Verbs: []string{"verify"}})
 	for _, name := range []string{"nodeready-own-node", "nodeready-own-nodeclaim", "nodeready-own-events"} {
 		vap := decode[admissionv1.ValidatingAdmissionPolicy](t, objects, "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy /"+name)
-		require.NotNil(t, vap.Spec.ParamKind, name)
-		assert.Equal(t, "ServiceAccount", vap.Spec.ParamKind.Kind, name)
+		assert.Nil(t, vap.Spec.ParamKind, name)
 		b := decode[admissionv1.ValidatingAdmissionPolicyBinding](t, objects, "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding /"+name)
-		require.NotNil(t, b.Spec.ParamRef, name)
-		assert.Equal(t, ns, b.Spec.ParamRef.Namespace, name)
-		require.NotNil(t, b.Spec.ParamRef.Selector, name)
-		assert.Subset(t, sa.Labels, b.Spec.ParamRef.Selector.MatchLabels, name)
+		assert.Nil(t, b.Spec.ParamRef, name)
 	}
 }
 

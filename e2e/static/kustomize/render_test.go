@@ -117,12 +117,20 @@ func TestOverlays(t *testing.T) {
 		objs := render(t, PrefixedOverlay(t, repo))
 		sa := find(t, objs, "ServiceAccount", "prod-nodeready")
 		assert.Equal(t, NewNamespace, sa.GetNamespace())
-		for _, name := range []string{"prod-nodeready-own-node", "prod-nodeready-own-nodeclaim"} {
-			b := find(t, objs, "ValidatingAdmissionPolicyBinding", name)
-			sel, _, _ := unstructured.NestedStringMap(b.Object, "spec", "paramRef", "selector", "matchLabels")
-			assert.Subset(t, sa.GetLabels(), sel, "%s selects the ServiceAccount by its labels", name)
-			ns, _, _ := unstructured.NestedString(b.Object, "spec", "paramRef", "namespace")
-			assert.Equal(t, sa.GetNamespace(), ns, "%s looks in the ServiceAccount's namespace", name)
+		// The policies guard whoever holds the agent's ClusterRole: its binding names the
+		// renamed ServiceAccount where it moved, and no policy names it itself.
+		binding := find(t, objs, "ClusterRoleBinding", "prod-nodeready")
+		role, _, _ := unstructured.NestedString(binding.Object, "roleRef", "name")
+		assert.Equal(t, "prod-nodeready", role)
+		subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
+		assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": "prod-nodeready", "namespace": NewNamespace}}, subjects)
+		rules, _, _ := unstructured.NestedSlice(find(t, objs, "ClusterRole", "prod-nodeready").Object, "rules")
+		assert.Contains(t, rules, map[string]any{"apiGroups": []any{"node-ready.io"}, "resources": []any{"agents"}, "verbs": []any{"verify"}})
+		for _, o := range objs {
+			if o.GetKind() == "ValidatingAdmissionPolicyBinding" {
+				_, found, _ := unstructured.NestedMap(o.Object, "spec", "paramRef")
+				assert.False(t, found, "%s has a parameter", o.GetName())
+			}
 		}
 	})
 
@@ -160,11 +168,6 @@ func assertNamespace(t *testing.T, objs, base []*unstructured.Unstructured) {
 			for _, s := range subjects {
 				assert.Equal(t, NewNamespace, s.(map[string]any)["namespace"], "subject of %s %s", o.GetKind(), o.GetName())
 			}
-		}
-		if o.GetKind() == "ValidatingAdmissionPolicyBinding" {
-			// The own-node policies' parameter is the agent's ServiceAccount, found where it moved.
-			ns, _, _ := unstructured.NestedString(o.Object, "spec", "paramRef", "namespace")
-			assert.Equal(t, NewNamespace, ns, "paramRef of %s", o.GetName())
 		}
 	}
 	// Same objects, names and kinds as the base, wherever they live.
