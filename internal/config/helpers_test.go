@@ -1,7 +1,11 @@
 package config_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"maps"
+	"os"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,7 +19,40 @@ import (
 // see them (configtest.Setenv).
 func load(t *testing.T, env map[string]string, dryRun bool) (config.Config, error) {
 	t.Helper()
+	loaded.Store(t, loadedEnv{env: env, dryRun: dryRun})
 	return configtest.Load(t, env, dryRun)
+}
+
+// loaded is the environment each test loaded last, for the refusal it asserts.
+var loaded sync.Map // *testing.T -> loadedEnv
+
+type loadedEnv struct {
+	env    map[string]string
+	dryRun bool
+}
+
+// refusals are the refusals the tests asserted, each with the environment that brought
+// it. With $NODEREADY_REFUSALS set to a path, TestMain writes them there as JSON: the
+// chart's test (e2e/static/chart TestChartRefusesWhatTheAgentRefuses) feeds each through
+// helm and fails on one the chart accepts, so the chart follows the agent's refusals.
+var refusals struct {
+	sync.Mutex
+	cases []configtest.Refusal
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if path := os.Getenv("NODEREADY_REFUSALS"); path != "" && code == 0 {
+		data, err := json.MarshalIndent(refusals.cases, "", "  ")
+		if err == nil {
+			err = os.WriteFile(path, data, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // with returns base with more variables set.
@@ -40,6 +77,11 @@ func defaultConfig(t *testing.T) config.Config {
 // returns it for assertions on its text.
 func requireRefused(t *testing.T, err error, variable string, msgAndArgs ...any) *config.Error {
 	t.Helper()
+	if l, ok := loaded.Load(t); ok && !l.(loadedEnv).dryRun {
+		refusals.Lock()
+		refusals.cases = append(refusals.cases, configtest.Refusal{Test: t.Name(), Env: l.(loadedEnv).env, Var: variable})
+		refusals.Unlock()
+	}
 	var ce *config.Error
 	require.ErrorAs(t, err, &ce, msgAndArgs...)
 	assert.Equal(t, variable, ce.Var, msgAndArgs...)

@@ -25,6 +25,69 @@ at start (exit 2); the chart refuses them at install, naming the value.
 {{- if and $c.deleteFailedNode (eq $c.failureAction "fail-open") -}}
 {{- fail "config.deleteFailedNode: true contradicts config.failureAction fail-open: set one of them" -}}
 {{- end -}}
+{{- if gt (include "nodeready.seconds" $c.settleTime | float64) 15.0 -}}
+{{- fail (printf "config.settleTime: %s: must be at most 15s, below the pod's termination grace period" $c.settleTime) -}}
+{{- end -}}
+{{- if lt (include "nodeready.seconds" $c.retryBackoffMax | float64) (include "nodeready.seconds" $c.retryBackoffBase | float64) -}}
+{{- fail (printf "config.retryBackoffMax: %s: must not be shorter than config.retryBackoffBase (%s)" $c.retryBackoffMax $c.retryBackoffBase) -}}
+{{- end -}}
+{{- $taints := list (printf "%s:%s" $c.taintKey $c.taintEffect) -}}
+{{- range $c.extraTaints -}}
+{{- $t := printf "%s:%s" (first (splitList "=" (first (splitList ":" .)))) (last (splitList ":" .)) -}}
+{{- if has $t $taints -}}
+{{- fail (printf "config.extraTaints: %s is named twice (config.taintKey and config.taintEffect name the first taint)" $t) -}}
+{{- end -}}
+{{- $taints = append $taints $t -}}
+{{- end -}}
+{{- if eq $c.taintOwner "external" -}}
+{{- if $c.extraTaints -}}
+{{- fail "config.extraTaints: names taints nodeready removes, and with config.taintOwner external it removes none: leave it empty" -}}
+{{- end -}}
+{{- if $c.reverifyTaint -}}
+{{- fail "config.reverifyTaint: puts the startup taint back, and with config.taintOwner external that taint is another controller's: leave it false" -}}
+{{- end -}}
+{{- if eq $c.failureAction "fail-open" -}}
+{{- fail "config.failureAction: fail-open releases a node by removing the taint, and with config.taintOwner external its owner removes it only when node-ready/Verified is True: use keep-tainted or replace-node" -}}
+{{- end -}}
+{{- end -}}
+{{- if $c.reverifyTaint -}}
+{{- range $taints -}}
+{{- if hasSuffix ":NoExecute" . -}}
+{{- fail (printf "config.reverifyTaint: with the startup taint %s it would evict the workloads of a node being verified again: use NoSchedule, or leave config.reverifyTaint false" .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and $c.checkCommandArgs (empty $c.checkCommand) -}}
+{{- fail "config.checkCommandArgs: arguments of config.checkCommand, which is not set" -}}
+{{- end -}}
+{{- range $values, $sep := dict "nodeConditions" "=" "requiredResources" ">=" -}}
+{{- $seen := list -}}
+{{- range index $c $values -}}
+{{- $k := trim (first (splitList $sep .)) -}}
+{{- if has $k $seen -}}
+{{- fail (printf "config.%s: %s is named twice" $values $k) -}}
+{{- end -}}
+{{- $seen = append $seen $k -}}
+{{- end -}}
+{{- end -}}
+{{- $devices := list -}}
+{{- range $c.draDevices -}}
+{{- $spec := trim (first (splitList ">=" .)) -}}
+{{- $driver := trim (first (splitList "[" $spec)) -}}
+{{- $k := $driver -}}
+{{- if contains "[" $spec -}}
+{{- $inner := splitList "=" (trimSuffix "]" (last (splitList "[" $spec))) -}}
+{{- $attr := trim (first $inner) -}}
+{{- if not (contains "/" $attr) -}}
+{{- $attr = printf "%s/%s" $driver $attr -}}
+{{- end -}}
+{{- $k = printf "%s[%s=%s]" $driver $attr (trim (join "=" (rest $inner))) -}}
+{{- end -}}
+{{- if has $k $devices -}}
+{{- fail (printf "config.draDevices: %s is named twice" $k) -}}
+{{- end -}}
+{{- $devices = append $devices $k -}}
+{{- end -}}
 {{- if gt (len (last (splitList "/" $c.verifiedLabel))) 54 -}}
 {{- fail (printf "config.verifiedLabel: %s: the annotations %s-at and %s-duration that record the release would not be valid keys: keep the name after the / at most 54 characters" $c.verifiedLabel $c.verifiedLabel $c.verifiedLabel) -}}
 {{- end -}}
@@ -36,6 +99,22 @@ at start (exit 2); the chart refuses them at install, naming the value.
 {{- if eq $r.taint.key $c.taintKey -}}
 {{- fail (printf "labelToTaintPolicy.rules[%d].taint.key: %s is config.taintKey, the startup taint, which only the agent removes: use startupTaintPolicy for it" $i $r.taint.key) -}}
 {{- end -}}
+{{- if has (printf "%s:%s" $r.taint.key $r.taint.effect) $taints -}}
+{{- fail (printf "labelToTaintPolicy.rules[%d].taint: %s:%s is one of config.extraTaints, a startup taint the agent removes: the rule would put it back on verified nodes, held with no agent left" $i $r.taint.key $r.taint.effect) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The seconds of a Go duration (10s, 1h30m, 500ms), for comparing durations.
+*/}}
+{{- define "nodeready.seconds" -}}
+{{- $units := dict "ns" 1e-9 "us" 1e-6 "µs" 1e-6 "μs" 1e-6 "ms" 1e-3 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)" . -1 -}}
+{{- $unit := regexFind "(ns|us|µs|μs|ms|s|m|h)$" . -}}
+{{- $total = addf $total (mulf (trimSuffix $unit . | float64) (get $units $unit)) -}}
+{{- end -}}
+{{- $total -}}
 {{- end -}}

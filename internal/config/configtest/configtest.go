@@ -44,3 +44,11 @@ func Load(t testing.TB, env map[string]string, dryRun bool) (config.Config, erro
 	Setenv(t, env)
 	return config.Load(dryRun)
 }
+
+// Refusal is a refusal a test of package config asserted: the environment (on top of what
+// every agent's pod sets: NODE_NAME and KUBERNETES_SERVICE_HOST) and the variable refused.
+type Refusal struct {
+	Test string
+	Env  map[string]string
+	Var  string
+}
