@@ -27,8 +27,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
-	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/promtext"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -340,17 +340,17 @@ func TestLabelToTaintRules(t *testing.T) {
 // with nodeready's agent. A node created with the label gets both taints; the agent's
 // release removes only the startup taint, and the policy puts nothing back, then or later.
 func TestLabelToTaintWithTheAgent(t *testing.T) {
-	c := harness.StartForTest(t, harness.Options{})
-	cp := c.ControlPlane()
-	admin := c.Client()
+	fw := framework.New(t, framework.Options{})
+	cp := fw.ControlPlane()
+	admin := fw.Client()
 	requireMutatingAdmissionPolicyV1(t, admin)
 	installLabelToTaint(t, cp, filepath.Join("..", "..", "..", "manifests", "label-to-taint"))
 	install(t, cp, "startup-taint.yaml", nil)
 
 	// Registered without taints of its own: both come from the policies.
-	f := harness.NewFleetForTest(t, c, "l2t")
+	f := fw.NewFleet("l2t")
 	const name = "l2t-ci"
-	require.NoError(t, f.AddNode(t.Context(), name, harness.NodeOptions{Labels: dedicated, Untainted: true}))
+	require.NoError(t, f.AddNode(t.Context(), name, framework.NodeOptions{Labels: dedicated, Untainted: true}))
 	created := getNode(t, admin, name)
 	require.Contains(t, created.Spec.Taints, ciTaint, "label-to-taint.yaml at creation")
 	require.Equal(t, 1, countStartupTaints(created.Spec.Taints), "startup-taint.yaml at creation")

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
-	"github.com/nodeready/nodeready/e2e/framework/harness"
 )
 
 // The DaemonSet controller creates pods within a second or two of a node's creation.
@@ -82,7 +82,7 @@ func TestServedNodes(t *testing.T) {
 		}
 		byNode = map[string]int{}
 		for _, p := range pods.Items {
-			byNode[harness.PodNode(&p)]++
+			byNode[framework.PodNode(&p)]++
 		}
 		for _, n := range served {
 			if byNode[n.name] == 0 {

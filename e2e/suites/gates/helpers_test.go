@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -24,30 +24,30 @@ const baseChecks = "dns,tcp,apiserver,endpoints"
 const sampleInterval = 100 * time.Millisecond
 
 // requireHeld asserts that the node is tainted and not labelled.
-func requireHeld(t *testing.T, c *harness.Cluster, node string) {
+func requireHeld(t *testing.T, fw *framework.Framework, node string) {
 	t.Helper()
-	n := harness.RequireNode(t, c, node)
-	require.True(t, harness.IsTainted(n), "node %s lost the startup taint; taints %v", node, n.Spec.Taints)
+	n := fw.Node(node)
+	require.True(t, framework.IsTainted(n), "node %s lost the startup taint; taints %v", node, n.Spec.Taints)
 	require.NotContains(t, n.Labels, wellknown.VerifiedLabel)
 }
 
 // rounds returns the agent's nodeready_rounds_total.
-func rounds(t *testing.T, f *harness.Fleet, node string) float64 {
+func rounds(t *testing.T, f *framework.Fleet, node string) float64 {
 	t.Helper()
 	pod, err := f.WaitAgentRunning(t.Context(), node)
 	require.NoError(t, err)
-	n, err := harness.Scrape(t.Context(), pod.MetricsAddr, "nodeready_rounds_total")
+	n, err := framework.Scrape(t.Context(), pod.MetricsAddr, "nodeready_rounds_total")
 	require.NoError(t, err)
 	return n
 }
 
 // waitMoreRounds waits until the node's agent has run n more rounds of checks than now, so
 // that whatever the test changed before has been looked at.
-func waitMoreRounds(t *testing.T, f *harness.Fleet, node string, n float64) {
+func waitMoreRounds(t *testing.T, f *framework.Fleet, node string, n float64) {
 	t.Helper()
 	pod, err := f.WaitAgentRunning(t.Context(), node)
 	require.NoError(t, err)
-	require.NoError(t, f.WaitMetric(t.Context(), pod, "nodeready_rounds_total", rounds(t, f, node)+n))
+	require.NoError(t, f.WaitMetric(t.Context(), pod, "nodeready_rounds_total", f.Rounds(node)+n))
 }
 
 // createDaemonSet creates a DaemonSet in kube-system whose pods go only to the fleet's
@@ -57,25 +57,25 @@ func createDaemonSet(t *testing.T, client kubernetes.Interface, name, fleet stri
 	t.Helper()
 	labels := map[string]string{"app.kubernetes.io/name": name}
 	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: harness.Namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: framework.Namespace, Labels: labels},
 		Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 				Spec: corev1.PodSpec{
-					NodeSelector: map[string]string{harness.FleetLabel: fleet},
+					NodeSelector: map[string]string{framework.FleetLabel: fleet},
 					Tolerations:  tolerations,
 					Containers:   []corev1.Container{{Name: name, Image: "example.com/" + name + ":v1"}},
 				},
 			},
 		},
 	}
-	ds, err := client.AppsV1().DaemonSets(harness.Namespace).Create(t.Context(), ds, metav1.CreateOptions{})
+	ds, err := client.AppsV1().DaemonSets(framework.Namespace).Create(t.Context(), ds, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := client.AppsV1().DaemonSets(harness.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		if err := client.AppsV1().DaemonSets(framework.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Errorf("cleanup: delete daemonset %s: %v", name, err)
 		}
 	})

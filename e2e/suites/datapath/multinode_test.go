@@ -1,7 +1,7 @@
 // Package multinode runs a cluster of several real nodes on this machine (Linux, root): each
 // node in namespaces of its own as in suites/realnode, joined by a bridge in an underlay
 // namespace, pods networked by flanneld (VXLAN) across them.
-package multinode_test
+package datapath
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/realnode"
 )
 
@@ -37,46 +38,11 @@ func startNodes(t *testing.T, n, joined, started int) *realnode.Cluster {
 	return startClusterWith(t, realnode.ClusterOptions{Nodes: n, JoinedNodes: joined}, started)
 }
 
-// startClusterWith starts the control plane and the first started nodes of a cluster with opts
-// (its LogDir and Logf are the test's); the logs are kept when the test fails.
+// startClusterWith starts the control plane and the first started nodes of a cluster with opts;
+// the logs are kept when the test fails.
 func startClusterWith(t *testing.T, opts realnode.ClusterOptions, started int) *realnode.Cluster {
 	t.Helper()
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		t.Skip("real nodes need Linux and root")
-	}
-	logDir, err := os.MkdirTemp("", "nodeready-multinode-logs-")
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
-	defer cancel()
-	begin := time.Now()
-	opts.LogDir, opts.Logf = logDir, t.Logf
-	c, err := realnode.StartCluster(ctx, opts)
-	if err != nil {
-		t.Fatalf("start cluster (logs in %s): %v", logDir, err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			out, _ := c.Kubectl(context.Background(), "get", "nodes,pods,events", "-A", "-o", "wide")
-			t.Logf("cluster at failure:\n%s", out)
-		}
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop real nodes: %v", err)
-		}
-		assert.Equal(t, c.MachineBefore(), c.MachineAfter(), "the machine as it was before the real nodes")
-		if t.Failed() {
-			t.Logf("logs kept in %s", logDir)
-			return
-		}
-		os.RemoveAll(logDir)
-	})
-	t.Logf("Control plane, registry and images in %s", time.Since(begin).Round(time.Millisecond))
-	for i := range started {
-		if err := c.StartNodeAt(ctx, i); err != nil {
-			t.Fatalf("logs in %s: %v", logDir, err)
-		}
-	}
-	t.Logf("%d of %d nodes up in %s", started, len(c.Nodes), time.Since(begin).Round(time.Millisecond))
-	return c
+	return framework.New(t, framework.Options{RealNodes: &framework.RealNodes{ClusterOptions: opts, Start: started}}).Real()
 }
 
 // TestPodToPodAcrossNodes: a pod on node 1 asks a CoreDNS pod on node 2 a DNS query by the

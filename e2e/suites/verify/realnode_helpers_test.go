@@ -1,14 +1,11 @@
-package realnode_test
+package verify
 
 import (
 	"context"
-	"os"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,39 +20,6 @@ const (
 	taintKey      = "node-ready/unverified"
 	agentSelector = "app.kubernetes.io/name=nodeready"
 )
-
-// startCluster starts the control plane and the real node; the logs are kept when the test
-// fails.
-func startCluster(t *testing.T) *realnode.Cluster {
-	t.Helper()
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		t.Skip("a real node needs Linux and root")
-	}
-	logDir, err := os.MkdirTemp("", "nodeready-realnode-logs-")
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	c, err := realnode.StartCluster(ctx, realnode.ClusterOptions{LogDir: logDir, Logf: t.Logf})
-	if err != nil {
-		t.Fatalf("start real node cluster (logs in %s): %v", logDir, err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			out, _ := c.Kubectl(context.Background(), "get", "pods,events", "-A", "-o", "wide")
-			t.Logf("cluster at failure:\n%s", out)
-		}
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop real node: %v", err)
-		}
-		assert.Equal(t, c.Node.MachineBefore(), c.Node.MachineAfter(), "the machine as it was before the real node")
-		if t.Failed() {
-			t.Logf("logs kept in %s", logDir)
-			return
-		}
-		os.RemoveAll(logDir)
-	})
-	return c
-}
 
 // podLog is every state of the agent pods that the API server shows, from a watch.
 type podLog struct {

@@ -1,4 +1,4 @@
-package multinode_test
+package datapath
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package scenarios
+package verify
 
 import (
 	"context"
@@ -11,14 +11,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 )
 
 // assertVerifiedBy asserts that the node ran exactly pods agent pods, each started once
 // (no restarts) and each ending with exit code 0 after the kubelet's SIGTERM, within the
 // grace period. It returns the pods, oldest first.
-func assertVerifiedBy(t *testing.T, f *harness.Fleet, node string, pods int) []kubelet.PodInfo {
+func assertVerifiedBy(t *testing.T, f *framework.Fleet, node string, pods int) []kubelet.PodInfo {
 	t.Helper()
 	on := f.PodsOn(node)
 	require.Len(t, on, pods, "agent pods on %s", node)
@@ -31,7 +31,7 @@ func assertVerifiedBy(t *testing.T, f *harness.Fleet, node string, pods int) []k
 			assert.False(t, e.Killed, "%s outlived its grace period", p.Name)
 		}
 	}
-	assert.Contains(t, f.Kubelet().Images(node), harness.AgentImage, "image pulled on %s", node)
+	assert.Contains(t, f.Kubelet().Images(node), framework.AgentImage, "image pulled on %s", node)
 	// Oldest first: each pod ended before the next one started.
 	slices.SortFunc(on, func(a, b kubelet.PodInfo) int {
 		if len(a.Exits) == 0 || len(b.Exits) == 0 {
@@ -45,7 +45,7 @@ func assertVerifiedBy(t *testing.T, f *harness.Fleet, node string, pods int) []k
 // assertHistory asserts that the node went through exactly the states want, in order. It
 // first waits until the node watch has seen the last of them: after an API server restart
 // the watch may lag behind the node.
-func assertHistory(t *testing.T, f *harness.Fleet, node string, want ...harness.NodeState) {
+func assertHistory(t *testing.T, f *framework.Fleet, node string, want ...framework.NodeState) {
 	t.Helper()
 	require.NoError(t, f.History().WaitLatest(t.Context(), node, want[len(want)-1]))
 	assert.Equal(t, want, f.History().States(node), "states of %s", node)
@@ -53,14 +53,14 @@ func assertHistory(t *testing.T, f *harness.Fleet, node string, want ...harness.
 
 // waitDaemonSetDeleted waits for the DaemonSet controller's SuccessfulDelete event of every
 // pod.
-func waitDaemonSetDeleted(t *testing.T, c *harness.Cluster, pods []string) {
+func waitDaemonSetDeleted(t *testing.T, fw *framework.Framework, pods []string) {
 	t.Helper()
 	missing := pods
-	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
-		events, err := c.Client().CoreV1().Events(harness.Namespace).List(ctx, metav1.ListOptions{
+	err := framework.Poll(t, func(ctx context.Context) (bool, error) {
+		events, err := fw.Client().CoreV1().Events(framework.Namespace).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.Set{
 				"involvedObject.kind": "DaemonSet",
-				"involvedObject.name": harness.DaemonSetName,
+				"involvedObject.name": framework.DaemonSetName,
 				"reason":              "SuccessfulDelete",
 			}.String(),
 		})
@@ -100,7 +100,7 @@ func taintsOf(n *corev1.Node) []string {
 }
 
 // addNodes adds n nodes to the fleet and returns their names.
-func addNodes(t *testing.T, f *harness.Fleet, n int, o harness.NodeOptions) []string {
+func addNodes(t *testing.T, f *framework.Fleet, n int, o framework.NodeOptions) []string {
 	t.Helper()
 	nodes, err := f.AddNodes(t.Context(), n, o)
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package realnode_test
+package verify
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/realnode"
 	"github.com/nodeready/nodeready/internal/wellknown"
@@ -35,7 +36,7 @@ const missingName = "nodeready-e2e.default.svc.cluster.local"
 // containerd and runc, a bridge network, kube-proxy and CoreDNS. The scenarios run in order on
 // the one node.
 func TestRealNode(t *testing.T) {
-	c := startCluster(t)
+	c := framework.New(t, framework.Options{RealNodes: &framework.RealNodes{}}).Real()
 	pods := watchAgentPods(t, c)
 	client := c.CP.Client()
 

@@ -7,4 +7,4 @@
 // pointing at a built agent (default <repo>/bin/nodeready). NODEREADY_E2E_LOGS keeps every
 // log, also after a passing run. NODEREADY_E2E_KUBERNETES=v1.32.5 (or v1.37.2) runs them on
 // another Kubernetes release, as make e2e-versions does.
-package scenarios
+package verify
