@@ -1,6 +1,3 @@
-// Package multinode runs a cluster of several real nodes on this machine (Linux, root): each
-// node in namespaces of its own as in suites/realnode, joined by a bridge in an underlay
-// namespace, pods networked by flanneld (VXLAN) across them.
 package datapath
 
 import (

@@ -226,7 +226,7 @@ var karpenterLabels = map[string]string{"karpenter.sh/nodepool": "default"}
 // and uid, blockOwnerDeletion) and the node is labelled karpenter.sh/registered=true.
 // Karpenter's termination finalizer is left out, so the test can remove the node. These
 // tests hold the agent's side (RBAC, the own-NodeClaim policy, a node without a NodeClaim);
-// e2e/suites/karpenter runs replace-node against the real Karpenter.
+// TestKarpenter in e2e/suites/verify runs replace-node against the real Karpenter.
 func registerNode(t *testing.T, fw *framework.Framework, node string, claim *unstructured.Unstructured) {
 	t.Helper()
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{

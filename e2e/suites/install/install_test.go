@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeready/nodeready/e2e/framework"
-	"github.com/nodeready/nodeready/e2e/static/chart"
+	"github.com/nodeready/nodeready/e2e/framework/chart"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 

@@ -1,5 +1,3 @@
-// Package security proves on a real API server that an agent can change only
-// its own node, and only the verified label and the startup taint on it.
 package security
 
 import (

@@ -1,7 +1,3 @@
-// Package existing proves on the real control plane that installing nodeready into a
-// cluster that already runs does no harm: nodes that predate the install are never
-// tainted, failed open or deleted, a misconfiguration is never taken for a failed node,
-// and a cluster whose every node is tainted does not deadlock on its own DNS.
 package verify
 
 import (

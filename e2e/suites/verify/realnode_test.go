@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeready/nodeready/e2e/framework"
-	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/realnode"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -172,7 +171,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("the dra gate holds the node until a kubelet plugin publishes its devices", func(t *testing.T) {
 		const driver = "gpu.nodeready.example"
 		plugin := buildDRAPlugin(t)
-		_, err := c.Kubectl(t.Context(), "apply", "-f", filepath.Join(harness.RepoRootForTest(t), "manifests", "gates", "dra.yaml"))
+		_, err := c.Kubectl(t.Context(), "apply", "-f", filepath.Join(framework.RepoRoot(t), "manifests", "gates", "dra.yaml"))
 		require.NoError(t, err)
 		setConfig(t, c, map[string]string{"CHECKS": "dns,tcp,apiserver,endpoints,dra", "DRA_DEVICES": driver + ">=2", "MAX_RETRIES": "2"})
 		known := pods.pods()

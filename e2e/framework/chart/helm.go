@@ -20,7 +20,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 )
 
 // helmTimeout bounds one helm run, so a hanging one fails instead of stalling.
@@ -32,13 +32,13 @@ const Release = "nodeready"
 // Dir is charts/nodeready in the repository under test.
 func Dir(t *testing.T) string {
 	t.Helper()
-	return filepath.Join(harness.RepoRootForTest(t), "charts", "nodeready")
+	return filepath.Join(framework.RepoRoot(t), "charts", "nodeready")
 }
 
 // helmBinary is the helm that scripts/build-tools.sh builds; make tools (and make e2e) build it.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(harness.RepoRootForTest(t), ".cache", "tools", "helm", "bin", "helm")
+	bin := filepath.Join(framework.RepoRoot(t), ".cache", "tools", "helm", "bin", "helm")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("helm: %v; run make tools (scripts/build-tools.sh helm) to build it", err)
 	}
@@ -107,7 +107,7 @@ func ManifestObjects(t *testing.T, globs ...string) map[string]Object {
 	t.Helper()
 	objects := map[string]Object{}
 	for _, g := range globs {
-		files, err := filepath.Glob(filepath.Join(harness.RepoRootForTest(t), "manifests", g))
+		files, err := filepath.Glob(filepath.Join(framework.RepoRoot(t), "manifests", g))
 		require.NoError(t, err)
 		require.NotEmpty(t, files, "no manifests/%s", g)
 		for _, f := range files {
@@ -191,6 +191,15 @@ var settings = map[string]setting{
 	"METRICS_PORT":            {"metricsPort", number},
 	"LOG_LEVEL":               {"logLevel", text},
 	"LOG_FORMAT":              {"logFormat", text},
+}
+
+// Values maps every variable of manifests/02-configmap.yaml to the chart value it comes from.
+func Values() map[string]string {
+	out := make(map[string]string, len(settings))
+	for name, s := range settings {
+		out[name] = s.value
+	}
+	return out
 }
 
 // SetFlags turns nodeready-config settings into helm flags that set the chart values they
