@@ -90,8 +90,8 @@ func (f *Framework) RequireNoEvent(node, reason string) {
 }
 
 // PodsOn returns every pod bound to the node.
-func (f *Framework) PodsOn(node string) ([]corev1.Pod, error) {
-	list, err := f.Client().CoreV1().Pods(metav1.NamespaceAll).List(f.t.Context(), metav1.ListOptions{
+func (f *Framework) PodsOn(ctx context.Context, node string) ([]corev1.Pod, error) {
+	list, err := f.Client().CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
 	})
 	if err != nil {

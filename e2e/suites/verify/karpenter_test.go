@@ -2,16 +2,28 @@ package verify
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/karpenter"
@@ -316,4 +328,462 @@ func uniqueValues(m map[string]string) []string {
 		}
 	}
 	return out
+}
+
+// createNodePool creates the NodePool and deletes it at cleanup, and with it, through
+// Karpenter, its NodeClaims and nodes; cleanup waits a while for them to go, so the next
+// test does not share the machine with them.
+func createNodePool(t *testing.T, dyn dynamic.Interface, pool *unstructured.Unstructured) {
+	t.Helper()
+	_, err := dyn.Resource(karpenter.NodePools).Create(t.Context(), pool, metav1.CreateOptions{})
+	require.NoError(t, err, "create NodePool %s", pool.GetName())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err := dyn.Resource(karpenter.NodePools).Delete(ctx, pool.GetName(), metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleanup: delete NodePool %s: %v", pool.GetName(), err)
+			return
+		}
+		for ctx.Err() == nil {
+			list, err := dyn.Resource(karpenter.NodeClaims).List(ctx, metav1.ListOptions{LabelSelector: karpenter.NodePoolLabel + "=" + pool.GetName()})
+			if err == nil && len(list.Items) == 0 {
+				return
+			}
+			time.Sleep(framework.PollInterval)
+		}
+		t.Logf("cleanup: NodeClaims of NodePool %s still there after a minute", pool.GetName())
+	})
+}
+
+// deploy creates the Workload and deletes it at cleanup.
+func deploy(t *testing.T, fw *framework.Framework, app, pool string, replicas int32) {
+	t.Helper()
+	_, err := fw.Client().AppsV1().Deployments(metav1.NamespaceDefault).Create(t.Context(), karpenter.Workload(app, pool, replicas), metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		err := fw.Client().AppsV1().Deployments(metav1.NamespaceDefault).Delete(context.Background(), app, metav1.DeleteOptions{
+			PropagationPolicy: ptr.To(metav1.DeletePropagationForeground),
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleanup: delete Deployment %s: %v", app, err)
+		}
+	})
+}
+
+// waitRunning waits until want pods of the app run, each on its own node, and returns the
+// node of each.
+func waitRunning(t *testing.T, fw *framework.Framework, app string, want int) map[string]string {
+	t.Helper()
+	var on map[string]string
+	err := framework.Poll(t, func(ctx context.Context) (bool, error) {
+		pods, err := fw.Client().CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		if err != nil {
+			return false, nil
+		}
+		on = map[string]string{}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				on[p.Name] = p.Spec.NodeName
+			}
+		}
+		return len(on) == want, nil
+	})
+	require.NoError(t, err, "pods of %s running: %v, want %d", app, on, want)
+	return on
+}
+
+// waitNodes waits until the timeline has seen n Nodes and returns their names.
+func waitNodes(t *testing.T, tl *timeline, n int) []string {
+	t.Helper()
+	var nodes []string
+	err := framework.Poll(t, func(context.Context) (bool, error) {
+		nodes = nodes[:0]
+		for _, l := range tl.Launches() {
+			if l.node != "" && !l.deleted {
+				nodes = append(nodes, l.node)
+			}
+		}
+		return len(nodes) >= n, nil
+	})
+	require.NoError(t, err, "Karpenter launched nodes %v, want %d", nodes, n)
+	return nodes
+}
+
+// claimOf returns the NodeClaim that launched the node, as the timeline saw it.
+func claimOf(tl *timeline, node string) launch {
+	for _, l := range tl.Launches() {
+		if l.node == node {
+			return l
+		}
+	}
+	return launch{}
+}
+
+// initialized reports the status of the NodeClaim's Initialized condition ("" when absent).
+func initialized(t *testing.T, dyn dynamic.Interface, claim string) string {
+	t.Helper()
+	u, err := dyn.Resource(karpenter.NodeClaims).Get(t.Context(), claim, metav1.GetOptions{})
+	require.NoError(t, err, "get NodeClaim %s", claim)
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "Initialized" {
+			return fmt.Sprint(m["status"])
+		}
+	}
+	return ""
+}
+
+// waitInitialized waits until the NodeClaim is Initialized.
+func waitInitialized(t *testing.T, dyn dynamic.Interface, claim string) {
+	t.Helper()
+	var last string
+	err := framework.Poll(t, func(ctx context.Context) (bool, error) {
+		last = initialized(t, dyn, claim)
+		return last == "True", nil
+	})
+	require.NoError(t, err, "NodeClaim %s Initialized=%q", claim, last)
+}
+
+// requireNeverHalfReleased fails t when the node was ever labelled verified while it still
+// carried the startup taint, verified before Karpenter registered it, or registered without
+// the startup taint (what nodeready's wait for the registration relies on).
+func requireNeverHalfReleased(t *testing.T, f *framework.Fleet, tl *timeline, node string) {
+	t.Helper()
+	// The fleet's History knows only wellknown.StartupTaint(); the timeline knows the scenario's.
+	for _, s := range f.History().States(node) {
+		require.False(t, s.Labelled && s.Tainted, "node %s was labelled and tainted at once: %v", node, f.History().States(node))
+	}
+	l := claimOf(tl, node)
+	require.False(t, l.bothAtOnce, "node %s was labelled and tainted at once", node)
+	require.False(t, l.verifiedBeforeRegistered, "node %s was verified before Karpenter registered it", node)
+	require.False(t, l.registeredUntainted, "node %s was registered without the startup taint: Karpenter did not merge its startupTaints at registration", node)
+}
+
+// heldRun is what one held launch showed from the API, for the assertions and the table.
+type heldRun struct {
+	key    string
+	needed int
+	// While every node was held: the NodeClaims, the status of each launched node's
+	// Initialized condition, and the pods bound to a node.
+	claimsHeld, boundHeld int
+	initializedHeld       []string
+	// Once all but the stuck node were healed and released: the pods running, the NodeClaims,
+	// and the stuck node's taint and Initialized condition.
+	runningStuck, claimsStuck int
+	stuckTainted              bool
+	stuckInitialized          string
+	healedRunning             time.Duration // from healing the checks until two pods ran
+	// At the end: the NodeClaims, those Initialized while their Node had the taint, the
+	// pods that ran before their node's release, and when the last pod ran.
+	claims, initializedTainted, runBeforeRelease int
+	allRunning                                   time.Duration // from the workload's creation
+}
+
+// heldLaunch: a NodePool without startupTaints, the creation-time policy putting the taint
+// with key on every new Node, and agents that remove it. Three pods, one per node; every
+// node's checks fail for several agent rounds (Karpenter has them before it through several
+// batch windows), then all nodes but one are healed, and after more rounds that one too.
+// It asserts what nodeready does whatever Karpenter does, and returns what Karpenter did.
+func heldLaunch(t *testing.T, fw *framework.Framework, dyn dynamic.Interface, pool, key string) heldRun {
+	ctx := t.Context()
+	const replicas = 3
+	taint := corev1.Taint{Key: key, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	useTaintKey(t, fw, key)
+	f := fw.NewFleet(pool)
+	var healed atomic.Bool // nodes adopted from then on pass their checks
+	require.NoError(t, f.Adopt(ctx, karpenter.NodePoolLabel, func(*corev1.Node) framework.NodeOptions {
+		return framework.NodeOptions{BrokenDNS: !healed.Load(), Env: map[string]string{"TAINT_KEY": key, "MAX_RETRIES": "2"}}
+	}))
+	np := karpenter.NodePoolWithoutStartupTaints(pool, f.Name())
+	// Bounds what a Karpenter that takes held nodes for ready ones launches: three times
+	// the nodes needed, of 2 CPUs each.
+	require.NoError(t, unstructured.SetNestedField(np.Object, fmt.Sprint(3*replicas*2), "spec", "limits", "cpu"))
+	createNodePool(t, dyn, np)
+	tl := watchTimelineTaint(t, fw, dyn, pool, pool, taint)
+	deploy(t, fw, pool, pool, replicas)
+	r := heldRun{key: key, needed: replicas}
+
+	nodes := waitNodes(t, tl, replicas)[:replicas]
+	stuck := nodes[replicas-1]
+	agents := map[string]string{}
+	for _, node := range nodes {
+		agent, err := f.WaitAgentRunning(ctx, node)
+		require.NoError(t, err)
+		agents[node] = agent.Name
+		// Rounds go on every RETRY_BACKOFF_MAX (1s): several batch windows.
+		require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 8))
+	}
+	for _, node := range nodes {
+		n := fw.Node(node)
+		assert.True(t, tl.tainted(n), "held node %s lost the taint %s: %v", node, key, n.Spec.Taints)
+		assert.Empty(t, n.Labels[wellknown.VerifiedLabel], "held node %s", node)
+		r.initializedHeld = append(r.initializedHeld, initialized(t, dyn, claimOf(tl, node).claim))
+	}
+	r.claimsHeld = len(tl.Claims())
+	r.boundHeld = len(boundPods(t, fw, pool))
+
+	healedAt := time.Now()
+	healed.Store(true)
+	for _, node := range f.Nodes() {
+		if node != stuck {
+			f.DNS(node).SetBroken(false)
+		}
+	}
+	require.NoError(t, f.WaitReleased(ctx, nodes[:replicas-1]...))
+	err := framework.Poll(t, func(ctx context.Context) (bool, error) {
+		return len(runningPods(t, fw, pool)) >= replicas-1, nil
+	})
+	require.NoError(t, err, "pods of healed nodes not running")
+	r.healedRunning = time.Since(healedAt)
+	// More rounds of the stuck node: time for Karpenter to launch for its pending pod.
+	agent, err := f.WaitAgentRunning(ctx, stuck)
+	require.NoError(t, err)
+	require.Equal(t, agents[stuck], agent.Name, "the stuck node's agent was restarted")
+	require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 14))
+	r.runningStuck = len(runningPods(t, fw, pool))
+	r.claimsStuck = len(tl.Claims())
+	r.stuckTainted = tl.tainted(fw.Node(stuck))
+	r.stuckInitialized = initialized(t, dyn, claimOf(tl, stuck).claim)
+
+	f.DNS(stuck).SetBroken(false)
+	require.NoError(t, f.WaitReleased(ctx, stuck))
+	on := waitRunning(t, fw, pool, replicas)
+	for _, node := range nodes {
+		waitInitialized(t, dyn, claimOf(tl, node).claim)
+		requireNeverHalfReleased(t, f, tl, node)
+	}
+	tl.Log(t)
+	r.claims = len(tl.Claims())
+	for _, l := range tl.Launches() {
+		if l.initializedTainted {
+			r.initializedTainted++
+		}
+	}
+	for pod, at := range tl.Running() {
+		if _, ok := on[pod]; !ok {
+			continue
+		}
+		if released := claimOf(tl, on[pod]).verified; released.IsZero() || at.Before(released) {
+			r.runBeforeRelease++
+		}
+		r.allRunning = max(r.allRunning, at.Sub(tl.start))
+	}
+	t.Logf("%+v", r)
+	return r
+}
+
+// testZeroChange: with the readiness.k8s.io/ key, Karpenter needs no startupTaints: a held
+// node is one it is still launching, so the pending pods get exactly their NodeClaims, none
+// is Initialized before its node's release, no pod is bound to a held node, and a node whose
+// checks keep failing stays uninitialized with its pod pending.
+func testZeroChange(t *testing.T, fw *framework.Framework, dyn dynamic.Interface) heldRun {
+	r := heldLaunch(t, fw, dyn, "zero-change", karpenter.ReadinessTaintKey)
+	assert.Equal(t, r.needed, r.claimsHeld, "NodeClaims while every node was held")
+	for i, status := range r.initializedHeld {
+		assert.NotEqual(t, "True", status, "NodeClaim %d Initialized while its node was held", i)
+	}
+	assert.Zero(t, r.boundHeld, "pods bound while every node was held")
+	assert.Equal(t, r.needed-1, r.runningStuck, "pods running while one node was held")
+	assert.Equal(t, r.needed, r.claimsStuck, "NodeClaims while one node was held")
+	assert.True(t, r.stuckTainted, "the stuck node lost its taint")
+	assert.NotEqual(t, "True", r.stuckInitialized, "the stuck node's NodeClaim is Initialized")
+	assert.Equal(t, r.needed, r.claims, "NodeClaims")
+	assert.Zero(t, r.initializedTainted, "NodeClaims Initialized while their node had the taint")
+	assert.Zero(t, r.runBeforeRelease, "pods running before their node's release")
+	return r
+}
+
+// testComparison: the same with nodeready's own key, which Karpenter is not told about (no
+// startupTaints). Asserted is only what was seen in every run (5 of 5) and makes it wrong:
+// Karpenter counts a held node Initialized as soon as it is Ready, and once it does, launches
+// another node for the pod a held node was launched for. It made no extra NodeClaim while
+// every node was held (no provisioning pass ran then): that figure is only in the table.
+func testComparison(t *testing.T, fw *framework.Framework, dyn dynamic.Interface) heldRun {
+	r := heldLaunch(t, fw, dyn, "comparison", wellknown.StartupTaint().Key)
+	for i, status := range r.initializedHeld {
+		assert.Equal(t, "True", status, "NodeClaim %d Initialized while its node was held", i)
+	}
+	assert.Positive(t, r.initializedTainted, "NodeClaims Initialized while their node had the taint")
+	assert.True(t, r.stuckTainted, "the stuck node lost its taint")
+	assert.Equal(t, "True", r.stuckInitialized, "the stuck node's NodeClaim Initialized")
+	assert.Greater(t, r.claimsStuck, r.needed, "an extra NodeClaim for the stuck node's pod")
+	assert.Zero(t, r.boundHeld, "pods bound while every node was held")
+	assert.Zero(t, r.runBeforeRelease, "pods running before their node's release")
+	return r
+}
+
+// logComparison writes the figures of the runs side by side.
+func logComparison(t *testing.T, runs ...heldRun) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-38s | %-6s | %-14s | %-12s | %-22s | %-21s | %-17s | %-14s | %s\n", "taint key (no startupTaints)", "needed", "claims (held)", "claims (end)", "Initialized while held", "Initialized, tainted", "pods bound (held)", "run after heal", "all running")
+	for _, r := range runs {
+		held := 0
+		for _, s := range r.initializedHeld {
+			if s == "True" {
+				held++
+			}
+		}
+		fmt.Fprintf(&b, "%-38s | %-6d | %-14d | %-12d | %-22s | %-21d | %-17d | %-14s | %s\n", r.key, r.needed, r.claimsHeld, r.claims,
+			fmt.Sprintf("%d of %d", held, len(r.initializedHeld)), r.initializedTainted, r.boundHeld,
+			fmt.Sprintf("%.1fs", r.healedRunning.Seconds()), fmt.Sprintf("%.1fs", r.allRunning.Seconds()))
+	}
+	t.Logf("held launches (three pods, one per node; checks failing ~8 rounds, one node ~14):\n%s", b.String())
+}
+
+// boundPods returns the app's pods that are bound to a node.
+func boundPods(t *testing.T, fw *framework.Framework, app string) []string {
+	t.Helper()
+	var out []string
+	for _, p := range appPods(t, fw, app) {
+		if p.Spec.NodeName != "" {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// runningPods returns the app's pods that run.
+func runningPods(t *testing.T, fw *framework.Framework, app string) []string {
+	t.Helper()
+	var out []string
+	for _, p := range appPods(t, fw, app) {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+func appPods(t *testing.T, fw *framework.Framework, app string) []corev1.Pod {
+	t.Helper()
+	pods, err := fw.Client().CoreV1().Pods(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + app})
+	require.NoError(t, err)
+	return pods.Items
+}
+
+// The policies that name the startup taint key: the creation-time MutatingAdmissionPolicy
+// puts the taint on, the own-node ValidatingAdmissionPolicy lets the agent remove only it.
+var (
+	creationPolicy    = filepath.Join("manifests", "node-creation", "startup-taint.yaml")
+	ownNodePolicyFile = filepath.Join("manifests", "04-admission-policy.yaml")
+)
+
+const (
+	creationPolicyName = "nodeready-startup-taint"
+	// probeNode is a Node without kubelet that no DaemonSet and no creation policy serves
+	// (no kubernetes.io/os label): the own-node policy is tried on it.
+	probeNode = "nodeready-policy-probe"
+)
+
+// useTaintKey puts the creation-time policy in force with the startup taint key instead of
+// nodeready's, and the own-node policy with it, and waits until both are. Cleanup puts the
+// files back as they are (and removes the creation-time policy if it was not there), also
+// when the test fails: the other subtests share the cluster.
+func useTaintKey(t *testing.T, fw *framework.Framework, key string) {
+	t.Helper()
+	ctx := t.Context()
+	_, err := fw.Client().AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, creationPolicyName, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		require.NoError(t, err)
+	}
+	hadCreationPolicy := err == nil
+	probe := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: probeNode},
+		// A taint list to append to, which nothing else changes.
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "example.com/probe", Effect: corev1.TaintEffectNoSchedule}}},
+	}
+	_, err = fw.Client().CoreV1().Nodes().Create(ctx, probe, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		restore := []string{"apply", "-f", filepath.Join(fw.RepoRoot(), creationPolicy)}
+		if !hadCreationPolicy {
+			restore = []string{"delete", "--ignore-not-found", "-f", filepath.Join(fw.RepoRoot(), creationPolicy)}
+		}
+		for _, args := range [][]string{{"apply", "-f", filepath.Join(fw.RepoRoot(), ownNodePolicyFile)}, restore} {
+			if out, err := fw.KubectlContext(ctx, args...); err != nil {
+				t.Errorf("cleanup: kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+			}
+		}
+		want := ""
+		if hadCreationPolicy {
+			want = wellknown.StartupTaint().Key
+		}
+		if err := waitTaintPolicies(ctx, t, fw, want, wellknown.StartupTaint().Key); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		if err := fw.Client().CoreV1().Nodes().Delete(ctx, probeNode, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("cleanup: delete node %s: %v", probeNode, err)
+		}
+	})
+
+	start := time.Now()
+	dir := t.TempDir()
+	for _, file := range []string{ownNodePolicyFile, creationPolicy} {
+		data, err := os.ReadFile(filepath.Join(fw.RepoRoot(), file))
+		require.NoError(t, err)
+		path := filepath.Join(dir, filepath.Base(file))
+		require.NoError(t, os.WriteFile(path, []byte(withTaintKey(t, file, string(data), key)), 0o644))
+		out, err := fw.KubectlContext(ctx, "apply", "-f", path)
+		require.NoError(t, err, "kubectl apply -f %s (%s): %s", path, file, out)
+	}
+	require.NoError(t, waitTaintPolicies(ctx, t, fw, key, key))
+	t.Logf("policies with taint key %s in force after %v", key, time.Since(start).Round(time.Millisecond))
+}
+
+// withTaintKey returns a policy file's text with the startup taint key replaced by key: both
+// policies name it once, as a CEL string literal in their variable taintKey.
+func withTaintKey(t *testing.T, file, text, key string) string {
+	t.Helper()
+	literal := func(k string) string { return `"'` + k + `'"` }
+	require.Equal(t, 1, strings.Count(text, literal(wellknown.StartupTaint().Key)), "%s names the startup taint key once", file)
+	return strings.Replace(text, literal(wellknown.StartupTaint().Key), literal(key), 1)
+}
+
+// waitTaintPolicies waits until a Linux Node created now would get the startup taint with
+// the key created ("": no startup taint), and the agent may put the taint with the key
+// removable on its own node and no other: policies come into force asynchronously after
+// they are written.
+func waitTaintPolicies(ctx context.Context, t *testing.T, fw *framework.Framework, created, removable string) error {
+	t.Helper()
+	agent := impersonateAgent(t, fw, probeNode)
+	keys := []string{wellknown.StartupTaint().Key, karpenter.ReadinessTaintKey}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		canary := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "nodeready-policy-canary", Labels: map[string]string{corev1.LabelOSStable: "linux"}}}
+		n, err := fw.Client().CoreV1().Nodes().Create(ctx, canary, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, nil
+		}
+		for _, k := range keys {
+			has := slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == k })
+			if has != (k == created) {
+				return false, nil
+			}
+		}
+		for _, k := range keys {
+			patch := `[{"op":"add","path":"/spec/taints/-","value":{"key":"` + k + `","value":"true","effect":"NoSchedule"}}]`
+			_, err := agent.CoreV1().Nodes().Patch(ctx, probeNode, types.JSONPatchType, []byte(patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: wellknown.FieldManager})
+			if (err == nil) != (k == removable) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// impersonateAgent returns a client that the own-node policy takes for an agent on node.
+func impersonateAgent(t *testing.T, fw *framework.Framework, node string) kubernetes.Interface {
+	t.Helper()
+	cfg := fw.ControlPlane().RESTConfig()
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + framework.Namespace + ":nodeready",
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + framework.Namespace, "system:authenticated"},
+		Extra:    map[string][]string{"authentication.kubernetes.io/node-name": {node}},
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return client
 }

@@ -14,6 +14,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
@@ -107,14 +108,14 @@ func testFailingCheck(t *testing.T, fw *framework.Framework) {
 	node, err := fw.Client().CoreV1().Nodes().Get(t.Context(), bad, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.NotContains(t, node.Labels, wellknown.VerifiedLabel)
-	assert.Contains(t, taintsOf(node), wellknown.StartupTaintString)
+	assert.Contains(t, framework.Taints(node), wellknown.StartupTaintString)
 	pod, err := fw.Client().CoreV1().Pods(agent.Namespace).Get(t.Context(), agent.Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Nil(t, pod.DeletionTimestamp, "agent pod of the failing node is being deleted")
 	assert.Equal(t, corev1.PodRunning, pod.Status.Phase)
 	// READY means the agent runs (no readiness probe, manifests/03-daemonset.yaml): the held
 	// node's state is on the Node, not in a readiness failing every period.
-	assert.Equal(t, corev1.ConditionTrue, podCondition(pod, corev1.PodReady), "agent pod of a held node, its agent running")
+	assert.Equal(t, corev1.ConditionTrue, framework.PodCondition(pod, corev1.PodReady), "agent pod of a held node, its agent running")
 	if assert.Len(t, pod.Status.ContainerStatuses, 1) {
 		assert.Zero(t, pod.Status.ContainerStatuses[0].RestartCount)
 	}
@@ -181,7 +182,7 @@ func testCrashLoop(t *testing.T, fw *framework.Framework) {
 	n, err := fw.Client().CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.NotContains(t, n.Labels, wellknown.VerifiedLabel)
-	assert.Contains(t, taintsOf(n), wellknown.StartupTaintString)
+	assert.Contains(t, framework.Taints(n), wellknown.StartupTaintString)
 
 	f.SetEnv(node, nil)
 
@@ -279,7 +280,7 @@ func testBadConfigMap(t *testing.T, fw *framework.Framework) {
 	assert.Contains(t, string(out), `MAX_RETRIES="many"`)
 	n := fw.Node(node)
 	assert.NotContains(t, n.Labels, wellknown.VerifiedLabel)
-	assert.Contains(t, taintsOf(n), wellknown.StartupTaintString)
+	assert.Contains(t, framework.Taints(n), wellknown.StartupTaintString)
 
 	require.NoError(t, fw.Cluster().ApplyConfig(t.Context(), nil))
 	require.NoError(t, f.WaitReleased(t.Context(), node))
@@ -311,7 +312,7 @@ func testOwnNode(t *testing.T, fw *framework.Framework) {
 	for _, name := range []string{other, own} {
 		n := fw.Node(name)
 		assert.NotContains(t, n.Labels, wellknown.VerifiedLabel, "label on %s", name)
-		assert.Contains(t, taintsOf(n), wellknown.StartupTaintString, "startup taint gone from %s", name)
+		assert.Contains(t, framework.Taints(n), wellknown.StartupTaintString, "startup taint gone from %s", name)
 	}
 
 	// What the API server makes of a token bound to that agent pod, as the kubelet's is.
@@ -323,4 +324,35 @@ func testOwnNode(t *testing.T, fw *framework.Framework) {
 	review, err := agent.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, authenticationv1.ExtraValue{own}, review.Status.UserInfo.Extra["authentication.kubernetes.io/node-name"])
+}
+
+// waitDaemonSetDeleted waits for the DaemonSet controller's SuccessfulDelete event of every
+// pod.
+func waitDaemonSetDeleted(t *testing.T, fw *framework.Framework, pods []string) {
+	t.Helper()
+	missing := pods
+	err := framework.Poll(t, func(ctx context.Context) (bool, error) {
+		events, err := fw.Client().CoreV1().Events(framework.Namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.Set{
+				"involvedObject.kind": "DaemonSet",
+				"involvedObject.name": framework.DaemonSetName,
+				"reason":              "SuccessfulDelete",
+			}.String(),
+		})
+		if err != nil {
+			return false, nil
+		}
+		deleted := map[string]bool{}
+		for _, e := range events.Items {
+			deleted[e.Message] = true
+		}
+		missing = missing[:0:0]
+		for _, p := range pods {
+			if !deleted["Deleted pod: "+p] {
+				missing = append(missing, p)
+			}
+		}
+		return len(missing) == 0, nil
+	})
+	require.NoError(t, err, "no SuccessfulDelete event of the DaemonSet for %v", missing)
 }
