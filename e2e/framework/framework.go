@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -307,4 +308,11 @@ func requireRoot(t testing.TB) {
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
 		t.Skip("real nodes need Linux and root")
 	}
+}
+
+// TokenClient is a client that acts with the ServiceAccount's token: bound to the pod, as the
+// kubelet equips the pod's containers, or bound to nothing when pod is empty.
+func (f *Framework) TokenClient(namespace, serviceAccount, pod string, uid types.UID) kubernetes.Interface {
+	f.t.Helper()
+	return controlplane.ServiceAccountClientForTest(f.t, f.env.cp, namespace, serviceAccount, pod, uid)
 }

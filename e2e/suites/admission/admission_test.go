@@ -48,7 +48,7 @@ type nodeCase struct {
 }
 
 func TestStartupTaintPolicy(t *testing.T) {
-	cp := controlplane.StartForTest(t)
+	cp := framework.New(t, framework.Options{ControlPlaneOnly: true}).ControlPlane()
 	admin := cp.Client()
 	requireMutatingAdmissionPolicyV1(t, admin)
 
@@ -177,9 +177,9 @@ func TestStartupTaintPolicy(t *testing.T) {
 // created without any taint, the case in which the policy must create the
 // taint list rather than append to it.
 func TestLabelToTaintPolicy(t *testing.T) {
-	cp := controlplane.StartForTestWith(t, controlplane.Options{
+	cp := framework.New(t, framework.Options{ControlPlaneOnly: true, Cluster: framework.ClusterOptions{ControlPlane: controlplane.Options{
 		APIServerArgs: []string{"--disable-admission-plugins=TaintNodesByCondition"},
-	})
+	}}}).ControlPlane()
 	admin := cp.Client()
 	requireMutatingAdmissionPolicyV1(t, admin)
 	plain, err := admin.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "plain"}},
@@ -306,7 +306,7 @@ func TestLabelToTaintPolicy(t *testing.T) {
 // pairs, each kept in step with its label, and a rule that names nodeready's startup taint
 // is never applied.
 func TestLabelToTaintRules(t *testing.T) {
-	cp := controlplane.StartForTest(t)
+	cp := framework.New(t, framework.Options{ControlPlaneOnly: true}).ControlPlane()
 	admin := cp.Client()
 	requireMutatingAdmissionPolicyV1(t, admin)
 	installLabelToTaint(t, cp, "-k", filepath.Join("..", "..", "..", "kustomize", "label-to-taint"))

@@ -76,7 +76,7 @@ func testReplaceNode(t *testing.T, fw *framework.Framework) {
 	require.NoError(t, err)
 	claims := dyn.Resource(nodepatch.NodeClaims)
 
-	t.Run("the own NodeClaim, else the own Node; never another's", func(t *testing.T) {
+	fw.Run("the own NodeClaim, else the own Node; never another's", func(t *testing.T, fw *framework.Framework) {
 		f := fw.NewFleet("replace")
 		claimed, unclaimed, healthy := f.Name()+"-0", f.Name()+"-1", f.Name()+"-2"
 		claimedClaim := createNodeClaim(t, claims, "default-claimed", claimed)
@@ -151,7 +151,7 @@ func testReplaceNode(t *testing.T, fw *framework.Framework) {
 	// An operator releases a failing node by hand (removes the startup taint) before the
 	// failure action: workloads may land there now, so the agent, which reads the node right
 	// before it deletes anything, replaces nothing, and says why.
-	t.Run("a node whose startup taint was removed by hand is not replaced", func(t *testing.T) {
+	fw.Run("a node whose startup taint was removed by hand is not replaced", func(t *testing.T, fw *framework.Framework) {
 		f, node, claim, agent := failingKarpenterNode(t, fw, claims, "untainted", "4", 1) // the agent has seen the node held
 		_, err := fw.KubectlContext(ctx, "taint", "node", node, wellknown.StartupTaint().Key+":"+string(wellknown.StartupTaint().Effect)+"-")
 		require.NoError(t, err)
@@ -170,7 +170,7 @@ func testReplaceNode(t *testing.T, fw *framework.Framework) {
 		assert.Contains(t, cond.Message, "dns "+framework.DNSName)
 	})
 
-	t.Run("a SIGTERM before the failure replaces nothing", func(t *testing.T) {
+	fw.Run("a SIGTERM before the failure replaces nothing", func(t *testing.T, fw *framework.Framework) {
 		// The failure would be recorded after 1000 rounds: the pod is deleted long before.
 		f, node, claim, agent := failingKarpenterNode(t, fw, claims, "sigterm", "1000", 3)
 

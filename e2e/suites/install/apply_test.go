@@ -36,7 +36,7 @@ func TestApplyExampleOverlay(t *testing.T) {
 	if agent == "" {
 		agent = filepath.Join(repo, "bin", "nodeready")
 	}
-	cp := controlplane.StartForTest(t)
+	cp := framework.New(t, framework.Options{ControlPlaneOnly: true}).ControlPlane()
 	ctx, client := t.Context(), cp.Client()
 
 	out := kubectl(t, cp, "apply", "-k", filepath.Join(repo, "kustomize", "example"))
@@ -153,7 +153,7 @@ func TestApplyExampleOverlay(t *testing.T) {
 // patch on every node; the own-node policy must still refuse it a write to another node.
 func TestApplyPrefixedOverlay(t *testing.T) {
 	repo := framework.RepoRoot(t)
-	cp := controlplane.StartForTest(t)
+	cp := framework.New(t, framework.Options{ControlPlaneOnly: true}).ControlPlane()
 	out := kubectl(t, cp, "apply", "-k", kustomize.PrefixedOverlay(t, repo))
 	t.Logf("kubectl apply -k of the prefixed overlay:\n%s", out)
 	_, err := cp.Client().CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "prefixed-0"}}, metav1.CreateOptions{})

@@ -20,7 +20,6 @@ import (
 
 	"github.com/nodeready/nodeready/checks/dnstest"
 	"github.com/nodeready/nodeready/e2e/framework"
-	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -278,7 +277,7 @@ func TestSlowDNS(t *testing.T) {
 // ServiceAccount's token bound to the pod, as the kubelet gives it.
 func agentClient(t *testing.T, fw *framework.Framework, pod kubelet.PodInfo) kubernetes.Interface {
 	t.Helper()
-	return controlplane.ServiceAccountClientForTest(t, fw.ControlPlane(), framework.Namespace, "nodeready", pod.Name, pod.UID)
+	return fw.For(t).TokenClient(framework.Namespace, "nodeready", pod.Name, pod.UID)
 }
 
 // assertEventSays asserts that an agent Event about the node with the reason says what.

@@ -29,28 +29,28 @@ func TestKarpenter(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("kubectl apply -f manifests/replace-node/:\n%s", out)
 
-	t.Run("pending pods launch nodes that are verified, then Initialized, then run the pods", func(t *testing.T) {
+	fw.Run("pending pods launch nodes that are verified, then Initialized, then run the pods", func(t *testing.T, fw *framework.Framework) {
 		testLaunch(t, fw, dyn)
 	})
-	t.Run("held nodes: no extra NodeClaim, not Initialized, until their checks pass", func(t *testing.T) {
+	fw.Run("held nodes: no extra NodeClaim, not Initialized, until their checks pass", func(t *testing.T, fw *framework.Framework) {
 		testHeld(t, fw, dyn)
 	})
-	t.Run("an agent that starts before registration waits for it", func(t *testing.T) {
+	fw.Run("an agent that starts before registration waits for it", func(t *testing.T, fw *framework.Framework) {
 		testBeforeRegistration(t, fw, dyn, k)
 	})
-	t.Run("replace-node deletes the NodeClaim and Karpenter replaces the node", func(t *testing.T) {
+	fw.Run("replace-node deletes the NodeClaim and Karpenter replaces the node", func(t *testing.T, fw *framework.Framework) {
 		testReplace(t, fw, dyn, wellknown.StartupTaint().Key)
 	})
 	// Karpenter told nothing: the taint put on by the creation-time policy, no startupTaints.
 	var runs []heldRun
-	t.Run("zero change: a readiness.k8s.io/ taint holds nodes Karpenter counts as launching", func(t *testing.T) {
+	fw.Run("zero change: a readiness.k8s.io/ taint holds nodes Karpenter counts as launching", func(t *testing.T, fw *framework.Framework) {
 		runs = append(runs, testZeroChange(t, fw, dyn))
 	})
-	t.Run("comparison: nodeready's own taint without startupTaints", func(t *testing.T) {
+	fw.Run("comparison: nodeready's own taint without startupTaints", func(t *testing.T, fw *framework.Framework) {
 		runs = append(runs, testComparison(t, fw, dyn))
 	})
 	logComparison(t, runs...)
-	t.Run("replace-node with a readiness.k8s.io/ taint", func(t *testing.T) {
+	fw.Run("replace-node with a readiness.k8s.io/ taint", func(t *testing.T, fw *framework.Framework) {
 		testReplace(t, fw, dyn, karpenter.ReadinessTaintKey)
 	})
 }

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/nodeready/nodeready/e2e/framework"
-	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -320,7 +319,7 @@ func testOwnNode(t *testing.T, fw *framework.Framework) {
 	require.NoError(t, err)
 	require.Len(t, pods, 1)
 	pod := pods[0]
-	agent := controlplane.ServiceAccountClientForTest(t, fw.ControlPlane(), pod.Namespace, pod.Spec.ServiceAccountName, pod.Name, pod.UID)
+	agent := fw.TokenClient(pod.Namespace, pod.Spec.ServiceAccountName, pod.Name, pod.UID)
 	review, err := agent.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, authenticationv1.ExtraValue{own}, review.Status.UserInfo.Extra["authentication.kubernetes.io/node-name"])
