@@ -11,14 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/history"
 	"github.com/nodeready/nodeready/e2e/framework/realnode"
-)
-
-const (
-	verifiedLabel = "node-ready/verified"
-	taintKey      = "node-ready/unverified"
-	agentSelector = "app.kubernetes.io/name=nodeready"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // podLog is every state of the agent pods that the API server shows, from a watch.
@@ -28,7 +24,7 @@ type podLog struct {
 
 func watchAgentPods(t *testing.T, c *realnode.Cluster) *podLog {
 	t.Helper()
-	rec, err := history.Record(t.Context(), history.Pods(c.CP.Client(), "kube-system", metav1.ListOptions{LabelSelector: agentSelector}),
+	rec, err := history.Record(t.Context(), history.Pods(c.CP.Client(), "kube-system", metav1.ListOptions{LabelSelector: framework.AgentSelector}),
 		func(p *corev1.Pod) *corev1.Pod { return p })
 	require.NoError(t, err)
 	t.Cleanup(rec.Stop)
@@ -108,16 +104,7 @@ func getNode(t *testing.T, c *realnode.Cluster) *corev1.Node {
 }
 
 func tainted(n *corev1.Node) bool {
-	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == taintKey })
-}
-
-func condition(n *corev1.Node) *corev1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == "node-ready/Verified" {
-			return &n.Status.Conditions[i]
-		}
-	}
-	return nil
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == wellknown.StartupTaint().Key })
 }
 
 // warnings returns the Warning Events about the node or the pod since a time.
