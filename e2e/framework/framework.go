@@ -69,7 +69,9 @@ type env struct {
 	cluster   *harness.Cluster           // nodeready on simulated nodes; nil otherwise
 	cp        *controlplane.ControlPlane // always
 	karpenter *karpenter.Karpenter
+	dynOnce   sync.Once
 	dynamic   dynamic.Interface
+	dynErr    error
 	real      *realnode.Cluster
 	auditLog  string
 	logDir    string // of a shared environment, removed by Main after a passing run
@@ -216,12 +218,9 @@ func (f *Framework) Client() kubernetes.Interface { return f.env.cp.Client() }
 // Dynamic is a dynamic admin client of the control plane.
 func (f *Framework) Dynamic() dynamic.Interface {
 	f.t.Helper()
-	if f.env.dynamic == nil {
-		dyn, err := dynamic.NewForConfig(f.env.cp.RESTConfig())
-		if err != nil {
-			f.t.Fatalf("dynamic client: %v", err)
-		}
-		f.env.dynamic = dyn
+	f.env.dynOnce.Do(func() { f.env.dynamic, f.env.dynErr = dynamic.NewForConfig(f.env.cp.RESTConfig()) })
+	if f.env.dynErr != nil {
+		f.t.Fatalf("dynamic client: %v", f.env.dynErr)
 	}
 	return f.env.dynamic
 }
