@@ -71,7 +71,7 @@ control-plane: control-plane-current ## Build etcd and the Kubernetes components
 	scripts/build-control-plane.sh e2e/build/k8s-1.37
 
 # Only v1.36.3: what the demo, the bench and the real node run. make e2e-versions needs all three,
-# e2e/suites/versions v1.32.5.
+# TestOldestRelease (e2e/suites/admission) and TestDRAGateOnV1beta1 (e2e/suites/gates) v1.32.5.
 .PHONY: control-plane-current
 control-plane-current:
 	scripts/build-control-plane.sh
@@ -91,10 +91,11 @@ e2e: build control-plane karpenter tools ## End-to-end tests on a real etcd, kub
 # The version matrix. make e2e runs every suite on v1.36.3; e2e-versions runs the core suites
 # again, the same tests, on the newest release and on the oldest supported minor:
 # NODEREADY_E2E_KUBERNETES chooses the release of every control plane the suites start
-# (e2e/framework/controlplane). What differs on 1.32 is e2e/suites/versions, run by make e2e.
+# (e2e/framework/controlplane). What differs on 1.32 is TestOldestRelease (e2e/suites/admission)
+# and TestDRAGateOnV1beta1 (e2e/suites/gates), run by make e2e.
 E2E_NEWEST := v1.37.2
 E2E_OLDEST := v1.32.5
-E2E_VERSIONS_SKIP := -skip '^TestNodeReady$$/^finishes_verification_after_an_API_server_restart$$'
+E2E_VERSIONS_CORE := -run '^TestNodeReady$$' -skip '^TestNodeReady$$/^finishes_verification_after_an_API_server_restart$$'
 e2e_on = cd e2e && NODEREADY_E2E_KUBERNETES=$(1) NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT)
 
 .PHONY: e2e-versions
@@ -102,12 +103,12 @@ e2e-versions: build control-plane ## The core e2e suites on Kubernetes v1.37.2 a
 	@# On every release: the core scenarios (install, verify, re-verify, a failing check, a bad
 	@# setting, the own-node policy) and replace-node. Not the API server restart: what it
 	@# proves is the agent's, its outage is half the suite's time, and the matrix has a budget.
-	$(call e2e_on,$(E2E_NEWEST)) $(E2E_VERSIONS_SKIP) ./suites/scenarios/
+	$(call e2e_on,$(E2E_NEWEST)) $(E2E_VERSIONS_CORE) ./suites/verify/
 	$(call e2e_on,$(E2E_NEWEST)) -run '^TestFailure$$/^replace-node$$' ./suites/failure/
 	@# The taint-at-creation and label-to-taint policies, and the dra gate on resource.k8s.io/v1.
 	$(call e2e_on,$(E2E_NEWEST)) -run '^(TestStartupTaintPolicy|TestLabelToTaintPolicy|TestLabelToTaintRules)$$' ./suites/admission/
 	$(call e2e_on,$(E2E_NEWEST)) -run '^TestGates$$/^dra:' ./suites/gates/
-	$(call e2e_on,$(E2E_OLDEST)) $(E2E_VERSIONS_SKIP) ./suites/scenarios/
+	$(call e2e_on,$(E2E_OLDEST)) $(E2E_VERSIONS_CORE) ./suites/verify/
 	$(call e2e_on,$(E2E_OLDEST)) -run '^TestFailure$$/^replace-node$$' ./suites/failure/
 	@# Not on 1.32: suites/admission, as 1.32 serves no MutatingAdmissionPolicy v1 (kubectl
 	@# refuses the policies: TestOldestRelease), and the dra gate of suites/gates, as 1.32 serves
@@ -121,11 +122,11 @@ node: ## Build what the real node runs (kubelet, kube-proxy, containerd, CoreDNS
 # One real node runs on a machine at a time (e2e/framework/realnode waits for the one before it).
 .PHONY: e2e-realnode
 e2e-realnode: build control-plane-current node ## Only the end-to-end tests on a real node: kubelet, containerd, runc, kube-proxy, CoreDNS (Linux, root)
-	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -timeout 20m -v ./suites/realnode/
+	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -timeout 20m -v -run '^TestRealNode$$' ./suites/verify/
 
 .PHONY: e2e-multinode
 e2e-multinode: build control-plane-current node ## Only the end-to-end tests on clusters of two to four real nodes networked by flannel (VXLAN), the podnetwork check (Linux, root)
-	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -timeout 20m -v ./suites/multinode/
+	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -timeout 20m -v ./suites/datapath/
 
 .PHONY: demo
 # The demo builds what real nodes run (scripts/build-node.sh) itself, beside the simulated fleet.

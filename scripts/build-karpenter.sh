@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds Karpenter with its kwok cloud provider (sigs.k8s.io/karpenter/kwok) from the Go module
 # proxy into .cache/karpenter/<version>/bin and copies its CRDs next to it, into
-# .cache/karpenter/<version>/crds. The e2e tests in e2e/suites/karpenter and `make demo
+# .cache/karpenter/<version>/crds. TestKarpenter (e2e/suites/verify) and `make demo
 # DEMO_FLAGS=-karpenter` run this binary against the local control plane.
 #
 # It is built from the module in e2e/build/karpenter, which requires only Karpenter, so every

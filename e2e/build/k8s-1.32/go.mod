@@ -2,7 +2,7 @@
 // that nodeready supports (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 // kubectl) at exactly the dependency versions that Kubernetes pins, as e2e/build/k8s does for
 // the current one. It requires nothing else. scripts/build-control-plane.sh builds it when given
-// this directory; e2e/suites/versions runs the core scenarios against it.
+// this directory; make e2e-versions runs the core scenarios against it.
 //
 // v1.32.5 is the newest 1.32 patch whose whole module graph the Go module proxy and checksum
 // database serve: from v1.32.6 on, some staging modules (k8s.io/cri-client,

@@ -19,8 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
-	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -29,25 +27,12 @@ import (
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/yaml"
 
-	"github.com/nodeready/nodeready/checks/dnstest"
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/internal/config"
 )
-
-// dnsAnswer is what the agents' DNS server answers for harness.DNSName: the kube-dns
-// Service address of a default cluster. The dns check only needs an answer.
-var dnsAnswer = netip.MustParseAddr("10.96.0.10")
-
-// benchmarks are the names -only takes, in the order they run.
-var benchmarks = []string{"concurrency", "daemonset", "overhead", "latency", "scale", "realnode", "joins"}
 
 type options struct {
 	out       string
@@ -106,51 +91,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logf("load average at start: %s (%d cores)", m.LoadStart, m.Cores)
 
+	b := &bench{o: o, m: &m, logf: logf}
 	var sections []*section
-	want := func(name string) bool { return slices.Contains(o.only, name) }
-
-	if want("concurrency") {
-		logf("concurrency: %d rounds of %d checks of %s", o.rounds, concurrentChecks, ms(checkDelay))
-		repo := ""
-		if o.goBench {
-			repo = o.repo
-		}
-		sections = append(sections, benchConcurrency(ctx, o.rounds, repo))
-	}
-
-	if want("daemonset") || want("overhead") || want("latency") {
-		sections = append(sections, clusterBenchmarks(ctx, o, &m, logf)...)
-	}
-
-	if want("scale") {
-		var results []*scaleResult
-		for _, nodes := range o.nodes {
-			for _, settle := range o.settles {
-				if ctx.Err() != nil {
-					break
-				}
-				s, r := scaleBenchmark(ctx, o, &m, nodes, settle, logf)
-				sections = append(sections, s)
-				if r != nil {
-					results = append(results, r)
-				}
-			}
-		}
-		if len(results) > 1 {
-			sections = append(sections, compareScale(results))
-		}
-	}
-
-	if want("realnode") && ctx.Err() == nil {
-		logf("realnode: a new node on a real kubelet, containerd and runc")
-		sections = append(sections, benchRealNode(ctx, o, logf))
-	}
-	if want("joins") && ctx.Err() == nil {
-		logf("joins: %d real nodes joining a running cluster of %d", joinsCount, joinsRunning)
-		sections = append(sections, benchJoins(ctx, o, logf, ""))
-		if ctx.Err() == nil {
-			logf("joins: the same, the kubelets reading ConfigMaps and Secrets with Get")
-			sections = append(sections, benchJoins(ctx, o, logf, "configMapAndSecretChangeDetectionStrategy: Get\n"))
+	for _, bm := range benchmarks {
+		if slices.ContainsFunc(bm.names, b.want) {
+			sections = append(sections, bm.run(ctx, b)...)
 		}
 	}
 
@@ -181,7 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.out, "out", "", "write the results as markdown to this file (BENCH.md)")
-	only := fs.String("only", strings.Join(benchmarks, ","), "benchmarks to run, comma-separated: "+strings.Join(benchmarks, ", ")+" (overhead includes the footprint)")
+	only := fs.String("only", strings.Join(benchmarkNames(), ","), "benchmarks to run, comma-separated: "+strings.Join(benchmarkNames(), ", ")+" (overhead includes the footprint)")
 	fs.BoolVar(&o.quick, "quick", false, "smaller sizes for a quick run: -runs 15 -nodes 100 -ds-nodes 10 -rounds 5")
 	fs.IntVar(&o.runs, "runs", 50, "overhead: agent processes, one at a time")
 	fs.IntVar(&o.latRuns, "latency-runs", 10, "latency: agent processes, one at a time, each on a fresh node")
@@ -229,8 +174,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if name == "footprint" {
 			name = "overhead"
 		}
-		if !slices.Contains(benchmarks, name) {
-			return o, fmt.Errorf("-only: unknown benchmark %q: use %s", name, strings.Join(benchmarks, ", "))
+		if !slices.Contains(benchmarkNames(), name) {
+			return o, fmt.Errorf("-only: unknown benchmark %q: use %s", name, strings.Join(benchmarkNames(), ", "))
 		}
 		o.only = append(o.only, name)
 	}
@@ -254,168 +199,6 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.agent = filepath.Join(repo, "bin", "nodeready")
 	}
 	return o, nil
-}
-
-// shippedSettings are put back to their values in manifests/02-configmap.yaml over the
-// harness's loopback configuration, which shortens them for tests: the agents then log and
-// retry as they do in production (debug logging writes a line per check; short check
-// timeouts and back-offs multiply the requests of an overloaded API server).
-var shippedSettings = []string{"LOG_LEVEL", "RETRY_BACKOFF_BASE", "RETRY_BACKOFF_MAX", "CHECK_TIMEOUT"}
-
-// benchConfig returns the shipped values of shippedSettings.
-func benchConfig(repo string) (map[string]string, error) {
-	path := filepath.Join(repo, "manifests", "02-configmap.yaml")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var cm corev1.ConfigMap
-	if err := yaml.Unmarshal(data, &cm); err != nil {
-		return nil, fmt.Errorf("parse %s: %w", path, err)
-	}
-	out := map[string]string{}
-	for _, k := range shippedSettings {
-		v, ok := cm.Data[k]
-		if !ok {
-			return nil, fmt.Errorf("%s has no %s", path, k)
-		}
-		out[k] = v
-	}
-	return out, nil
-}
-
-// startCluster starts a control plane with nodeready installed.
-func startCluster(ctx context.Context, o options, name string, m *machine, logf func(string, ...any)) (*harness.Cluster, error) {
-	config, err := benchConfig(o.repo)
-	if err != nil {
-		return nil, err
-	}
-	maps.Copy(config, o.set)
-	opts := harness.Options{AgentBinary: o.agent, Config: config}
-	if o.logDir != "" {
-		opts.LogDir = filepath.Join(o.logDir, name)
-		if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	start := time.Now()
-	c, err := harness.Start(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	if v, err := c.Client().Discovery().ServerVersion(); err == nil {
-		m.Kubernetes = v.GitVersion
-	}
-	logf("%s: control plane up in %s", name, secs(time.Since(start)))
-	return c, nil
-}
-
-// clusterBenchmarks runs the DaemonSet benchmark, then, with the DaemonSet removed so that
-// only the benchmark's own agents run, the latency benchmark and the overhead and footprint
-// benchmark.
-func clusterBenchmarks(ctx context.Context, o options, m *machine, logf func(string, ...any)) []*section {
-	c, err := startCluster(ctx, o, "cluster", m, logf)
-	if err != nil {
-		return []*section{{Title: "daemonset, overhead", Err: err}}
-	}
-	defer c.Stop()
-	var out []*section
-	if slices.Contains(o.only, "daemonset") {
-		logf("daemonset: %d nodes at once through the DaemonSet and the simulated kubelet", o.dsNodes)
-		out = append(out, benchDaemonSet(ctx, c, o.dsNodes))
-	}
-	overhead, latency := slices.Contains(o.only, "overhead"), slices.Contains(o.only, "latency")
-	if !overhead && !latency || ctx.Err() != nil {
-		return out
-	}
-	env, err := prepareDirect(ctx, c)
-	if err != nil {
-		return append(out, &section{Title: "overhead", Err: err})
-	}
-	if latency {
-		logf("latency: %d agent processes, one at a time, %s per round trip", o.latRuns, ms(roundTrip))
-		out = append(out, benchLatency(ctx, c, env, o.agent, o.latRuns))
-	}
-	if !overhead || ctx.Err() != nil {
-		return out
-	}
-	dns, err := dnstest.NewServer(map[string][]netip.Addr{harness.DNSName: {dnsAnswer}})
-	if err != nil {
-		return append(out, &section{Title: "overhead", Err: err})
-	}
-	defer dns.Close()
-	env.dns = dns.Addr()
-	logf("overhead: %d agent processes, one at a time", o.runs)
-	s, fp := benchOverhead(ctx, c, env, o.agent, o.runs)
-	return append(out, s, fp)
-}
-
-// prepareDirect removes the DaemonSet, so that the benchmark runs the only agents, and
-// returns the environment every agent gets: the installed configuration and the memory
-// limit the DaemonSet gives GOMEMLIMIT.
-func prepareDirect(ctx context.Context, c *harness.Cluster) (agentEnv, error) {
-	var env agentEnv
-	ds, err := c.Client().AppsV1().DaemonSets(harness.Namespace).Get(ctx, harness.DaemonSetName, metav1.GetOptions{})
-	if err != nil {
-		return env, fmt.Errorf("read DaemonSet: %w", err)
-	}
-	if lim, ok := ds.Spec.Template.Spec.Containers[0].Resources.Limits["memory"]; ok {
-		env.goMemLimit = fmt.Sprint(lim.Value())
-	}
-	if err := removeDaemonSet(ctx, c); err != nil {
-		return env, err
-	}
-	cm, err := c.Client().CoreV1().ConfigMaps(harness.Namespace).Get(ctx, harness.ConfigMapName, metav1.GetOptions{})
-	if err != nil {
-		return env, fmt.Errorf("read %s: %w", harness.ConfigMapName, err)
-	}
-	env.config = cm.Data
-	env.serviceHost, env.servicePort = c.ControlPlane().APIServerHostPort()
-	return env, nil
-}
-
-// removeDaemonSet deletes the DaemonSet and waits until it is gone, with its pods.
-func removeDaemonSet(ctx context.Context, c *harness.Cluster) error {
-	client := c.Client()
-	fg := metav1.DeletePropagationForeground
-	err := client.AppsV1().DaemonSets(harness.Namespace).Delete(ctx, harness.DaemonSetName, metav1.DeleteOptions{PropagationPolicy: &fg})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete DaemonSet: %w", err)
-	}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := client.AppsV1().DaemonSets(harness.Namespace).Get(ctx, harness.DaemonSetName, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
-}
-
-// scaleBenchmark runs one scale run on a control plane of its own, without the DaemonSet.
-func scaleBenchmark(ctx context.Context, o options, m *machine, nodes int, settle time.Duration, logf func(string, ...any)) (*section, *scaleResult) {
-	name := fmt.Sprintf("scale-%d-settle-%s", nodes, settle)
-	c, err := startCluster(ctx, o, name, m, logf)
-	if err != nil {
-		return &section{Title: name, Err: err}, nil
-	}
-	defer c.Stop()
-	if err := removeDaemonSet(ctx, c); err != nil {
-		return &section{Title: name, Err: err}, nil
-	}
-	dns, err := dnstest.NewServer(map[string][]netip.Addr{harness.DNSName: {dnsAnswer}})
-	if err != nil {
-		return &section{Title: name, Err: err}, nil
-	}
-	defer dns.Close()
-	base, err := configFromCluster(ctx, c, dns.Addr())
-	if err != nil {
-		return &section{Title: name, Err: err}, nil
-	}
-	logf("scale: %d nodes at once, in-process agents, SETTLE_TIME=%s (load average %s)", nodes, settle, loadavg())
-	profile := ""
-	if o.logDir != "" {
-		profile = filepath.Join(o.logDir, name, "kube-apiserver.cpu.pprof")
-	}
-	s, r := benchScale(ctx, c, base, nodes, settle, "scale", profile)
-	logf("scale: done, %d not released", s.Failures)
-	return s, r
 }
 
 // shippedSettleTime is SETTLE_TIME as nodeready ships it: the agent's default, which

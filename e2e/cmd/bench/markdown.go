@@ -19,7 +19,7 @@ func writeMarkdown(path string, o options, m machine, sections []*section) error
 	fmt.Fprintf(&b, "cd e2e && NODEREADY_BIN=$PWD/../bin/nodeready go run ./cmd/bench -out ../BENCH.md%s\n", argsSuffix(o.args))
 	fmt.Fprintln(&b, "```")
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "`make bench BENCH_FLAGS=-quick` runs smaller sizes; `-only` picks benchmarks ("+strings.Join(benchmarks, ", ")+") and `-runs`, `-nodes`, `-ds-nodes`, `-settle` set sizes (`go run ./cmd/bench -h`). The benchmarks "+
+	fmt.Fprintln(&b, "`make bench BENCH_FLAGS=-quick` runs smaller sizes; `-only` picks benchmarks ("+strings.Join(benchmarkNames(), ", ")+") and `-runs`, `-nodes`, `-ds-nodes`, `-settle` set sizes (`go run ./cmd/bench -h`). The benchmarks "+
 		"measure and report: none fails on a time. Every figure comes from one run on the machine below, with a real etcd, "+
 		"kube-apiserver, kube-controller-manager and kube-scheduler on loopback (e2e/framework/harness), all sharing its cores with "+
 		"the agents and the benchmark itself.")

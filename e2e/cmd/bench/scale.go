@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeready/nodeready/agent"
+	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/internal/config"
 	"github.com/nodeready/nodeready/internal/wiring"
@@ -160,234 +161,306 @@ func profileAPIServer(ctx context.Context, admin kubernetes.Interface, path stri
 // With a profile path, the API server's CPU profile of the burst's first scaleProfileTime is
 // written there (go tool pprof reads it), to show where its time goes.
 func benchScale(ctx context.Context, c *harness.Cluster, base config.Config, nodes int, settle time.Duration, run, profile string) (*section, *scaleResult) {
-	title := fmt.Sprintf("scale %d, SETTLE_TIME=%s", nodes, settle)
-	s := &section{Title: title}
+	r, err := newScaleRun(c, base, nodes, settle, run)
+	if err != nil {
+		return &section{Title: r.title, Err: err}, nil
+	}
+	s := &section{Title: r.title}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if r.nw, err = watchNodes(watchCtx, r.admin, benchLabel+"="+run, r.onLabelled); err != nil {
+		s.Err = err
+		return s, nil
+	}
+	if err := r.burst(ctx, s, profile); err != nil {
+		s.Err = err
+		return s, nil
+	}
+	// No cleanup: the control plane is the run's own and stops with it.
+	r.collect(s)
+	r.reportTimes(s)
+	r.reportRequests(s)
+	r.reportCPU(s)
+	r.reportNotes(s)
 	res := &scaleResult{settle: settle, nodes: nodes}
-	admin := c.Client()
-	cp := c.ControlPlane()
+	r.reportEvents(ctx, s, res)
+	r.reportFairness(s, res)
+	r.result(s, res)
+	r.reportFailures(s)
+	return s, res
+}
 
-	// The benchmark's own writes (nodes, pods, tokens) go out unthrottled, "at once".
-	fastCfg := cp.RESTConfig()
+// scaleRun is one scale run: its agents, the watch of their nodes, and what it measured.
+type scaleRun struct {
+	run, title string
+	nodes      int
+	settle     time.Duration
+	base       config.Config
+	admin      kubernetes.Interface
+	cp         *controlplane.ControlPlane
+	fast       kubernetes.Interface // the benchmark's own writes, unthrottled
+	names      []string
+	agents     map[string]*inProcessAgent
+	cancelMu   sync.Mutex // guards the agents' cancel
+	nw         *nodeWatch
+
+	// burst
+	before, after           metricSet
+	cpuBefore, cpuAfter     map[string]time.Duration
+	selfBefore, selfAfter   time.Duration
+	running                 gauge
+	start                   time.Time
+	allVerified, agentsDone time.Duration
+	peakRSS                 int64
+
+	// collect
+	toVerified, fromAgent durations
+	own                   phases
+	errs, unreported      []string
+	notReported           int
+	reported              map[string]bool // released, and the agent said so
+	verified              int
+	lastStart             time.Duration
+
+	// reportRequests
+	agentReqs   map[string]float64
+	fewestTotal int
+	perNode     float64
+	server      map[string]float64
+	apiCPU      float64
+	benchCPU    float64
+}
+
+// newScaleRun names the run's nodes and their agents and makes the benchmark's unthrottled
+// client: its own writes (nodes, pods, tokens) go out "at once".
+func newScaleRun(c *harness.Cluster, base config.Config, nodes int, settle time.Duration, run string) (*scaleRun, error) {
+	r := &scaleRun{
+		run: run, title: fmt.Sprintf("scale %d, SETTLE_TIME=%s", nodes, settle), nodes: nodes, settle: settle, base: base,
+		admin: c.Client(), cp: c.ControlPlane(),
+		agents: make(map[string]*inProcessAgent, nodes), names: make([]string, 0, nodes), reported: map[string]bool{},
+	}
+	fastCfg := r.cp.RESTConfig()
 	fastCfg.QPS, fastCfg.Burst = -1, 0
 	fast, err := kubernetes.NewForConfig(fastCfg)
 	if err != nil {
-		s.Err = err
-		return s, nil
+		return r, err
 	}
-
-	agents := make(map[string]*inProcessAgent, nodes)
-	names := make([]string, 0, nodes)
+	r.fast = fast
 	for i := range nodes {
 		name := fmt.Sprintf("%s-%d", run, i)
-		names = append(names, name)
-		agents[name] = &inProcessAgent{node: name, done: make(chan struct{}), requests: newRequestCounter()}
+		r.names = append(r.names, name)
+		r.agents[name] = &inProcessAgent{node: name, done: make(chan struct{}), requests: newRequestCounter()}
 	}
-	var cancelMu sync.Mutex
-	onLabelled := func(node string, _ time.Time) {
-		cancelMu.Lock()
-		defer cancelMu.Unlock()
-		if a := agents[node]; a != nil && a.cancel != nil {
-			a.cancel()
-		}
-	}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	nw, err := watchNodes(watchCtx, admin, benchLabel+"="+run, onLabelled)
-	if err != nil {
-		s.Err = err
-		return s, nil
-	}
+	return r, nil
+}
 
-	before, err := scrapeAPIServer(ctx, admin)
-	if err != nil {
-		s.Err = err
-		return s, nil
+// onLabelled ends the agent of a node seen verified, as the pod's deletion would.
+func (r *scaleRun) onLabelled(node string, _ time.Time) {
+	r.cancelMu.Lock()
+	defer r.cancelMu.Unlock()
+	if a := r.agents[node]; a != nil && a.cancel != nil {
+		a.cancel()
 	}
-	cpuBefore, selfBefore := childCPU(), selfCPU()
+}
+
+// burst starts every agent at once and waits until every node is verified (or its agent gone
+// without), or scaleTimeout is up, then until every agent returned; it reads the API server's
+// metrics, the CPU times and the benchmark's RSS before and after.
+func (r *scaleRun) burst(ctx context.Context, s *section, profile string) error {
+	var err error
+	if r.before, err = scrapeAPIServer(ctx, r.admin); err != nil {
+		return err
+	}
+	r.cpuBefore, r.selfBefore = childCPU(), selfCPU()
 	rssCtx, stopRSS := context.WithCancel(ctx)
 	defer stopRSS()
 	benchRSS := sampleRSS(rssCtx, 250*time.Millisecond)
-	var running gauge
-	profileDone := profileAPIServer(ctx, admin, profile)
+	profileDone := profileAPIServer(ctx, r.admin, profile)
 
-	start := time.Now()
+	r.start = time.Now()
 	var wg sync.WaitGroup
-	for _, name := range names {
-		a := agents[name]
+	for _, name := range r.names {
+		a := r.agents[name]
 		agentCtx, cancel := context.WithCancel(ctx)
-		cancelMu.Lock()
+		r.cancelMu.Lock()
 		a.cancel = cancel
-		cancelMu.Unlock()
+		r.cancelMu.Unlock()
 		wg.Go(func() {
 			defer close(a.done)
 			defer cancel()
-			a.err = runInProcess(agentCtx, ctx, fast, cp.APIServerURL(), cp.CAFile(), base, settle, a, run, &running)
+			a.err = runInProcess(agentCtx, ctx, r.fast, r.cp.APIServerURL(), r.cp.CAFile(), r.base, r.settle, a, r.run, &r.running)
 		})
 	}
 
 	// Every node verified (or its agent gone without), or the time is up.
 	deadline, cancelWait := context.WithTimeout(ctx, scaleTimeout)
-	for _, name := range names {
+	for _, name := range r.names {
 		waitCtx, stop := context.WithCancel(deadline)
 		go func() {
 			select {
-			case <-agents[name].done:
+			case <-r.agents[name].done:
 				stop()
 			case <-waitCtx.Done():
 			}
 		}()
-		_, _ = nw.wait(waitCtx, name)
+		_, _ = r.nw.wait(waitCtx, name)
 		stop()
 		if deadline.Err() != nil {
 			break
 		}
 	}
 	cancelWait()
-	allVerified := time.Since(start) // replaced by the last label's time when every node was seen verified
-	for _, a := range agents {
+	r.allVerified = time.Since(r.start) // replaced by the last label's time when every node was seen verified
+	for _, a := range r.agents {
 		a.cancel() // the rest, on a timeout
 	}
 	wg.Wait()
-	agentsDone := time.Since(start)
+	r.agentsDone = time.Since(r.start)
 
 	// Watches are counted when they end: give the API server a moment to record the last.
 	time.Sleep(time.Second)
-	after, err := scrapeAPIServer(ctx, admin)
-	if err != nil {
-		s.Err = err
-		return s, nil
+	if r.after, err = scrapeAPIServer(ctx, r.admin); err != nil {
+		return err
 	}
-	cpuAfter, selfAfter := childCPU(), selfCPU()
+	r.cpuAfter, r.selfAfter = childCPU(), selfCPU()
 	stopRSS()
-	peakRSS := benchRSS()
+	r.peakRSS = benchRSS()
 	if err := profileDone(); err != nil {
 		s.note("No CPU profile of the API server: %v", err)
 	}
-	// No cleanup: the control plane is the run's own and stops with it.
+	return nil
+}
 
-	var (
-		toVerified, fromAgent durations
-		own                   phases
-		errs, unreported      []string
-		notReported           int
-		reported              = map[string]bool{} // released, and the agent said so
-	)
-	for _, name := range names {
-		a := agents[name]
-		_, labelled, released := nw.times(name)
+// collect reads each node's times off the watch and each agent's own report off its log.
+func (r *scaleRun) collect(s *section) {
+	for _, name := range r.names {
+		a := r.agents[name]
+		_, labelled, released := r.nw.times(name)
 		if !released {
 			s.Failures++
 			err := a.err
 			if err == nil {
 				err = fmt.Errorf("never seen verified; last lines of its log:\n%s", lastLines(a.log.Bytes(), 3))
 			}
-			if len(errs) < 5 {
-				errs = append(errs, fmt.Sprintf("%s: %v", name, err))
+			if len(r.errs) < 5 {
+				r.errs = append(r.errs, fmt.Sprintf("%s: %v", name, err))
 			}
 			continue
 		}
-		toVerified = append(toVerified, labelled.Sub(a.created))
-		fromAgent = append(fromAgent, labelled.Sub(a.agentStarted))
+		r.toVerified = append(r.toVerified, labelled.Sub(a.created))
+		r.fromAgent = append(r.fromAgent, labelled.Sub(a.agentStarted))
 		v, err := parseVerified(a.log.Bytes())
 		if err == nil && a.err == nil {
-			own.add(v)
-			reported[name] = true
+			r.own.add(v)
+			r.reported[name] = true
 			continue
 		}
 		// Released, but the agent did not report it.
-		notReported++
-		if len(unreported) < 3 {
-			unreported = append(unreported, fmt.Sprintf("%s (run error: %v), last lines of its log:\n\n```\n%s\n```", name, a.err, lastLines(a.log.Bytes(), 3)))
+		r.notReported++
+		if len(r.unreported) < 3 {
+			r.unreported = append(r.unreported, fmt.Sprintf("%s (run error: %v), last lines of its log:\n\n```\n%s\n```", name, a.err, lastLines(a.log.Bytes(), 3)))
 		}
 	}
-	verified := nodes - s.Failures
+	r.verified = r.nodes - s.Failures
 	var lastLabel time.Duration
-	for _, name := range names {
-		if _, at, ok := nw.times(name); ok {
-			lastLabel = max(lastLabel, at.Sub(start))
+	for _, name := range r.names {
+		if _, at, ok := r.nw.times(name); ok {
+			lastLabel = max(lastLabel, at.Sub(r.start))
 		}
 	}
 	if s.Failures == 0 {
-		allVerified = lastLabel
+		r.allVerified = lastLabel
 	}
-	var lastStart time.Duration
-	for _, a := range agents {
+	for _, a := range r.agents {
 		if !a.agentStarted.IsZero() {
-			lastStart = max(lastStart, a.agentStarted.Sub(start))
+			r.lastStart = max(r.lastStart, a.agentStarted.Sub(r.start))
 		}
 	}
+}
 
-	s.goal("nodes released (label seen, taint gone) / not released", fmt.Sprintf("%d / %d", verified, s.Failures), "0 not released", s.Failures == 0)
-	s.goal("agents that released their node but did not report it (no \"Verified node\")", fmt.Sprint(notReported), "0", notReported == 0)
+// reportTimes: how many nodes were released, how fast, and the agents' own phases.
+func (r *scaleRun) reportTimes(s *section) {
+	s.goal("nodes released (label seen, taint gone) / not released", fmt.Sprintf("%d / %d", r.verified, s.Failures), "0 not released", s.Failures == 0)
+	s.goal("agents that released their node but did not report it (no \"Verified node\")", fmt.Sprint(r.notReported), "0", r.notReported == 0)
 	if s.Failures == 0 {
-		s.goal("time until all verified (first create to last label seen)", secs(allVerified), "< "+secs(scaleGoal), allVerified < scaleGoal)
+		s.goal("time until all verified (first create to last label seen)", secs(r.allVerified), "< "+secs(scaleGoal), r.allVerified < scaleGoal)
 	} else {
-		s.goal("time until all verified (first create to last label seen)", "not all: "+secs(allVerified)+" waited", "< "+secs(scaleGoal), false)
+		s.goal("time until all verified (first create to last label seen)", "not all: "+secs(r.allVerified)+" waited", "< "+secs(scaleGoal), false)
 	}
-	s.add("time until every agent returned (incl. settle window)", secs(agentsDone))
-	s.goal("per node: node created to verified", toVerified.summary(true), "every node < "+secs(scaleGoal),
-		len(toVerified) > 0 && toVerified.max() < scaleGoal)
-	s.add("per node: agent start to verified", fromAgent.summary(true))
-	s.add("burst: last node, pod and token created (last agent started)", secs(lastStart))
-	s.add("agents running at once (peak)", fmt.Sprint(running.peak.Load()))
-	own.rows(s, "agent: ")
+	s.add("time until every agent returned (incl. settle window)", secs(r.agentsDone))
+	s.goal("per node: node created to verified", r.toVerified.summary(true), "every node < "+secs(scaleGoal),
+		len(r.toVerified) > 0 && r.toVerified.max() < scaleGoal)
+	s.add("per node: agent start to verified", r.fromAgent.summary(true))
+	s.add("burst: last node, pod and token created (last agent started)", secs(r.lastStart))
+	s.add("agents running at once (peak)", fmt.Sprint(r.running.peak.Load()))
+	r.own.rows(s, "agent: ")
+}
 
-	// All agents' requests; and the fewest one agent needed to release its node and report
-	// it (the success path: first round passed, nothing retried), with how many agents
-	// needed exactly that many.
+// reportRequests: all agents' requests; and the fewest one agent needed to release its node
+// and report it (the success path: first round passed, nothing retried), with how many
+// agents needed exactly that many; and what the API server served.
+func (r *scaleRun) reportRequests(s *section) {
 	all := map[string]int{}
 	var fewest map[string]int
-	fewestTotal, atFewest := 0, 0
-	for _, name := range names {
-		counts := agents[name].requests.snapshot()
+	atFewest := 0
+	for _, name := range r.names {
+		counts := r.agents[name].requests.snapshot()
 		n := 0
 		for k, v := range counts {
 			all[k] += v
 			n += v
 		}
-		if !reported[name] {
+		if !r.reported[name] {
 			continue
 		}
 		switch {
-		case fewest == nil || n < fewestTotal:
-			fewest, fewestTotal, atFewest = counts, n, 1
-		case n == fewestTotal:
+		case fewest == nil || n < r.fewestTotal:
+			fewest, r.fewestTotal, atFewest = counts, n, 1
+		case n == r.fewestTotal:
 			atFewest++
 		}
 	}
 	agentReqs := toFloat(all)
-	perNode := total(agentReqs) / float64(max(verified, 1))
+	r.perNode = total(agentReqs) / float64(max(r.verified, 1))
 	nodeReqs := 0.0
 	for k, v := range agentReqs {
 		if strings.Contains(k, " nodes") {
 			nodeReqs += v
 		}
 	}
-	s.add("agent API requests on the success path (fewest of one agent)", fmt.Sprintf("%d: %s (%d of %d agents)", fewestTotal, breakdown(fewest), atFewest, len(reported)))
-	beyond := fewestTotal - sumOf(fewest, checkRequests)
+	s.add("agent API requests on the success path (fewest of one agent)", fmt.Sprintf("%d: %s (%d of %d agents)", r.fewestTotal, breakdown(fewest), atFewest, len(r.reported)))
+	beyond := r.fewestTotal - sumOf(fewest, checkRequests)
 	s.goal("of which beyond the checks' own (GET /readyz, LIST endpointslices)", fmt.Sprint(beyond),
 		fmt.Sprintf("<= %d", releaseRequestGoal), beyond <= releaseRequestGoal)
 	s.add("of which the release itself (GET nodes, PATCH nodes)", fmt.Sprint(fewest["GET nodes"]+fewest["PATCH nodes"]))
-	s.add("agent API requests per node (mean, with retries; client-side count)", fmt.Sprintf("%.2f", perNode))
-	s.add("agent requests per node on nodes, nodes/status", fmt.Sprintf("%.2f", nodeReqs/float64(max(verified, 1))))
-	server := requestDelta(before, after)
-	s.add("API server requests per node (all clients; the benchmark's own are 3: node, pod, token)", fmt.Sprintf("%.2f", total(server)/float64(nodes)))
-	apiCPU := after.sum("process_cpu_seconds_total") - before.sum("process_cpu_seconds_total")
+	s.add("agent API requests per node (mean, with retries; client-side count)", fmt.Sprintf("%.2f", r.perNode))
+	s.add("agent requests per node on nodes, nodes/status", fmt.Sprintf("%.2f", nodeReqs/float64(max(r.verified, 1))))
+	r.server = requestDelta(r.before, r.after)
+	s.add("API server requests per node (all clients; the benchmark's own are 3: node, pod, token)", fmt.Sprintf("%.2f", total(r.server)/float64(r.nodes)))
+	r.apiCPU = r.after.sum("process_cpu_seconds_total") - r.before.sum("process_cpu_seconds_total")
 	s.add("kube-apiserver CPU (process_cpu_seconds_total delta)", fmt.Sprintf("%.1f s (%.1f ms per node; %.2f cores over the %s until all verified)",
-		apiCPU, apiCPU*1000/float64(nodes), apiCPU/allVerified.Seconds(), secs(allVerified)))
-	s.add("kube-apiserver RSS after", mib(after.sum("process_resident_memory_bytes")))
+		r.apiCPU, r.apiCPU*1000/float64(r.nodes), r.apiCPU/r.allVerified.Seconds(), secs(r.allVerified)))
+	s.add("kube-apiserver RSS after", mib(r.after.sum("process_resident_memory_bytes")))
+	r.agentReqs = agentReqs
+}
+
+// reportCPU: what the control plane and this process (agents and benchmark) spent.
+func (r *scaleRun) reportCPU(s *section) {
 	cpuLine := []string{}
-	for _, k := range slices.Sorted(maps.Keys(cpuAfter)) {
-		if d := cpuAfter[k] - cpuBefore[k]; d > 0 {
+	for _, k := range slices.Sorted(maps.Keys(r.cpuAfter)) {
+		if d := r.cpuAfter[k] - r.cpuBefore[k]; d > 0 {
 			cpuLine = append(cpuLine, fmt.Sprintf("%s %.1f s", k, d.Seconds()))
 		}
 	}
 	s.add("control plane CPU (/proc, utime+stime)", strings.Join(cpuLine, ", "))
-	benchCPU := (selfAfter - selfBefore).Seconds()
-	s.add("in-process agents + benchmark CPU (getrusage)", fmt.Sprintf("%.1f s (%.1f ms per node; %.2f cores)", benchCPU,
-		benchCPU*1000/float64(nodes), benchCPU/agentsDone.Seconds()))
-	s.add("benchmark process peak RSS (in-process agents, their clients and connections)", mib(float64(peakRSS)))
+	r.benchCPU = (r.selfAfter - r.selfBefore).Seconds()
+	s.add("in-process agents + benchmark CPU (getrusage)", fmt.Sprintf("%.1f s (%.1f ms per node; %.2f cores)", r.benchCPU,
+		r.benchCPU*1000/float64(r.nodes), r.benchCPU/r.agentsDone.Seconds()))
+	s.add("benchmark process peak RSS (in-process agents, their clients and connections)", mib(float64(r.peakRSS)))
+}
 
+// reportNotes says what the run is and is not.
+func (r *scaleRun) reportNotes(s *section) {
 	s.note("The agents run in this process (`agent.New` and `Run` with the installed configuration, as `main` does), each " +
 		"with its own client, bearer token and TLS connection, and a token bound to its own pod, so the admission policy " +
 		"applies as in a cluster. Agent processes would add what the footprint section shows per process (the Go " +
@@ -399,41 +472,60 @@ func benchScale(ctx context.Context, c *harness.Cluster, base config.Config, nod
 		"the agent pods unthrottled; in a cluster the DaemonSet controller creates them, at most kube-controller-manager's " +
 		"--kube-api-qps a second (20 by default: 5000 pods take 250 s), so there the burst's pace is the controller's " +
 		"before it is the API server's.")
+	r.requestNotes(s)
+}
+
+// requestNotes tables the agents' requests, the API server's, and its mean time per request.
+func (r *scaleRun) requestNotes(s *section) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Agent requests of the %s run, counted in each agent's client (every attempt, with its status when not 2xx):\n\n", title)
-	renderCounts(&b, agentReqs, max(verified, 1))
+	fmt.Fprintf(&b, "Agent requests of the %s run, counted in each agent's client (every attempt, with its status when not 2xx):\n\n", r.title)
+	renderCounts(&b, r.agentReqs, max(r.verified, 1))
 	fmt.Fprintf(&b, "\nEvery request the API server served during the %s run (`apiserver_request_total` delta), all clients: "+
 		"the agents', the benchmark's (POST nodes, pods and serviceaccounts/token per node, standing in for the provisioner, the DaemonSet "+
-		"controller and the kubelet; one WATCH of nodes), and the controllers' and scheduler's:\n\n", title)
-	renderCounts(&b, server, nodes)
-	durSum := seriesDelta(before, after, "apiserver_request_duration_seconds_sum")
-	durCount := seriesDelta(before, after, "apiserver_request_duration_seconds_count")
+		"controller and the kubelet; one WATCH of nodes), and the controllers' and scheduler's:\n\n", r.title)
+	renderCounts(&b, r.server, r.nodes)
+	durSum := seriesDelta(r.before, r.after, "apiserver_request_duration_seconds_sum")
+	durCount := seriesDelta(r.before, r.after, "apiserver_request_duration_seconds_count")
 	fmt.Fprintf(&b, "\nThe API server's mean time per request (`apiserver_request_duration_seconds`, from the request's arrival, "+
 		"its queueing in API Priority and Fairness included; watches left out: they last as long as their client keeps them), "+
 		"for the requests it served at least once per ten nodes:\n\n| request | mean |\n| --- | --- |\n")
 	for _, k := range slices.Sorted(maps.Keys(durCount)) {
-		if n := durCount[k]; n >= float64(nodes)/10 && !strings.HasPrefix(k, "WATCH") {
+		if n := durCount[k]; n >= float64(r.nodes)/10 && !strings.HasPrefix(k, "WATCH") {
 			fmt.Fprintf(&b, "| %s | %s |\n", k, ms(time.Duration(durSum[k]/n*float64(time.Second))))
 		}
 	}
 	s.Notes = append(s.Notes, b.String())
+}
+
+// reportEvents: how many released nodes have a Verified Event, with examples of those that
+// have none.
+func (r *scaleRun) reportEvents(ctx context.Context, s *section, res *scaleResult) {
 	res.events = -1
-	if seen, err := verifiedEventNodes(ctx, admin, names); err == nil {
-		n := len(seen)
-		s.verifiedEventsGoal(n, nodes)
-		res.events = n
-		var missing []string
-		for _, name := range names {
-			if _, _, released := nw.times(name); released && !seen[name] && len(missing) < 3 {
-				missing = append(missing, fmt.Sprintf("- %s, its log's lines on Events:\n\n```\n%s\n```", name,
-					linesWith(agents[name].log.Bytes(), "vent", 3)))
-			}
-		}
-		if len(missing) > 0 {
-			s.note("%d released nodes have no Verified Event. For example:", verified-n)
-			s.Notes = append(s.Notes, missing...)
+	seen, err := verifiedEventNodes(ctx, r.admin, r.names)
+	if err != nil {
+		return
+	}
+	n := len(seen)
+	s.verifiedEventsGoal(n, r.nodes)
+	res.events = n
+	var missing []string
+	for _, name := range r.names {
+		if _, _, released := r.nw.times(name); released && !seen[name] && len(missing) < 3 {
+			missing = append(missing, fmt.Sprintf("- %s, its log's lines on Events:\n\n```\n%s\n```", name,
+				linesWith(r.agents[name].log.Bytes(), "vent", 3)))
 		}
 	}
+	if len(missing) > 0 {
+		s.note("%d released nodes have no Verified Event. For example:", r.verified-n)
+		s.Notes = append(s.Notes, missing...)
+	}
+}
+
+// reportFairness: the requests API Priority and Fairness rejected, and how long the agents'
+// requests queued there against how long they ran: queueing with CPU to spare means the
+// priority level's seats, not the machine, set the pace.
+func (r *scaleRun) reportFairness(s *section, res *scaleResult) {
+	before, after := r.before, r.after
 	rejected := after.sum("apiserver_flowcontrol_rejected_requests_total") - before.sum("apiserver_flowcontrol_rejected_requests_total")
 	if rejected == 0 {
 		s.add("requests rejected by API Priority and Fairness (429)", "0")
@@ -458,9 +550,7 @@ func benchScale(ctx context.Context, c *harness.Cluster, base config.Config, nod
 			"puts them all into one flow of one priority level, so a burst beyond that level's seats and queues is "+
 			"rejected, whatever the API server's other capacity.", rejected)
 	}
-	// How long the agents' requests queued in API Priority and Fairness, against how long
-	// they ran: queueing with CPU to spare means the priority level's seats, not the
-	// machine, set the pace.
+	res.rejected = rejected
 	delta := func(name string) float64 {
 		return after.sumWhere(name, "flow_schema", agentFlowSchema) - before.sumWhere(name, "flow_schema", agentFlowSchema)
 	}
@@ -473,23 +563,30 @@ func benchScale(ctx context.Context, c *harness.Cluster, base config.Config, nod
 			fmt.Sprintf("%.0f requests; mean wait in queue %s, mean execution %s", n, ms(time.Duration(wait*float64(time.Second))),
 				ms(time.Duration(exec*float64(time.Second)))))
 	}
-	res.allVerified, res.complete = allVerified, s.Failures == 0
-	res.p50, res.p99 = toVerified.pct(50), toVerified.pct(99)
-	res.successPath, res.meanRequests = fewestTotal, perNode
-	res.serverPerNode, res.apiCPUPerNode = total(server)/float64(nodes), apiCPU/float64(nodes)
-	res.notReported = notReported
-	res.rejected, res.benchCPU, res.peakRunning = rejected, benchCPU, running.peak.Load()
-	for _, e := range errs {
+}
+
+// result fills in what the comparison of scale runs shows.
+func (r *scaleRun) result(s *section, res *scaleResult) {
+	res.allVerified, res.complete = r.allVerified, s.Failures == 0
+	res.p50, res.p99 = r.toVerified.pct(50), r.toVerified.pct(99)
+	res.successPath, res.meanRequests = r.fewestTotal, r.perNode
+	res.serverPerNode, res.apiCPUPerNode = total(r.server)/float64(r.nodes), r.apiCPU/float64(r.nodes)
+	res.notReported = r.notReported
+	res.benchCPU, res.peakRunning = r.benchCPU, r.running.peak.Load()
+}
+
+// reportFailures names the nodes not released and the agents that did not report a release.
+func (r *scaleRun) reportFailures(s *section) {
+	for _, e := range r.errs {
 		s.note("Not released: %s", e)
 	}
-	if notReported > 0 {
+	if r.notReported > 0 {
 		s.note("%d agents released their node (the label was seen, in the same write as the taint's removal) but ended without "+
-			"a `Verified node` line; their own phase times are left out above. For example:", notReported)
-		for _, u := range unreported {
+			"a `Verified node` line; their own phase times are left out above. For example:", r.notReported)
+		for _, u := range r.unreported {
 			s.note("- %s", u)
 		}
 	}
-	return s, res
 }
 
 // scaleResult is what the comparison of scale runs shows.

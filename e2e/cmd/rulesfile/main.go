@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/nodeready/nodeready/e2e/static/alerts"
+	"github.com/nodeready/nodeready/e2e/framework/rules"
 )
 
 func main() {
@@ -16,7 +16,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: rulesfile PROMETHEUSRULE.yaml")
 		os.Exit(2)
 	}
-	out, err := alerts.RuleGroups(os.Args[1])
+	out, err := rules.RuleGroups(os.Args[1])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rulesfile:", err)
 		os.Exit(1)

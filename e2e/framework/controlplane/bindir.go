@@ -14,13 +14,14 @@ import (
 const KubernetesVersion = "v1.36.3"
 
 // FloorKubernetesVersion is the oldest release the README supports, which e2e/build/k8s-1.32/go.mod
-// pins and `scripts/build-control-plane.sh e2e/build/k8s-1.32` builds; e2e/suites/versions runs the
-// core scenarios against it as well as against KubernetesVersion.
+// pins and `scripts/build-control-plane.sh e2e/build/k8s-1.32` builds; make e2e-versions runs the
+// core scenarios against it as well as against KubernetesVersion, and Options.Kubernetes of
+// e2e/framework chooses it for what only it refuses or lacks.
 const FloorKubernetesVersion = "v1.32.5"
 
 // NewestKubernetesVersion is the newest release, newer than the one everything else runs on, which
 // e2e/build/k8s-1.37/go.mod pins and `scripts/build-control-plane.sh e2e/build/k8s-1.37` builds;
-// e2e/suites/versions runs the core scenarios against it too.
+// make e2e-versions runs the core scenarios against it too.
 const NewestKubernetesVersion = "v1.37.2"
 
 // VersionEnv chooses the Kubernetes release every e2e control plane runs that names no

@@ -17,9 +17,9 @@
 //	...
 //	err = f.WaitReleased(ctx, nodes...)
 //
-// Every function returns an error instead of failing a test; StartForTest and
-// NewFleetForTest (testing.go) wrap Start and NewFleet for tests, with cleanup and logs kept
-// after a failure.
+// Every function returns an error instead of failing a test, for the demo and the bench;
+// StartForTest and NewFleetForTest (testing.go) wrap Start and NewFleet for tests, with
+// cleanup and logs kept after a failure. Tests reach them through e2e/framework's Framework.
 //
 // The control plane binaries come from scripts/build-control-plane.sh and the agent from
 // make build; see Options.AgentBinary.

@@ -7,11 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-
 	"github.com/nodeready/nodeready/e2e/framework/process"
 )
 
@@ -99,81 +94,4 @@ func NewFleetForTest(t testing.TB, c *Cluster, name string) *Fleet {
 		f.removeLogs()
 	})
 	return f
-}
-
-// NewFleetWithNodeForTest is NewFleetForTest with one node, <name>-0, added with o; it
-// returns the fleet and the node's name. A failure fails t.
-func NewFleetWithNodeForTest(t testing.TB, c *Cluster, name string, o NodeOptions) (*Fleet, string) {
-	t.Helper()
-	f := NewFleetForTest(t, c, name)
-	node := f.Name() + "-0"
-	if err := f.AddNode(t.Context(), node, o); err != nil {
-		t.Fatal(err)
-	}
-	return f, node
-}
-
-// Poll calls cond every PollInterval until it is done, bounded by WaitTimeout and the test.
-func Poll(t testing.TB, cond wait.ConditionWithContextFunc) error {
-	t.Helper()
-	return poll(t.Context(), cond)
-}
-
-// RequireNode returns the node as the API server has it; a failed read fails t.
-func RequireNode(t testing.TB, c *Cluster, name string) *corev1.Node {
-	t.Helper()
-	n, err := c.Client().CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("get node %s: %v", name, err)
-	}
-	return n
-}
-
-// RequireAgentCondition waits until the node reports the agent's condition with reason;
-// a timeout fails t.
-func RequireAgentCondition(t testing.TB, c *Cluster, node, reason string) corev1.NodeCondition {
-	t.Helper()
-	cond, err := c.WaitAgentCondition(t.Context(), node, reason)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cond
-}
-
-// RequireNodeEvent waits for an Event about the node with the reason (the agent sends
-// Events asynchronously) and returns the first; a timeout fails t.
-func RequireNodeEvent(t testing.TB, c *Cluster, node, reason string) eventsv1.Event {
-	t.Helper()
-	var found []eventsv1.Event
-	err := Poll(t, func(ctx context.Context) (bool, error) {
-		var err error
-		found, err = c.NodeEvents(ctx, node, reason)
-		return err == nil && len(found) > 0, nil
-	})
-	if err != nil {
-		t.Fatalf("no %s Event about node %s: %v", reason, node, err)
-	}
-	return found[0]
-}
-
-// RequireNoNodeEvent fails t when an Event about the node has the reason.
-func RequireNoNodeEvent(t testing.TB, c *Cluster, node, reason string) {
-	t.Helper()
-	found, err := c.NodeEvents(t.Context(), node, reason)
-	if err != nil {
-		t.Fatalf("list %s Events about node %s: %v", reason, node, err)
-	}
-	if len(found) > 0 {
-		t.Fatalf("%d %s Events about node %s, want none: first %q", len(found), reason, node, found[0].Note)
-	}
-}
-
-// RepoRootForTest is FindRepoRoot for a test, which fails without the repository.
-func RepoRootForTest(t testing.TB) string {
-	t.Helper()
-	root, err := FindRepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
 }

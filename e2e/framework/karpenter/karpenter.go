@@ -2,7 +2,7 @@
 // scripts/build-karpenter.sh, against the e2e control plane: its CRDs, a KWOKNodeClass, and
 // NodePools whose startupTaints hold nodeready's taint. Karpenter's kwok provider creates
 // Node objects and nothing else; a harness.Fleet adopts them (Fleet.Adopt) and runs the real
-// agent for every agent pod on them. The tests in e2e/suites/karpenter hold what nodeready
+// agent for every agent pod on them. TestKarpenter in e2e/suites/verify holds what nodeready
 // assumes of Karpenter against Karpenter itself.
 package karpenter
 

@@ -1,6 +1,8 @@
 package alerts
 
 import (
+	"github.com/nodeready/nodeready/e2e/framework/rules"
+
 	"bytes"
 	"os"
 	"os/exec"
@@ -12,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 )
 
 const testFile = "testdata/nodeready_test.yaml"
@@ -23,13 +25,13 @@ const testFile = "testdata/nodeready_test.yaml"
 // re-verification, fail-open). promtool comes from e2e/build/tools/promtool, built by
 // scripts/build-tools.sh (make vet builds it first; here it is found up to date).
 func TestAlerts(t *testing.T) {
-	repo := harness.RepoRootForTest(t)
+	repo := framework.RepoRoot(t)
 	promtool := buildPromtool(t, repo)
 
-	rules, err := RuleGroups(filepath.Join(repo, "manifests", "monitoring", "prometheusrule.yaml"))
+	groups, err := rules.RuleGroups(filepath.Join(repo, "manifests", "monitoring", "prometheusrule.yaml"))
 	require.NoError(t, err)
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), groups, 0o644))
 	tests, err := os.ReadFile(testFile)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, filepath.Base(testFile)), tests, 0o644))
@@ -41,7 +43,7 @@ func TestAlerts(t *testing.T) {
 
 	// Every alert is tested both ways, so an alert added without tests fails here.
 	fires, silent := testedAlerts(t, tests)
-	for _, name := range alertNames(t, rules) {
+	for _, name := range alertNames(t, groups) {
 		assert.Contains(t, fires, name, "no test has %s fire", name)
 		assert.Contains(t, silent, name, "no test has %s stay silent", name)
 	}
@@ -57,7 +59,7 @@ spec:
   group:
     - name: x
 `), 0o644))
-	_, err := RuleGroups(path)
+	_, err := rules.RuleGroups(path)
 	assert.ErrorContains(t, err, "unknown field")
 }
 

@@ -1,4 +1,4 @@
-package chart
+package chart_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -15,7 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
+	"github.com/nodeready/nodeready/e2e/framework/chart"
 	"github.com/nodeready/nodeready/internal/config/configtest"
 )
 
@@ -42,7 +42,7 @@ var notValues = map[string]string{
 func TestChartRefusesWhatTheAgentRefuses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "refusals.json")
 	cmd := exec.CommandContext(t.Context(), "go", "test", "-count=1", "./internal/config/")
-	cmd.Dir = harness.RepoRootForTest(t)
+	cmd.Dir = framework.RepoRoot(t)
 	cmd.Env = append(os.Environ(), "NODEREADY_REFUSALS="+path)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "the configuration's tests: %s", out)
@@ -64,9 +64,9 @@ func TestChartRefusesWhatTheAgentRefuses(t *testing.T) {
 			if _, ok := notValues[name]; ok {
 				continue
 			}
-			s, ok := settings[name]
+			arg, ok := chart.SetJSON(name, value)
 			require.True(t, ok, "%s: %s has no chart value and no reason in notValues", c.Test, name)
-			flags = append(flags, "--set-json", "config."+s.value+"="+typedValue(t, s.kind, value))
+			flags = append(flags, "--set-json", arg)
 		}
 		asked++
 		out, err := template(t, flags...)
@@ -75,7 +75,7 @@ func TestChartRefusesWhatTheAgentRefuses(t *testing.T) {
 		}
 		// The chart rendered it: what does the agent say of the ConfigMap it rendered? (A
 		// case may leave unset what the chart always sets, such as RETRY_BACKOFF_BASE.)
-		cm := decode[corev1.ConfigMap](t, ParseObjects(t, "helm template", []byte(out)), "v1 ConfigMap "+harness.Namespace+"/nodeready-config")
+		cm := decode[corev1.ConfigMap](t, chart.ParseObjects(t, "helm template", []byte(out)), "v1 ConfigMap "+framework.Namespace+"/nodeready-config")
 		env := map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1"}
 		maps.Copy(env, cm.Data)
 		if _, err := configtest.Load(t, env, false); err != nil {
@@ -84,34 +84,6 @@ func TestChartRefusesWhatTheAgentRefuses(t *testing.T) {
 	}
 	t.Logf("%d refusals asked of the chart; not asked, as the chart takes no value for them: %v", asked, skipped)
 	assert.Empty(t, accepted, "the chart accepts what the agent refuses")
-}
-
-// typedValue is value as JSON of the chart value's kind; a value that is no such thing
-// goes as the string it is, for the schema to refuse.
-func typedValue(t *testing.T, k kind, value string) string {
-	t.Helper()
-	var typed any = value
-	switch k {
-	case list:
-		items := []string{}
-		for item := range strings.SplitSeq(value, ",") {
-			if item = strings.TrimSpace(item); item != "" {
-				items = append(items, item)
-			}
-		}
-		typed = items
-	case number:
-		if n, err := strconv.Atoi(value); err == nil && strconv.Itoa(n) == value {
-			typed = n
-		}
-	case boolean:
-		if b, err := strconv.ParseBool(value); err == nil {
-			typed = b
-		}
-	}
-	js, err := json.Marshal(typed)
-	require.NoError(t, err)
-	return string(js)
 }
 
 // TestChartAcceptsWhatTheAgentAccepts: the refusals above are no wider than the agent's:
@@ -135,12 +107,13 @@ func TestChartAcceptsWhatTheAgentAccepts(t *testing.T) {
 		t.Run(fmt.Sprint(set), func(t *testing.T) {
 			var flags []string
 			for name, value := range set {
-				s := settings[name]
-				flags = append(flags, "--set-json", "config."+s.value+"="+typedValue(t, s.kind, value))
+				arg, ok := chart.SetJSON(name, value)
+				require.True(t, ok, name)
+				flags = append(flags, "--set-json", arg)
 			}
 			out, err := template(t, flags...)
 			require.NoError(t, err)
-			cm := decode[corev1.ConfigMap](t, ParseObjects(t, "helm template", []byte(out)), "v1 ConfigMap "+harness.Namespace+"/nodeready-config")
+			cm := decode[corev1.ConfigMap](t, chart.ParseObjects(t, "helm template", []byte(out)), "v1 ConfigMap "+framework.Namespace+"/nodeready-config")
 			env := map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1"}
 			maps.Copy(env, cm.Data)
 			_, err = configtest.Load(t, env, false)

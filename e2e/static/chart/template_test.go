@@ -1,6 +1,8 @@
-package chart
+package chart_test
 
 import (
+	"github.com/nodeready/nodeready/e2e/framework/chart"
+
 	"maps"
 	"os"
 	"path/filepath"
@@ -18,7 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -28,32 +30,32 @@ import (
 // `kubectl apply -f manifests/`. The comparisons check each and then leave them out.
 func helmLabels(t *testing.T) map[string]string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(Dir(t), "Chart.yaml"))
+	data, err := os.ReadFile(filepath.Join(chart.Dir(t), "Chart.yaml"))
 	require.NoError(t, err)
-	var chart struct{ Name, Version, AppVersion string }
-	require.NoError(t, yaml.Unmarshal(data, &chart))
+	var meta struct{ Name, Version, AppVersion string }
+	require.NoError(t, yaml.Unmarshal(data, &meta))
 	return map[string]string{
-		"app.kubernetes.io/instance":   Release,
+		"app.kubernetes.io/instance":   chart.Release,
 		"app.kubernetes.io/managed-by": "Helm",
-		"app.kubernetes.io/version":    chart.AppVersion,
-		"helm.sh/chart":                chart.Name + "-" + chart.Version,
+		"app.kubernetes.io/version":    meta.AppVersion,
+		"helm.sh/chart":                meta.Name + "-" + meta.Version,
 	}
 }
 
 // template renders the chart as `helm install -n kube-system` would, with the given flags.
 func template(t *testing.T, flags ...string) (string, error) {
 	t.Helper()
-	args := append([]string{"template", Release, Dir(t), "--namespace", harness.Namespace}, flags...)
-	return RunHelm(t, args...)
+	args := append([]string{"template", chart.Release, chart.Dir(t), "--namespace", framework.Namespace}, flags...)
+	return chart.RunHelm(t, args...)
 }
 
 // render runs helm template with the flags and returns its objects with helmLabels checked
 // and removed.
-func render(t *testing.T, flags ...string) map[string]Object {
+func render(t *testing.T, flags ...string) map[string]chart.Object {
 	t.Helper()
 	out, err := template(t, flags...)
 	require.NoError(t, err)
-	objects := ParseObjects(t, "helm template", []byte(out))
+	objects := chart.ParseObjects(t, "helm template", []byte(out))
 	want := helmLabels(t)
 	for key, o := range objects {
 		labels, _ := o["metadata"].(map[string]any)["labels"].(map[string]any)
@@ -66,7 +68,7 @@ func render(t *testing.T, flags ...string) map[string]Object {
 }
 
 // assertSameObjects holds got to exactly the objects of want, field by field.
-func assertSameObjects(t *testing.T, want, got map[string]Object) {
+func assertSameObjects(t *testing.T, want, got map[string]chart.Object) {
 	t.Helper()
 	assert.ElementsMatch(t, slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(got)), "objects")
 	for k, w := range want {
@@ -79,7 +81,7 @@ func assertSameObjects(t *testing.T, want, got map[string]Object) {
 // TestDefaultsRenderManifests: with default values the chart renders exactly the objects of
 // manifests/*.yaml, which `kubectl apply -f manifests/` installs.
 func TestDefaultsRenderManifests(t *testing.T) {
-	assertSameObjects(t, ManifestObjects(t, "*.yaml"), render(t))
+	assertSameObjects(t, chart.ManifestObjects(t, "*.yaml"), render(t))
 }
 
 // TestSwitches: each switch adds exactly the objects of its optional part of manifests/.
@@ -100,7 +102,7 @@ func TestSwitches(t *testing.T) {
 		{"all", allSwitches, []string{"gates/*.yaml", "replace-node/*.yaml", "node-creation/*.yaml", "label-to-taint/*.yaml", "monitoring/*.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assertSameObjects(t, ManifestObjects(t, append([]string{"*.yaml"}, tc.files...)...), render(t, tc.flags...))
+			assertSameObjects(t, chart.ManifestObjects(t, append([]string{"*.yaml"}, tc.files...)...), render(t, tc.flags...))
 		})
 	}
 }
@@ -116,7 +118,7 @@ var allSwitches = []string{
 func TestLint(t *testing.T) {
 	for name, flags := range map[string][]string{"defaults": nil, "every switch on": allSwitches} {
 		t.Run(name, func(t *testing.T) {
-			out, err := RunHelm(t, append([]string{"lint", "--strict", Dir(t)}, flags...)...)
+			out, err := chart.RunHelm(t, append([]string{"lint", "--strict", chart.Dir(t)}, flags...)...)
 			require.NoError(t, err, out)
 			assert.Contains(t, out, "1 chart(s) linted, 0 chart(s) failed")
 		})
@@ -126,18 +128,19 @@ func TestLint(t *testing.T) {
 // TestSettingsCoverConfigMap: the settings table, the ConfigMap of manifests/, values.yaml's
 // config and the schema's config name the same settings, and the schema requires each.
 func TestSettingsCoverConfigMap(t *testing.T) {
+	settings := chart.Values()
 	var values []string
-	for _, s := range settings {
-		values = append(values, s.value)
+	for _, v := range settings {
+		values = append(values, v)
 	}
-	cm := ManifestObjects(t, "02-configmap.yaml")["v1 ConfigMap kube-system/nodeready-config"]
+	cm := chart.ManifestObjects(t, "02-configmap.yaml")["v1 ConfigMap kube-system/nodeready-config"]
 	require.NotNil(t, cm)
 	assert.ElementsMatch(t, slices.Collect(maps.Keys(cm["data"].(map[string]any))), slices.Collect(maps.Keys(settings)))
 
 	var chartValues struct {
 		Config map[string]any `json:"config"`
 	}
-	data, err := os.ReadFile(filepath.Join(Dir(t), "values.yaml"))
+	data, err := os.ReadFile(filepath.Join(chart.Dir(t), "values.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, yaml.Unmarshal(data, &chartValues))
 	assert.ElementsMatch(t, values, slices.Collect(maps.Keys(chartValues.Config)), "values.yaml config")
@@ -150,7 +153,7 @@ func TestSettingsCoverConfigMap(t *testing.T) {
 			} `json:"config"`
 		} `json:"properties"`
 	}
-	data, err = os.ReadFile(filepath.Join(Dir(t), "values.schema.json"))
+	data, err = os.ReadFile(filepath.Join(chart.Dir(t), "values.schema.json"))
 	require.NoError(t, err)
 	require.NoError(t, yaml.Unmarshal(data, &schema))
 	assert.ElementsMatch(t, values, slices.Collect(maps.Keys(schema.Properties.Config.Properties)), "values.schema.json config")
@@ -218,7 +221,7 @@ func TestBadValuesFail(t *testing.T) {
 }
 
 // decode converts a parsed object into its API type.
-func decode[T any](t *testing.T, objects map[string]Object, key string) *T {
+func decode[T any](t *testing.T, objects map[string]chart.Object, key string) *T {
 	t.Helper()
 	o, ok := objects[key]
 	require.True(t, ok, "no %s among %v", key, slices.Sorted(maps.Keys(objects)))
@@ -339,10 +342,10 @@ func assertVariables(t *testing.T, got []admissionv1.Variable, want map[string]s
 // endpoints and dns checks follow the Services the values name.
 func TestNamespaceFollowsRelease(t *testing.T) {
 	const ns = "nodeready-system"
-	out, err := RunHelm(t, "template", Release, Dir(t), "--namespace", ns, "--set", "replaceNode.enabled=true",
+	out, err := chart.RunHelm(t, "template", chart.Release, chart.Dir(t), "--namespace", ns, "--set", "replaceNode.enabled=true",
 		"--set", "config.endpointsService=backends/api", "--set", "config.clusterDNSService=dns/coredns")
 	require.NoError(t, err)
-	objects := ParseObjects(t, "helm template", []byte(out))
+	objects := chart.ParseObjects(t, "helm template", []byte(out))
 
 	for _, key := range []string{"v1 ServiceAccount " + ns + "/nodeready", "v1 ConfigMap " + ns + "/nodeready-config", "apps/v1 DaemonSet " + ns + "/nodeready"} {
 		assert.Contains(t, objects, key)

@@ -1,6 +1,8 @@
-package kustomize
+package kustomize_test
 
 import (
+	"github.com/nodeready/nodeready/e2e/framework/kustomize"
+
 	"bytes"
 	"errors"
 	"io"
@@ -16,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -25,7 +27,7 @@ import (
 // objects of its folder, so the kustomization files list every file and there is one copy
 // of each object.
 func TestBaseIsManifests(t *testing.T) {
-	repo := harness.RepoRootForTest(t)
+	repo := framework.RepoRoot(t)
 	for dir, leftOut := range map[string][]string{
 		"manifests":                nil,
 		"manifests/gates":          nil,
@@ -44,14 +46,14 @@ func TestBaseIsManifests(t *testing.T) {
 
 // TestOverlays renders every overlay in kustomize/ and checks what each changes.
 func TestOverlays(t *testing.T) {
-	repo := harness.RepoRootForTest(t)
+	repo := framework.RepoRoot(t)
 	base := render(t, filepath.Join(repo, "manifests"))
 	overlays := filepath.Join(repo, "kustomize")
 
 	t.Run("image", func(t *testing.T) {
 		objs := render(t, filepath.Join(overlays, "image"))
 		assert.ElementsMatch(t, ids(base), ids(objs))
-		assert.Equal(t, []string{NewImage}, images(t, objs))
+		assert.Equal(t, []string{kustomize.NewImage}, images(t, objs))
 	})
 	t.Run("namespace", func(t *testing.T) {
 		objs := render(t, filepath.Join(overlays, "namespace"))
@@ -91,15 +93,15 @@ func TestOverlays(t *testing.T) {
 	})
 	t.Run("example: image, namespace and keys with the optional parts", func(t *testing.T) {
 		objs := render(t, filepath.Join(overlays, "example"))
-		assert.Equal(t, []string{NewImage}, images(t, objs))
+		assert.Equal(t, []string{kustomize.NewImage}, images(t, objs))
 		assertNamespace(t, objs, base)
 		assertKeys(t, objs)
 		// The taint at node creation is the new one, and label-to-taint leaves it alone.
 		mp := find(t, objs, "MutatingAdmissionPolicy", "nodeready-startup-taint")
-		assert.Equal(t, "'"+NewTaint+"'", variable(t, mp, "taintKey"))
+		assert.Equal(t, "'"+kustomize.NewTaint+"'", variable(t, mp, "taintKey"))
 		assert.Equal(t, "'NoSchedule'", variable(t, mp, "taintEffect"))
 		l2t := find(t, objs, "MutatingAdmissionPolicy", "nodeready-label-to-taint")
-		assert.Equal(t, "'"+NewTaint+"'", variable(t, l2t, "startupTaintKey"))
+		assert.Equal(t, "'"+kustomize.NewTaint+"'", variable(t, l2t, "startupTaintKey"))
 	})
 	t.Run("label-to-taint: the policy with a list of rules", func(t *testing.T) {
 		objs := render(t, filepath.Join(overlays, "label-to-taint"))
@@ -114,16 +116,16 @@ func TestOverlays(t *testing.T) {
 	})
 
 	t.Run("a namePrefix and another namespace: the policies still guard the agent's ServiceAccount", func(t *testing.T) {
-		objs := render(t, PrefixedOverlay(t, repo))
+		objs := render(t, kustomize.PrefixedOverlay(t, repo))
 		sa := find(t, objs, "ServiceAccount", "prod-nodeready")
-		assert.Equal(t, NewNamespace, sa.GetNamespace())
+		assert.Equal(t, kustomize.NewNamespace, sa.GetNamespace())
 		// The policies guard whoever holds the agent's ClusterRole: its binding names the
 		// renamed ServiceAccount where it moved, and no policy names it itself.
 		binding := find(t, objs, "ClusterRoleBinding", "prod-nodeready")
 		role, _, _ := unstructured.NestedString(binding.Object, "roleRef", "name")
 		assert.Equal(t, "prod-nodeready", role)
 		subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
-		assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": "prod-nodeready", "namespace": NewNamespace}}, subjects)
+		assert.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": "prod-nodeready", "namespace": kustomize.NewNamespace}}, subjects)
 		rules, _, _ := unstructured.NestedSlice(find(t, objs, "ClusterRole", "prod-nodeready").Object, "rules")
 		assert.Contains(t, rules, map[string]any{"apiGroups": []any{"node-ready.io"}, "resources": []any{"agents"}, "verbs": []any{"verify"}})
 		for _, o := range objs {
@@ -144,11 +146,11 @@ func TestOverlays(t *testing.T) {
 	}
 }
 
-// assertNamespace: what belongs to the agent moved to NewNamespace with everything that names
+// assertNamespace: what belongs to the agent moved to kustomize.NewNamespace with everything that names
 // its ServiceAccount; the Roles stay where what they grant lives; nothing else changed.
 func assertNamespace(t *testing.T, objs, base []*unstructured.Unstructured) {
 	t.Helper()
-	ns := find(t, objs, "Namespace", NewNamespace)
+	ns := find(t, objs, "Namespace", kustomize.NewNamespace)
 	assert.Equal(t, "nodeready", ns.GetLabels()["app.kubernetes.io/name"])
 	stay := map[string]string{ // Role name -> namespace
 		"nodeready-endpoints":   "default",
@@ -160,13 +162,13 @@ func assertNamespace(t *testing.T, objs, base []*unstructured.Unstructured) {
 		case o.GetKind() == "Role" || o.GetKind() == "RoleBinding":
 			assert.Equal(t, stay[o.GetName()], o.GetNamespace(), "%s %s stays", o.GetKind(), o.GetName())
 		case o.GetNamespace() != "":
-			assert.Equal(t, NewNamespace, o.GetNamespace(), "%s %s moves", o.GetKind(), o.GetName())
+			assert.Equal(t, kustomize.NewNamespace, o.GetNamespace(), "%s %s moves", o.GetKind(), o.GetName())
 		}
 		if o.GetKind() == "RoleBinding" || o.GetKind() == "ClusterRoleBinding" {
 			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
 			require.NotEmpty(t, subjects)
 			for _, s := range subjects {
-				assert.Equal(t, NewNamespace, s.(map[string]any)["namespace"], "subject of %s %s", o.GetKind(), o.GetName())
+				assert.Equal(t, kustomize.NewNamespace, s.(map[string]any)["namespace"], "subject of %s %s", o.GetKind(), o.GetName())
 			}
 		}
 	}
@@ -195,8 +197,8 @@ func assertKeys(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
 	cm := find(t, objs, "ConfigMap", "nodeready-config")
 	data := cm.Object["data"].(map[string]any)
-	assert.Equal(t, NewLabel, data["VERIFIED_LABEL"])
-	assert.Equal(t, NewTaint, data["TAINT_KEY"])
+	assert.Equal(t, kustomize.NewLabel, data["VERIFIED_LABEL"])
+	assert.Equal(t, kustomize.NewTaint, data["TAINT_KEY"])
 	assert.Equal(t, "true", data["TAINT_VALUE"])
 	assert.Equal(t, "NoSchedule", data["TAINT_EFFECT"])
 
@@ -210,11 +212,11 @@ func assertKeys(t *testing.T, objs []*unstructured.Unstructured) {
 			doesNotExist = append(doesNotExist, e.(map[string]any)["key"])
 		}
 	}
-	assert.Equal(t, []any{NewLabel}, doesNotExist)
+	assert.Equal(t, []any{kustomize.NewLabel}, doesNotExist)
 
 	vap := find(t, objs, "ValidatingAdmissionPolicy", "nodeready-own-node")
-	assert.Equal(t, "'"+NewLabel+"'", variable(t, vap, "labelKey"))
-	assert.Equal(t, "'"+NewTaint+"'", variable(t, vap, "taintKey"))
+	assert.Equal(t, "'"+kustomize.NewLabel+"'", variable(t, vap, "labelKey"))
+	assert.Equal(t, "'"+kustomize.NewTaint+"'", variable(t, vap, "taintKey"))
 	assert.Equal(t, "'NoSchedule'", variable(t, vap, "taintEffect"))
 
 	// No place was missed: the shipped keys are nowhere in the objects (the condition type
@@ -227,7 +229,7 @@ func assertKeys(t *testing.T, objs []*unstructured.Unstructured) {
 func render(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(KubectlPath(t), "kustomize", dir)
+	cmd := exec.Command(kustomize.KubectlPath(t), "kustomize", dir)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "kubectl kustomize %s:\n%s", dir, stderr.String())
 	return decode(t, &stdout, dir)

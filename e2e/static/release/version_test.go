@@ -13,7 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/mod/semver"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 )
 
@@ -41,11 +41,11 @@ func releaseVersion(t *testing.T, root string) string {
 // image at the version in VERSION, the tag the release workflow pushes, and nothing names
 // an image by :latest, a tag no release publishes.
 func TestOneVersion(t *testing.T) {
-	root := harness.RepoRootForTest(t)
+	root := framework.RepoRoot(t)
 	version := releaseVersion(t, root)
 	want := imageRepo + ":" + version
 
-	assert.Equal(t, want, harness.AgentImage, "e2e/framework/harness AgentImage")
+	assert.Equal(t, want, framework.AgentImage, "e2e/framework/harness AgentImage")
 	assert.Equal(t, imageRepo, kubelet.DefaultAgentImage, "e2e/framework/kubelet DefaultAgentImage")
 
 	// The DaemonSet that `kubectl apply -f manifests/` installs, container by container.

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 )
 
 // workflow is the part of a GitHub Actions workflow these tests read.
@@ -50,7 +50,7 @@ func readWorkflow(t *testing.T, root, name string) workflow {
 // with its SBOM attested, and the chart; a tag other than VERSION's is refused before anything
 // is built. The refusing step's own script is run here with both kinds of tag.
 func TestReleaseWorkflow(t *testing.T) {
-	root := harness.RepoRootForTest(t)
+	root := framework.RepoRoot(t)
 	version := releaseVersion(t, root)
 	w := readWorkflow(t, root, "release.yml")
 
@@ -131,7 +131,7 @@ func refuse(t *testing.T, root, script, version string) {
 // so. Run in a scratch repository holding the Makefile and VERSION, with make -n (prints the
 // commands, runs nothing).
 func TestMakeImageOnReleaseTag(t *testing.T) {
-	root := harness.RepoRootForTest(t)
+	root := framework.RepoRoot(t)
 	version := releaseVersion(t, root)
 	dir := t.TempDir()
 	for _, f := range []string{"Makefile", "VERSION"} {

@@ -1,8 +1,3 @@
-// Package admission proves on a real API server that the optional
-// MutatingAdmissionPolicies in manifests/node-creation/ put the taint on new
-// nodes, and only on the nodes they select, and that manifests/label-to-taint/
-// keeps a taint in step with a label both ways. Every manifest is applied with
-// kubectl as shipped, and every assertion reads the Node back from the API.
 package admission
 
 import (
@@ -27,8 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
-	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/promtext"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -53,7 +48,7 @@ type nodeCase struct {
 }
 
 func TestStartupTaintPolicy(t *testing.T) {
-	cp := controlplane.StartForTest(t)
+	cp := framework.New(t, framework.Options{ControlPlaneOnly: true}).ControlPlane()
 	admin := cp.Client()
 	requireMutatingAdmissionPolicyV1(t, admin)
 
@@ -182,9 +177,9 @@ func TestStartupTaintPolicy(t *testing.T) {
 // created without any taint, the case in which the policy must create the
 // taint list rather than append to it.
 func TestLabelToTaintPolicy(t *testing.T) {
-	cp := controlplane.StartForTestWith(t, controlplane.Options{
+	cp := framework.New(t, framework.Options{ControlPlaneOnly: true, Cluster: framework.ClusterOptions{ControlPlane: controlplane.Options{
 		APIServerArgs: []string{"--disable-admission-plugins=TaintNodesByCondition"},
-	})
+	}}}).ControlPlane()
 	admin := cp.Client()
 	requireMutatingAdmissionPolicyV1(t, admin)
 	plain, err := admin.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "plain"}},
@@ -311,7 +306,7 @@ func TestLabelToTaintPolicy(t *testing.T) {
 // pairs, each kept in step with its label, and a rule that names nodeready's startup taint
 // is never applied.
 func TestLabelToTaintRules(t *testing.T) {
-	cp := controlplane.StartForTest(t)
+	cp := framework.New(t, framework.Options{ControlPlaneOnly: true}).ControlPlane()
 	admin := cp.Client()
 	requireMutatingAdmissionPolicyV1(t, admin)
 	installLabelToTaint(t, cp, "-k", filepath.Join("..", "..", "..", "kustomize", "label-to-taint"))
@@ -340,17 +335,17 @@ func TestLabelToTaintRules(t *testing.T) {
 // with nodeready's agent. A node created with the label gets both taints; the agent's
 // release removes only the startup taint, and the policy puts nothing back, then or later.
 func TestLabelToTaintWithTheAgent(t *testing.T) {
-	c := harness.StartForTest(t, harness.Options{})
-	cp := c.ControlPlane()
-	admin := c.Client()
+	fw := framework.New(t, framework.Options{})
+	cp := fw.ControlPlane()
+	admin := fw.Client()
 	requireMutatingAdmissionPolicyV1(t, admin)
 	installLabelToTaint(t, cp, filepath.Join("..", "..", "..", "manifests", "label-to-taint"))
 	install(t, cp, "startup-taint.yaml", nil)
 
 	// Registered without taints of its own: both come from the policies.
-	f := harness.NewFleetForTest(t, c, "l2t")
+	f := fw.NewFleet("l2t")
 	const name = "l2t-ci"
-	require.NoError(t, f.AddNode(t.Context(), name, harness.NodeOptions{Labels: dedicated, Untainted: true}))
+	require.NoError(t, f.AddNode(t.Context(), name, framework.NodeOptions{Labels: dedicated, Untainted: true}))
 	created := getNode(t, admin, name)
 	require.Contains(t, created.Spec.Taints, ciTaint, "label-to-taint.yaml at creation")
 	require.Equal(t, 1, countStartupTaints(created.Spec.Taints), "startup-taint.yaml at creation")

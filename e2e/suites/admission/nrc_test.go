@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -36,16 +36,16 @@ var ruleTaint = corev1.Taint{Key: "readiness.k8s.io/nodeready-verified", Value: 
 // labelled without the condition would be held with nobody to say why), and the rule is
 // the only one that removes its taint.
 func TestTaintOwnerExternal(t *testing.T) {
-	c := harness.StartForTest(t, harness.Options{})
-	admin := c.Client()
-	f := harness.NewFleetForTest(t, c, "nrc")
-	rule := startRuleStandIn(t, admin, labels.SelectorFromSet(labels.Set{harness.FleetLabel: f.Name()}), ruleTaint)
+	fw := framework.New(t, framework.Options{})
+	admin := fw.Client()
+	f := fw.NewFleet("nrc")
+	rule := startRuleStandIn(t, admin, labels.SelectorFromSet(labels.Set{framework.FleetLabel: f.Name()}), ruleTaint)
 
 	env := map[string]string{"TAINT_OWNER": "external", "TAINT_KEY": ruleTaint.Key, "TAINT_VALUE": ruleTaint.Value,
 		"MAX_RETRIES": "2", "RETRY_BACKOFF_BASE": "200ms", "RETRY_BACKOFF_MAX": "1s"}
 	const passes, fails = "nrc-passes", "nrc-fails"
 	versions := map[string]func() []*corev1.Node{passes: recordNodes(t, admin, passes), fails: recordNodes(t, admin, fails)}
-	held := harness.NodeOptions{Untainted: true, Taints: []corev1.Taint{ruleTaint}, Env: env}
+	held := framework.NodeOptions{Untainted: true, Taints: []corev1.Taint{ruleTaint}, Env: env}
 	require.NoError(t, f.AddNode(t.Context(), passes, held))
 	held.BrokenDNS = true
 	require.NoError(t, f.AddNode(t.Context(), fails, held))
@@ -53,7 +53,7 @@ func TestTaintOwnerExternal(t *testing.T) {
 	waitRuleReleased(t, admin, passes)
 	require.NoError(t, f.WaitAgentsGone(t.Context(), passes), "the agent ends through the label")
 
-	cond, err := c.WaitAgentCondition(t.Context(), fails, string(wellknown.ChecksFailed))
+	cond, err := fw.Cluster().WaitAgentCondition(t.Context(), fails, string(wellknown.ChecksFailed))
 	require.NoError(t, err)
 	assert.Equal(t, corev1.ConditionFalse, cond.Status)
 	n := getNode(t, admin, fails)
@@ -67,12 +67,12 @@ func TestTaintOwnerExternal(t *testing.T) {
 	assert.ElementsMatch(t, []string{passes, fails}, rule.removals(), "the rule removes each node's taint once")
 	for name, seen := range versions {
 		for _, v := range seen() {
-			cond := harness.AgentCondition(v)
+			cond := framework.AgentCondition(v)
 			verified := cond != nil && cond.Status == corev1.ConditionTrue
 			_, labelled := v.Labels[wellknown.VerifiedLabel]
 			assert.False(t, labelled && !verified, "node %s labelled before its condition is True (resourceVersion %s)", name, v.ResourceVersion)
 			assert.False(t, !hasTaint(v.Spec.Taints, ruleTaint) && !verified, "node %s lost the rule's taint before its condition is True (resourceVersion %s)", name, v.ResourceVersion)
-			assert.Subset(t, v.Spec.Taints, harness.ForeignTaints, "node %s lost another owner's taint (resourceVersion %s)", name, v.ResourceVersion)
+			assert.Subset(t, v.Spec.Taints, framework.ForeignTaints, "node %s lost another owner's taint (resourceVersion %s)", name, v.ResourceVersion)
 		}
 		t.Logf("node %s: %d versions seen", name, len(seen()))
 	}
@@ -83,17 +83,17 @@ func TestTaintOwnerExternal(t *testing.T) {
 func waitRuleReleased(t *testing.T, c kubernetes.Interface, name string) {
 	t.Helper()
 	var last *corev1.Node
-	err := wait.PollUntilContextTimeout(t.Context(), harness.PollInterval, harness.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), framework.PollInterval, framework.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 		n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
 		last = n
-		cond := harness.AgentCondition(n)
+		cond := framework.AgentCondition(n)
 		return n.Labels[wellknown.VerifiedLabel] == "true" && cond != nil && cond.Status == corev1.ConditionTrue &&
 			!hasTaint(n.Spec.Taints, ruleTaint), nil
 	})
-	require.NoError(t, err, "node %s not released by the rule; last seen %v %v %+v", name, last.GetLabels(), taintsOf(last), harness.AgentCondition(last))
+	require.NoError(t, err, "node %s not released by the rule; last seen %v %v %+v", name, last.GetLabels(), taintsOf(last), framework.AgentCondition(last))
 }
 
 func taintsOf(n *corev1.Node) []corev1.Taint {
@@ -140,7 +140,7 @@ func (r *ruleStandIn) reconcile(ctx context.Context, c kubernetes.Interface, n *
 	r.mu.Lock()
 	done := r.done[n.Name]
 	r.mu.Unlock()
-	cond := harness.AgentCondition(n)
+	cond := framework.AgentCondition(n)
 	if done || cond == nil || cond.Status != corev1.ConditionTrue {
 		return
 	}

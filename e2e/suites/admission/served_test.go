@@ -14,8 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nodeready/nodeready/e2e/framework/controlplane"
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 )
 
 // The DaemonSet controller creates pods within a second or two of a node's creation.
@@ -28,7 +27,7 @@ const (
 // nodeready serves, Linux nodes that run pods from images: a node the DaemonSet controller
 // gives no agent pod must not get the startup taint either, as nothing would remove it.
 func TestServedNodes(t *testing.T) {
-	cp := controlplane.StartForTest(t)
+	cp := framework.New(t, framework.Options{ControlPlaneOnly: true}).ControlPlane()
 	admin := cp.Client()
 	requireMutatingAdmissionPolicyV1(t, admin)
 	kubectl(t, cp, "apply", "-f", filepath.Join("..", "..", "..", "manifests"))
@@ -82,7 +81,7 @@ func TestServedNodes(t *testing.T) {
 		}
 		byNode = map[string]int{}
 		for _, p := range pods.Items {
-			byNode[harness.PodNode(&p)]++
+			byNode[framework.PodNode(&p)]++
 		}
 		for _, n := range served {
 			if byNode[n.name] == 0 {

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
-	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -31,9 +31,9 @@ var (
 // any write to another taint is e2e/suites/security's; here its extraTaints is what lets the
 // release through.)
 func TestSeveralStartupTaints(t *testing.T) {
-	c := harness.StartForTest(t, harness.Options{})
-	cp := c.ControlPlane()
-	admin := c.Client()
+	fw := framework.New(t, framework.Options{})
+	cp := fw.ControlPlane()
+	admin := fw.Client()
 	requireMutatingAdmissionPolicyV1(t, admin)
 	applyWithExtraTaints(t, cp, filepath.Join("manifests", "04-admission-policy.yaml"), "['readiness.k8s.io/nodeready-unverified:NoSchedule']")
 	applyWithExtraTaints(t, cp, filepath.Join("manifests", "node-creation", "startup-taint.yaml"),
@@ -42,8 +42,8 @@ func TestSeveralStartupTaints(t *testing.T) {
 
 	const name = "two-taints"
 	versions := recordNodes(t, admin, name)
-	f := harness.NewFleetForTest(t, c, "taints")
-	require.NoError(t, f.AddNode(t.Context(), name, harness.NodeOptions{Untainted: true, Taints: []corev1.Taint{foreignReadinessTaint},
+	f := fw.NewFleet("taints")
+	require.NoError(t, f.AddNode(t.Context(), name, framework.NodeOptions{Untainted: true, Taints: []corev1.Taint{foreignReadinessTaint},
 		Env: map[string]string{"EXTRA_TAINTS": "readiness.k8s.io/nodeready-unverified=true:NoSchedule", "REVERIFY_TAINT": "true"}}))
 	created := getNode(t, admin, name)
 	assert.Subset(t, created.Spec.Taints, []corev1.Taint{startupTaint, readinessTaint, foreignReadinessTaint}, "at creation")
@@ -56,7 +56,7 @@ func TestSeveralStartupTaints(t *testing.T) {
 
 	// Re-verification (REVERIFY_TAINT=true): the label removed once the first agent is gone.
 	require.NoError(t, f.WaitAgentsGone(t.Context(), name))
-	_, err := c.Kubectl(t.Context(), "label", "node", name, wellknown.VerifiedLabel+"-")
+	_, err := fw.Kubectl("label", "node", name, wellknown.VerifiedLabel+"-")
 	require.NoError(t, err)
 	require.NoError(t, f.WaitReleased(t.Context(), name))
 	assert.Contains(t, getNode(t, admin, name).Spec.Taints, foreignReadinessTaint, "the other controller's taint stays through the re-verification")

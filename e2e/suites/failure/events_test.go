@@ -15,7 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -24,21 +24,21 @@ const noteLimit = 1024
 
 // testCheckFailedPerCheck: with three failing checks the API holds three CheckFailed Events,
 // one per check, each naming its check, each seen once.
-func testCheckFailedPerCheck(t *testing.T, c *harness.Cluster) {
+func testCheckFailedPerCheck(t *testing.T, fw *framework.Framework) {
 	ctx := t.Context()
-	f := harness.NewFleetForTest(t, c, "perchecks")
+	f := fw.NewFleet("perchecks")
 	node := f.Name() + "-0"
-	names := []string{harness.DNSName, "a.nodeready.example", "b.nodeready.example"}
-	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{BrokenDNS: true, Env: map[string]string{
+	names := []string{framework.DNSName, "a.nodeready.example", "b.nodeready.example"}
+	require.NoError(t, f.AddNode(ctx, node, framework.NodeOptions{BrokenDNS: true, Env: map[string]string{
 		"DNS_TEST_DOMAINS": strings.Join(names, ","),
 		"MAX_RETRIES":      "2",
 	}}))
-	harness.RequireNodeEvent(t, c, node, "VerificationFailed")
+	fw.WaitEvent(node, "VerificationFailed")
 
 	var found []eventsv1.Event
-	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
+	err := framework.Poll(t, func(ctx context.Context) (bool, error) {
 		var err error
-		found, err = c.NodeEvents(ctx, node, "CheckFailed")
+		found, err = fw.Cluster().NodeEvents(ctx, node, "CheckFailed")
 		return err == nil && len(found) >= len(names), nil
 	})
 	require.NoError(t, err, "CheckFailed Events about %s: %s", node, notes(found))
@@ -61,9 +61,9 @@ func testCheckFailedPerCheck(t *testing.T, c *harness.Cluster) {
 // many checks fail, FailedOpen and ReplacingNode, are accepted by the API server (an
 // events.k8s.io/v1 note longer than 1024 bytes is refused), and the condition message stays
 // within the same limit.
-func testLongNotes(t *testing.T, c *harness.Cluster) {
+func testLongNotes(t *testing.T, fw *framework.Framework) {
 	ctx := t.Context()
-	_, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "replace-node"))
+	_, err := fw.KubectlContext(ctx, "apply", "-f", filepath.Join(fw.RepoRoot(), "manifests", "replace-node"))
 	require.NoError(t, err)
 	var names []string
 	label := strings.Repeat("x", 60)
@@ -78,32 +78,32 @@ func testLongNotes(t *testing.T, c *harness.Cluster) {
 			"FAIL_OPEN_AFTER":  "2s",
 		}
 	}
-	f := harness.NewFleetForTest(t, c, "longnotes")
+	f := fw.NewFleet("longnotes")
 	open, replaced := f.Name()+"-0", f.Name()+"-1"
-	require.NoError(t, f.AddNode(ctx, open, harness.NodeOptions{BrokenDNS: true, Env: env("fail-open")}))
-	require.NoError(t, f.AddNode(ctx, replaced, harness.NodeOptions{BrokenDNS: true, Env: env("replace-node")}))
+	require.NoError(t, f.AddNode(ctx, open, framework.NodeOptions{BrokenDNS: true, Env: env("fail-open")}))
+	require.NoError(t, f.AddNode(ctx, replaced, framework.NodeOptions{BrokenDNS: true, Env: env("replace-node")}))
 
 	// fail-open: released, the condition says so within the limit, the Event is stored.
 	require.NoError(t, f.WaitReleased(ctx, open))
-	cond := harness.RequireAgentCondition(t, c, open, string(wellknown.FailedOpen))
+	cond := fw.WaitCondition(open, string(wellknown.FailedOpen))
 	assert.LessOrEqual(t, len(cond.Message), noteLimit, "condition message of %d bytes", len(cond.Message))
 	assert.True(t, strings.HasPrefix(cond.Message, "Released after 2s with failing checks: dns "+names[0]), "message: %.200q", cond.Message)
-	ev := harness.RequireNodeEvent(t, c, open, "FailedOpen")
+	ev := fw.WaitEvent(open, "FailedOpen")
 	assert.Equal(t, corev1.EventTypeWarning, ev.Type)
 	assert.LessOrEqual(t, len(ev.Note), noteLimit)
 	assert.True(t, strings.HasPrefix(ev.Note, "Released after 2s with failing checks: dns "+names[0]), "note: %.200q", ev.Note)
-	harness.RequireNodeEvent(t, c, open, "VerificationFailed")
+	fw.WaitEvent(open, "VerificationFailed")
 
 	// replace-node (no NodeClaim): the Node is deleted and the Event is stored.
-	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
-		_, err := c.Client().CoreV1().Nodes().Get(ctx, replaced, metav1.GetOptions{})
+	err = framework.Poll(t, func(ctx context.Context) (bool, error) {
+		_, err := fw.Client().CoreV1().Nodes().Get(ctx, replaced, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	require.NoError(t, err, "the failing node %s was not deleted", replaced)
-	ev = harness.RequireNodeEvent(t, c, replaced, "ReplacingNode")
+	ev = fw.WaitEvent(replaced, "ReplacingNode")
 	assert.LessOrEqual(t, len(ev.Note), noteLimit)
 	assert.True(t, strings.HasPrefix(ev.Note, "Deleted Node "+replaced+" because checks failed: dns "+names[0]), "note: %.200q", ev.Note)
-	harness.RequireNodeEvent(t, c, replaced, "VerificationFailed")
+	fw.WaitEvent(replaced, "VerificationFailed")
 	require.NoError(t, f.WaitAgentsGone(ctx, open))
 }
 

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
@@ -61,62 +61,62 @@ func replaceEnv(maxRetries string) map[string]string {
 // when there is no NodeClaim; never touches another node's NodeClaim (which the
 // own-NodeClaim policy refuses to its token); and replaces nothing when its pod is deleted
 // first.
-func testReplaceNode(t *testing.T, c *harness.Cluster) {
+func testReplaceNode(t *testing.T, fw *framework.Framework) {
 	ctx := t.Context()
-	out, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "replace-node"))
+	out, err := fw.KubectlContext(ctx, "apply", "-f", filepath.Join(fw.RepoRoot(), "manifests", "replace-node"))
 	require.NoError(t, err)
 	t.Logf("kubectl apply -f manifests/replace-node/:\n%s", out)
 	crd := filepath.Join(t.TempDir(), "nodeclaims.yaml")
 	require.NoError(t, os.WriteFile(crd, []byte(nodeClaimCRD), 0o644))
-	_, err = c.Kubectl(ctx, "apply", "-f", crd)
+	_, err = fw.KubectlContext(ctx, "apply", "-f", crd)
 	require.NoError(t, err)
-	_, err = c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/nodeclaims.karpenter.sh")
+	_, err = fw.KubectlContext(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/nodeclaims.karpenter.sh")
 	require.NoError(t, err)
-	dyn, err := dynamic.NewForConfig(c.ControlPlane().RESTConfig())
+	dyn, err := dynamic.NewForConfig(fw.ControlPlane().RESTConfig())
 	require.NoError(t, err)
 	claims := dyn.Resource(nodepatch.NodeClaims)
 
-	t.Run("the own NodeClaim, else the own Node; never another's", func(t *testing.T) {
-		f := harness.NewFleetForTest(t, c, "replace")
+	fw.Run("the own NodeClaim, else the own Node; never another's", func(t *testing.T, fw *framework.Framework) {
+		f := fw.NewFleet("replace")
 		claimed, unclaimed, healthy := f.Name()+"-0", f.Name()+"-1", f.Name()+"-2"
 		claimedClaim := createNodeClaim(t, claims, "default-claimed", claimed)
 		healthyClaim := createNodeClaim(t, claims, "default-healthy", healthy)
 
-		require.NoError(t, f.AddNode(ctx, claimed, harness.NodeOptions{BrokenDNS: true, Labels: karpenterLabels, Env: replaceEnv("2")}))
-		registerNode(t, c, claimed, claimedClaim)
-		require.NoError(t, f.AddNode(ctx, unclaimed, harness.NodeOptions{BrokenDNS: true, Env: replaceEnv("2")}))
-		require.NoError(t, f.AddNode(ctx, healthy, harness.NodeOptions{Labels: karpenterLabels, Env: replaceEnv("2")}))
-		registerNode(t, c, healthy, healthyClaim)
+		require.NoError(t, f.AddNode(ctx, claimed, framework.NodeOptions{BrokenDNS: true, Labels: karpenterLabels, Env: replaceEnv("2")}))
+		registerNode(t, fw, claimed, claimedClaim)
+		require.NoError(t, f.AddNode(ctx, unclaimed, framework.NodeOptions{BrokenDNS: true, Env: replaceEnv("2")}))
+		require.NoError(t, f.AddNode(ctx, healthy, framework.NodeOptions{Labels: karpenterLabels, Env: replaceEnv("2")}))
+		registerNode(t, fw, healthy, healthyClaim)
 
 		// The node with a NodeClaim: the NodeClaim goes, the Node stays.
-		err := harness.Poll(t, func(ctx context.Context) (bool, error) {
+		err := framework.Poll(t, func(ctx context.Context) (bool, error) {
 			_, err := claims.Get(ctx, claimedClaim.GetName(), metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		})
 		require.NoError(t, err, "NodeClaim %s of the failing node %s was not deleted", claimedClaim.GetName(), claimed)
-		ev := harness.RequireNodeEvent(t, c, claimed, "ReplacingNode")
+		ev := fw.WaitEvent(claimed, "ReplacingNode")
 		assert.Equal(t, corev1.EventTypeWarning, ev.Type)
 		assert.Contains(t, ev.Note, "Deleted NodeClaim "+claimedClaim.GetName()+" because checks failed: dns ")
-		cond := harness.RequireAgentCondition(t, c, claimed, string(wellknown.Replacing))
+		cond := fw.WaitCondition(claimed, string(wellknown.Replacing))
 		assert.Equal(t, corev1.ConditionFalse, cond.Status)
-		assert.Contains(t, cond.Message, "dns "+harness.DNSName)
+		assert.Contains(t, cond.Message, "dns "+framework.DNSName)
 		// Karpenter would now drain and delete the node; the agent never does it itself,
 		// however many rounds it goes on failing (a second replacement would find no
 		// NodeClaim and delete the Node).
 		agent, err := f.WaitAgentRunning(ctx, claimed)
 		require.NoError(t, err)
 		require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 5))
-		n := harness.RequireNode(t, c, claimed)
+		n := fw.Node(claimed)
 		assert.Nil(t, n.DeletionTimestamp, "node %s is being deleted", claimed)
-		assert.True(t, harness.IsTainted(n))
+		assert.True(t, framework.IsTainted(n))
 
 		// The node without one: the Node goes.
-		err = harness.Poll(t, func(ctx context.Context) (bool, error) {
-			_, err := c.Client().CoreV1().Nodes().Get(ctx, unclaimed, metav1.GetOptions{})
+		err = framework.Poll(t, func(ctx context.Context) (bool, error) {
+			_, err := fw.Client().CoreV1().Nodes().Get(ctx, unclaimed, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		})
 		require.NoError(t, err, "the failing node %s without a NodeClaim was not deleted", unclaimed)
-		ev = harness.RequireNodeEvent(t, c, unclaimed, "ReplacingNode")
+		ev = fw.WaitEvent(unclaimed, "ReplacingNode")
 		assert.Contains(t, ev.Note, "Deleted Node "+unclaimed+" because checks failed: dns ")
 
 		// The healthy node is verified; its NodeClaim was never written by any agent.
@@ -132,10 +132,10 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		pods, err := f.AgentPods(ctx, claimed)
 		require.NoError(t, err)
 		require.Len(t, pods, 1)
-		agentClaims := agentDynamicClient(t, c, &pods[0]).Resource(nodepatch.NodeClaims)
+		agentClaims := agentDynamicClient(t, fw, &pods[0]).Resource(nodepatch.NodeClaims)
 		want := "nodeready: deletion of NodeClaim " + healthyClaim.GetName() + " refused: it is not the NodeClaim of node " + claimed
 		var last error
-		err = harness.Poll(t, func(ctx context.Context) (bool, error) {
+		err = framework.Poll(t, func(ctx context.Context) (bool, error) {
 			last = agentClaims.Delete(ctx, healthyClaim.GetName(), metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 			return apierrors.IsForbidden(last) && strings.Contains(last.Error(), want), nil
 		})
@@ -151,32 +151,32 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 	// An operator releases a failing node by hand (removes the startup taint) before the
 	// failure action: workloads may land there now, so the agent, which reads the node right
 	// before it deletes anything, replaces nothing, and says why.
-	t.Run("a node whose startup taint was removed by hand is not replaced", func(t *testing.T) {
-		f, node, claim, agent := failingKarpenterNode(t, c, claims, "untainted", "4", 1) // the agent has seen the node held
-		_, err := c.Kubectl(ctx, "taint", "node", node, wellknown.StartupTaint().Key+":"+string(wellknown.StartupTaint().Effect)+"-")
+	fw.Run("a node whose startup taint was removed by hand is not replaced", func(t *testing.T, fw *framework.Framework) {
+		f, node, claim, agent := failingKarpenterNode(t, fw, claims, "untainted", "4", 1) // the agent has seen the node held
+		_, err := fw.KubectlContext(ctx, "taint", "node", node, wellknown.StartupTaint().Key+":"+string(wellknown.StartupTaint().Effect)+"-")
 		require.NoError(t, err)
 
-		ev := harness.RequireNodeEvent(t, c, node, "ReplaceFailed")
+		ev := fw.WaitEvent(node, "ReplaceFailed")
 		assert.Contains(t, ev.Note, "Not replacing node: node "+node+" has no taint")
 		assert.Contains(t, ev.Note, "no longer carries the startup taint")
 		require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 7), "rounds after the failure")
 		got, err := claims.Get(ctx, claim.GetName(), metav1.GetOptions{})
 		require.NoError(t, err, "NodeClaim %s of node %s", claim.GetName(), node)
 		assert.Nil(t, got.GetDeletionTimestamp())
-		n := harness.RequireNode(t, c, node)
+		n := fw.Node(node)
 		assert.Nil(t, n.DeletionTimestamp)
-		harness.RequireNoNodeEvent(t, c, node, "ReplacingNode")
-		cond := harness.RequireAgentCondition(t, c, node, string(wellknown.ChecksFailed))
-		assert.Contains(t, cond.Message, "dns "+harness.DNSName)
+		fw.RequireNoEvent(node, "ReplacingNode")
+		cond := fw.WaitCondition(node, string(wellknown.ChecksFailed))
+		assert.Contains(t, cond.Message, "dns "+framework.DNSName)
 	})
 
-	t.Run("a SIGTERM before the failure replaces nothing", func(t *testing.T) {
+	fw.Run("a SIGTERM before the failure replaces nothing", func(t *testing.T, fw *framework.Framework) {
 		// The failure would be recorded after 1000 rounds: the pod is deleted long before.
-		f, node, claim, agent := failingKarpenterNode(t, c, claims, "sigterm", "1000", 3)
+		f, node, claim, agent := failingKarpenterNode(t, fw, claims, "sigterm", "1000", 3)
 
-		_, err = c.Kubectl(ctx, "-n", harness.Namespace, "delete", "pod", agent.Name)
+		_, err = fw.KubectlContext(ctx, "-n", framework.Namespace, "delete", "pod", agent.Name)
 		require.NoError(t, err)
-		err = harness.Poll(t, func(context.Context) (bool, error) {
+		err = framework.Poll(t, func(context.Context) (bool, error) {
 			p, ok := f.Kubelet().Pod(agent.UID)
 			return ok && p.Done && len(p.Exits) == 1, nil
 		})
@@ -186,16 +186,16 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 		assert.True(t, p.Exits[0].Signaled)
 		assert.False(t, p.Exits[0].Killed)
 
-		n := harness.RequireNode(t, c, node)
+		n := fw.Node(node)
 		assert.Nil(t, n.DeletionTimestamp)
-		assert.True(t, harness.IsTainted(n))
-		assert.Nil(t, harness.AgentCondition(n), "an abort writes nothing")
+		assert.True(t, framework.IsTainted(n))
+		assert.Nil(t, framework.AgentCondition(n), "an abort writes nothing")
 		got, err := claims.Get(ctx, claim.GetName(), metav1.GetOptions{})
 		require.NoError(t, err, "NodeClaim %s of node %s", claim.GetName(), node)
 		assert.Nil(t, got.GetDeletionTimestamp())
 		assert.Equal(t, claim.GetResourceVersion(), got.GetResourceVersion())
 		for _, reason := range []string{"ReplacingNode", "ReplaceFailed", "VerificationFailed", "CheckFailed"} {
-			harness.RequireNoNodeEvent(t, c, node, reason)
+			fw.RequireNoEvent(node, reason)
 		}
 	})
 }
@@ -203,15 +203,15 @@ func testReplaceNode(t *testing.T, c *harness.Cluster) {
 // failingKarpenterNode adds a node of a new fleet named fleet whose dns check fails, with
 // replace-node after maxRetries rounds, registers it as Karpenter would with a NodeClaim of
 // its own, and waits until its agent has run rounds rounds.
-func failingKarpenterNode(t *testing.T, c *harness.Cluster, claims dynamic.NamespaceableResourceInterface, fleet, maxRetries string,
-	rounds float64) (*harness.Fleet, string, *unstructured.Unstructured, kubelet.PodInfo) {
+func failingKarpenterNode(t *testing.T, fw *framework.Framework, claims dynamic.NamespaceableResourceInterface, fleet, maxRetries string,
+	rounds float64) (*framework.Fleet, string, *unstructured.Unstructured, kubelet.PodInfo) {
 	t.Helper()
 	ctx := t.Context()
-	f := harness.NewFleetForTest(t, c, fleet)
+	f := fw.NewFleet(fleet)
 	node := f.Name() + "-0"
 	claim := createNodeClaim(t, claims, "default-"+fleet, node)
-	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{BrokenDNS: true, Labels: karpenterLabels, Env: replaceEnv(maxRetries)}))
-	registerNode(t, c, node, claim)
+	require.NoError(t, f.AddNode(ctx, node, framework.NodeOptions{BrokenDNS: true, Labels: karpenterLabels, Env: replaceEnv(maxRetries)}))
+	registerNode(t, fw, node, claim)
 	agent, err := f.WaitAgentRunning(ctx, node)
 	require.NoError(t, err)
 	require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", rounds))
@@ -226,8 +226,8 @@ var karpenterLabels = map[string]string{"karpenter.sh/nodepool": "default"}
 // and uid, blockOwnerDeletion) and the node is labelled karpenter.sh/registered=true.
 // Karpenter's termination finalizer is left out, so the test can remove the node. These
 // tests hold the agent's side (RBAC, the own-NodeClaim policy, a node without a NodeClaim);
-// e2e/suites/karpenter runs replace-node against the real Karpenter.
-func registerNode(t *testing.T, c *harness.Cluster, node string, claim *unstructured.Unstructured) {
+// TestKarpenter in e2e/suites/verify runs replace-node against the real Karpenter.
+func registerNode(t *testing.T, fw *framework.Framework, node string, claim *unstructured.Unstructured) {
 	t.Helper()
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"labels": map[string]string{"karpenter.sh/registered": "true"},
@@ -240,7 +240,7 @@ func registerNode(t *testing.T, c *harness.Cluster, node string, claim *unstruct
 		}},
 	}})
 	require.NoError(t, err)
-	_, err = c.Client().CoreV1().Nodes().Patch(t.Context(), node, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	_, err = fw.Client().CoreV1().Nodes().Patch(t.Context(), node, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err, "register node %s", node)
 }
 
@@ -272,9 +272,9 @@ func createNodeClaim(t *testing.T, claims dynamic.NamespaceableResourceInterface
 // boundToken returns a token of the agent's ServiceAccount bound to pod, as the kubelet
 // mounts one: the API server puts the pod's node into it.
 // agentDynamicClient returns a dynamic client with the token the kubelet gets for the pod.
-func agentDynamicClient(t *testing.T, c *harness.Cluster, pod *corev1.Pod) dynamic.Interface {
+func agentDynamicClient(t *testing.T, fw *framework.Framework, pod *corev1.Pod) dynamic.Interface {
 	t.Helper()
-	cp := c.ControlPlane()
+	cp := fw.ControlPlane()
 	token, err := cp.PodToken(t.Context(), pod.Namespace, pod.Spec.ServiceAccountName, pod.Name, pod.UID)
 	require.NoError(t, err)
 	d, err := dynamic.NewForConfig(cp.TokenConfig(token))

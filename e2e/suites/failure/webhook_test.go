@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -22,9 +22,9 @@ import (
 // 500 "failed calling webhook". The agent reports it on the node (condition Misconfigured with
 // the server's message) and in a ReleaseFailed Event instead of waiting in silence, and
 // releases the node once the webhook is gone.
-func testWebhookDown(t *testing.T, c *harness.Cluster) {
-	ctx, client := t.Context(), c.Client()
-	f := harness.NewFleetForTest(t, c, "webhook")
+func testWebhookDown(t *testing.T, fw *framework.Framework) {
+	ctx, client := t.Context(), fw.Client()
+	f := fw.NewFleet("webhook")
 	webhook := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "nodeready-e2e-down"},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
@@ -36,7 +36,7 @@ func testWebhookDown(t *testing.T, c *harness.Cluster) {
 			AdmissionReviewVersions: []string{"v1"},
 			TimeoutSeconds:          ptr.To[int32](2),
 			// Only this fleet's nodes: the other tests' nodes keep working.
-			ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{harness.FleetLabel: f.Name()}},
+			ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{framework.FleetLabel: f.Name()}},
 		}},
 	}
 	_, err := client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, webhook, metav1.CreateOptions{})
@@ -54,13 +54,13 @@ func testWebhookDown(t *testing.T, c *harness.Cluster) {
 	t.Cleanup(remove)
 
 	node := f.Name() + "-0"
-	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{Env: map[string]string{"MAX_RETRIES": "2"}}))
-	cond := harness.RequireAgentCondition(t, c, node, string(wellknown.Misconfigured))
+	require.NoError(t, f.AddNode(ctx, node, framework.NodeOptions{Env: map[string]string{"MAX_RETRIES": "2"}}))
+	cond := fw.WaitCondition(node, string(wellknown.Misconfigured))
 	assert.Contains(t, cond.Message, "failed calling webhook")
 	assert.Contains(t, cond.Message, "nodes.down.example.com")
-	ev := harness.RequireNodeEvent(t, c, node, "ReleaseFailed")
+	ev := fw.WaitEvent(node, "ReleaseFailed")
 	assert.Contains(t, ev.Note, "failed calling webhook")
-	require.True(t, harness.IsTainted(harness.RequireNode(t, c, node)), "held while the release fails")
+	require.True(t, framework.IsTainted(fw.Node(node)), "held while the release fails")
 
 	// Another webhook fails now: another error, which client-go's recorder, writing to the
 	// real API server, stores as an Event of its own instead of folding it into the first.
@@ -70,8 +70,8 @@ func testWebhookDown(t *testing.T, c *harness.Cluster) {
 	_, err = client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(ctx, current, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	var notes []string
-	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
-		evs, err := c.NodeEvents(ctx, node, "ReleaseFailed")
+	err = framework.Poll(t, func(ctx context.Context) (bool, error) {
+		evs, err := fw.Cluster().NodeEvents(ctx, node, "ReleaseFailed")
 		if err != nil {
 			return false, nil
 		}
@@ -84,11 +84,11 @@ func testWebhookDown(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, err, "want a ReleaseFailed Event per distinct error; have %q", notes)
 	assert.True(t, slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "nodes.down.example.com") }), "%q", notes)
 	assert.True(t, slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "nodes.other.example.com") }), "%q", notes)
-	cond = harness.RequireAgentCondition(t, c, node, string(wellknown.Misconfigured))
+	cond = fw.WaitCondition(node, string(wellknown.Misconfigured))
 	assert.Contains(t, cond.Message, "nodes.other.example.com", "the condition follows the latest round")
 
 	// The way out of the deadlock (README: Runbook): the webhook goes, the node is released.
 	remove()
 	require.NoError(t, f.WaitReleased(ctx, node))
-	harness.RequireAgentCondition(t, c, node, string(wellknown.Verified))
+	fw.WaitCondition(node, string(wellknown.Verified))
 }

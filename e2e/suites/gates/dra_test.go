@@ -14,27 +14,23 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
-
-// gpuDriver is the stand-in DRA driver: the test writes its ResourceSlices as a kubelet plugin
-// would (one pool per node, named like the node), through the real API server.
-const gpuDriver = "gpu.nodeready.example"
 
 // testDRA: DRA_DEVICES=gpu.nodeready.example>=2 with the RBAC of manifests/gates/dra.yaml.
 //   - slices of another node and of another driver are ignored, and a pool with one of its
 //     two slices is incomplete: the node is held; the second slice, published late, releases it;
 //   - a node whose first round sees the incomplete pool records a failure that names it;
 //   - a driver that never publishes brings the failure action, here fail-open.
-func testDRA(t *testing.T, c *harness.Cluster) {
-	ctx, client := t.Context(), c.Client()
-	out, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "gates", "dra.yaml"))
+func testDRA(t *testing.T, fw *framework.Framework) {
+	ctx, client := t.Context(), fw.Client()
+	out, err := fw.KubectlContext(ctx, "apply", "-f", filepath.Join(fw.RepoRoot(), "manifests", "gates", "dra.yaml"))
 	require.NoError(t, err, out)
 
-	f := harness.NewFleetForTest(t, c, "dra")
+	f := fw.NewFleet("dra")
 	env := func(extra ...string) map[string]string {
-		e := map[string]string{"CHECKS": baseChecks + ",dra", "DRA_DEVICES": gpuDriver + ">=2", "MAX_RETRIES": "2"}
+		e := map[string]string{"CHECKS": baseChecks + ",dra", "DRA_DEVICES": framework.DRADriver + ">=2", "MAX_RETRIES": "2"}
 		for i := 0; i < len(extra); i += 2 {
 			e[extra[i]] = extra[i+1]
 		}
@@ -43,44 +39,44 @@ func testDRA(t *testing.T, c *harness.Cluster) {
 	late, incomplete, never := f.Name()+"-late", f.Name()+"-incomplete", f.Name()+"-never"
 
 	// The incomplete pool is there before its node's agent starts.
-	publish(t, client, incomplete, gpuDriver, incomplete, 1, 2, 2)
-	require.NoError(t, f.AddNode(ctx, incomplete, harness.NodeOptions{Env: env()}))
-	require.NoError(t, f.AddNode(ctx, late, harness.NodeOptions{Env: env()}))
-	require.NoError(t, f.AddNode(ctx, never, harness.NodeOptions{Env: env("FAILURE_ACTION", "fail-open", "FAIL_OPEN_AFTER", "5s")}))
+	publish(t, client, incomplete, framework.DRADriver, incomplete, 1, 2, 2)
+	require.NoError(t, f.AddNode(ctx, incomplete, framework.NodeOptions{Env: env()}))
+	require.NoError(t, f.AddNode(ctx, late, framework.NodeOptions{Env: env()}))
+	require.NoError(t, f.AddNode(ctx, never, framework.NodeOptions{Env: env("FAILURE_ACTION", "fail-open", "FAIL_OPEN_AFTER", "5s")}))
 
 	// Nothing for the late node yet: its failure says so.
-	cond := harness.RequireAgentCondition(t, c, late, string(wellknown.ChecksFailed))
-	assert.Contains(t, cond.Message, "dra driver "+gpuDriver+": no ResourceSlice for node "+late+", want 2 devices")
-	cond = harness.RequireAgentCondition(t, c, incomplete, string(wellknown.ChecksFailed))
-	assert.Contains(t, cond.Message, "dra driver "+gpuDriver+": 0 of 2 devices on node "+incomplete+" in pools "+incomplete+
+	cond := fw.WaitCondition(late, string(wellknown.ChecksFailed))
+	assert.Contains(t, cond.Message, "dra driver "+framework.DRADriver+": no ResourceSlice for node "+late+", want 2 devices")
+	cond = fw.WaitCondition(incomplete, string(wellknown.ChecksFailed))
+	assert.Contains(t, cond.Message, "dra driver "+framework.DRADriver+": 0 of 2 devices on node "+incomplete+" in pools "+incomplete+
 		"; incomplete, not counted: pool "+incomplete+" has 1 of 2 slices of generation 1")
-	failed := harness.RequireNodeEvent(t, c, incomplete, "CheckFailed")
+	failed := fw.WaitEvent(incomplete, "CheckFailed")
 	assert.Contains(t, failed.Note, "pool "+incomplete+" has 1 of 2 slices of generation 1")
 
 	// Slices of another node and of another driver, with devices enough: ignored.
-	publish(t, client, "elsewhere", gpuDriver, "other-node", 1, 1, 4)
+	publish(t, client, "elsewhere", framework.DRADriver, "other-node", 1, 1, 4)
 	publish(t, client, late+"-fpga", "fpga.nodeready.example", late, 1, 1, 4)
 	// The late node's own pool, one slice of two.
-	publish(t, client, late, gpuDriver, late, 1, 2, 2)
-	waitMoreRounds(t, f, late, 2)
-	requireHeld(t, c, late)
-	requireHeld(t, c, incomplete)
+	publish(t, client, late, framework.DRADriver, late, 1, 2, 2)
+	f.WaitMoreRounds(late, 2)
+	fw.RequireHeld(late)
+	fw.RequireHeld(incomplete)
 
 	// The second slice of both pools, published late: both nodes are released.
 	published := time.Now()
-	publish(t, client, late+"-2", gpuDriver, late, 1, 2, 1)
-	publish(t, client, incomplete+"-2", gpuDriver, incomplete, 1, 2, 1)
+	publish(t, client, late+"-2", framework.DRADriver, late, 1, 2, 1)
+	publish(t, client, incomplete+"-2", framework.DRADriver, incomplete, 1, 2, 1)
 	require.NoError(t, f.WaitReleased(ctx, late, incomplete))
 	t.Logf("nodes %s and %s seen released %s after their pools were complete", late, incomplete, time.Since(published).Round(time.Millisecond))
-	harness.RequireAgentCondition(t, c, late, string(wellknown.Verified))
+	fw.WaitCondition(late, string(wellknown.Verified))
 
 	// The device test that can follow the gate: the API server takes the example's patch.
-	out, err = c.Kubectl(ctx, "-n", harness.Namespace, "patch", "daemonset", harness.DaemonSetName, "--dry-run=server",
-		"--patch-file", filepath.Join(c.RepoRoot(), "examples", "gpu-smoke-test-patch.yaml"))
+	out, err = fw.KubectlContext(ctx, "-n", framework.Namespace, "patch", "daemonset", framework.DaemonSetName, "--dry-run=server",
+		"--patch-file", filepath.Join(fw.RepoRoot(), "examples", "gpu-smoke-test-patch.yaml"))
 	require.NoError(t, err, "examples/gpu-smoke-test-patch.yaml: %s", out)
 
 	// The driver that never publishes: held, then released by the failure action.
-	cond = harness.RequireAgentCondition(t, c, never, string(wellknown.FailedOpen))
+	cond = fw.WaitCondition(never, string(wellknown.FailedOpen))
 	assert.Contains(t, cond.Message, "no ResourceSlice for node "+never)
 	require.NoError(t, f.WaitAgentsGone(ctx, late, incomplete, never))
 }

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -25,31 +25,31 @@ import (
 // Each test has its own fleet and turns its gate on for its own nodes only (NodeOptions.Env
 // over the ConfigMap). The pre-pull variant changes the DaemonSet, so it runs last.
 func TestGates(t *testing.T) {
-	c := harness.StartForTest(t, harness.Options{})
+	fw := framework.New(t, framework.Options{})
 
 	// The gate's RBAC is not part of manifests/: this subtest applies it, as the README says.
-	t.Run("daemonsets: without its RBAC the failure names the file to apply", func(t *testing.T) { testDaemonSetsRBAC(t, c) })
-	t.Run("daemonsets: held until the required node agent is Ready", func(t *testing.T) { testDaemonSets(t, c) })
-	t.Run("conditions: held until the node reports the condition", func(t *testing.T) { testConditions(t, c) })
-	t.Run("resources: held until the device is allocatable", func(t *testing.T) { testResources(t, c) })
-	t.Run("dra: held until the driver has published complete pools", func(t *testing.T) { testDRA(t, c) })
-	t.Run("pre-pull: warm-up images pulled before the agent starts", func(t *testing.T) { testPrepull(t, c) })
+	fw.Run("daemonsets: without its RBAC the failure names the file to apply", testDaemonSetsRBAC)
+	fw.Run("daemonsets: held until the required node agent is Ready", testDaemonSets)
+	fw.Run("conditions: held until the node reports the condition", testConditions)
+	fw.Run("resources: held until the device is allocatable", testResources)
+	fw.Run("dra: held until the driver has published complete pools", testDRA)
+	fw.Run("pre-pull: warm-up images pulled before the agent starts", testPrepull)
 }
 
 // testDaemonSetsRBAC: with `kubectl apply -f manifests/` alone, the daemonsets gate is
 // refused and the agent's condition says which file to apply; once it is applied, the same
 // agent releases the node.
-func testDaemonSetsRBAC(t *testing.T, c *harness.Cluster) {
+func testDaemonSetsRBAC(t *testing.T, fw *framework.Framework) {
 	const rbacFile = "manifests/gates/daemonsets.yaml"
 	ctx := t.Context()
-	f, node := harness.NewFleetWithNodeForTest(t, c, "dsrbac", harness.NodeOptions{Env: map[string]string{
+	f, node := fw.NewFleetWithNode("dsrbac", framework.NodeOptions{Env: map[string]string{
 		"CHECKS":      baseChecks + ",daemonsets",
 		"MAX_RETRIES": "1",
 	}})
 
 	var last corev1.NodeCondition
-	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
-		n, err := c.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	err := framework.Poll(t, func(ctx context.Context) (bool, error) {
+		n, err := fw.Client().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -64,30 +64,30 @@ func testDaemonSetsRBAC(t *testing.T, c *harness.Cluster) {
 	require.NoError(t, err, "the agent's condition never named %s; last %+v", rbacFile, last)
 	assert.Equal(t, corev1.ConditionFalse, last.Status)
 	t.Logf("condition %s: %s", last.Reason, last.Message)
-	requireHeld(t, c, node)
+	fw.RequireHeld(node)
 
-	out, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(c.RepoRoot(), rbacFile))
+	out, err := fw.KubectlContext(ctx, "apply", "-f", filepath.Join(fw.RepoRoot(), rbacFile))
 	require.NoError(t, err)
 	t.Logf("kubectl apply -f %s:\n%s", rbacFile, out)
 	require.NoError(t, f.WaitReleased(ctx, node))
-	harness.RequireAgentCondition(t, c, node, string(wellknown.Verified))
+	fw.WaitCondition(node, string(wellknown.Verified))
 	require.NoError(t, f.WaitAgentsGone(ctx, node))
 }
 
 // testDaemonSets: a fake CNI DaemonSet that tolerates the startup taint, whose pod the
 // kubelet makes Ready only after a delay, holds the node until then; a log shipper that does
 // not tolerate the taint gets its pod only after the release and is never waited for.
-func testDaemonSets(t *testing.T, c *harness.Cluster) {
+func testDaemonSets(t *testing.T, fw *framework.Framework) {
 	const readyAfter = 5 * time.Second
-	ctx, client := t.Context(), c.Client()
-	f := harness.NewFleetForTest(t, c, "ds")
+	ctx, client := t.Context(), fw.Client()
+	f := fw.NewFleet("ds")
 	cni := createDaemonSet(t, client, "fake-cni", f.Name(),
 		[]corev1.Toleration{{Operator: corev1.TolerationOpExists}}, // as CNI agents do
 		map[string]string{kubelet.ReadyAfterAnnotation: readyAfter.String()})
 	shipper := createDaemonSet(t, client, "log-shipper", f.Name(), nil, nil)
 
 	node := f.Name() + "-0"
-	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{Env: map[string]string{
+	require.NoError(t, f.AddNode(ctx, node, framework.NodeOptions{Env: map[string]string{
 		"CHECKS":      baseChecks + ",daemonsets",
 		"MAX_RETRIES": "3", // the failure, and its Events, are recorded well before the CNI is Ready
 	}}))
@@ -98,12 +98,12 @@ func testDaemonSets(t *testing.T, c *harness.Cluster) {
 	var cniReadyAt, releasedAt time.Time
 	var samples, heldWhileNotReady int
 	var last *corev1.Node
-	err := wait.PollUntilContextTimeout(ctx, sampleInterval, harness.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, sampleInterval, framework.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 		before, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		pods, err := podsOn(ctx, client, node)
+		pods, err := fw.PodsOn(ctx, node)
 		if err != nil {
 			return false, err
 		}
@@ -115,16 +115,16 @@ func testDaemonSets(t *testing.T, c *harness.Cluster) {
 		samples++
 		last = after
 		cniPods := podsOf(pods, cni)
-		ready := len(cniPods) == 1 && podReady(&cniPods[0])
+		ready := len(cniPods) == 1 && framework.PodReady(&cniPods[0])
 		if ready && cniReadyAt.IsZero() {
 			cniReadyAt = now
 		}
-		require.False(t, harness.IsReleased(before) && !ready, "node %s released while fake-cni had no Ready pod: %v", node, summary(cniPods))
-		require.False(t, len(podsOf(pods, shipper)) > 0 && !harness.IsReleased(after), "log-shipper got a pod on %s before the release", node)
+		require.False(t, framework.IsReleased(before) && !ready, "node %s released while fake-cni had no Ready pod: %v", node, framework.PodSummary(cniPods))
+		require.False(t, len(podsOf(pods, shipper)) > 0 && !framework.IsReleased(after), "log-shipper got a pod on %s before the release", node)
 		if !ready && len(cniPods) == 1 {
 			heldWhileNotReady++
 		}
-		if harness.IsReleased(after) {
+		if framework.IsReleased(after) {
 			releasedAt = now
 			return true, nil
 		}
@@ -147,25 +147,25 @@ func testDaemonSets(t *testing.T, c *harness.Cluster) {
 	assert.False(t, cniReadyAt.IsZero(), "fake-cni never seen Ready")
 
 	// The recorded failure names the DaemonSet that held the node, and only that one.
-	harness.RequireNodeEvent(t, c, node, "CheckFailed")
-	failed, err := c.NodeEvents(t.Context(), node, "CheckFailed")
+	fw.WaitEvent(node, "CheckFailed")
+	failed, err := fw.NodeEvents(node, "CheckFailed")
 	require.NoError(t, err)
 	for _, e := range failed {
 		assert.Contains(t, e.Note, "daemonset kube-system/fake-cni")
 		assert.NotContains(t, e.Note, "log-shipper")
 	}
-	cond := harness.RequireAgentCondition(t, c, node, string(wellknown.Verified))
+	cond := fw.WaitCondition(node, string(wellknown.Verified))
 	assert.Equal(t, corev1.ConditionTrue, cond.Status)
 
 	// The log shipper does run on the node, once it is released: it was left out because it
 	// does not tolerate the taint, not because it does not belong there.
-	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
-		pods, err := podsOn(ctx, client, node)
+	err = framework.Poll(t, func(ctx context.Context) (bool, error) {
+		pods, err := fw.PodsOn(ctx, node)
 		if err != nil {
 			return false, nil
 		}
 		p := podsOf(pods, shipper)
-		return len(p) == 1 && podReady(&p[0]), nil
+		return len(p) == 1 && framework.PodReady(&p[0]), nil
 	})
 	require.NoError(t, err, "log-shipper never got a Ready pod on the released node %s", node)
 	require.NoError(t, f.WaitAgentsGone(ctx, node))
@@ -173,33 +173,33 @@ func testDaemonSets(t *testing.T, c *harness.Cluster) {
 
 // testConditions: NODE_CONDITIONS=Ready=True,example.com/NetworkReady=True holds the node
 // while the condition is missing and while it is False, and releases it once it is True.
-func testConditions(t *testing.T, c *harness.Cluster) {
+func testConditions(t *testing.T, fw *framework.Framework) {
 	const network corev1.NodeConditionType = "example.com/NetworkReady"
 	ctx := t.Context()
-	f, node := harness.NewFleetWithNodeForTest(t, c, "cond", harness.NodeOptions{Env: map[string]string{
+	f, node := fw.NewFleetWithNode("cond", framework.NodeOptions{Env: map[string]string{
 		"CHECKS":          baseChecks + ",conditions",
 		"NODE_CONDITIONS": "Ready=True," + string(network) + "=True",
 		"MAX_RETRIES":     "2",
 	}})
 
 	// Missing: the failure is recorded and names the condition, and only that one.
-	cond := harness.RequireAgentCondition(t, c, node, string(wellknown.ChecksFailed))
+	cond := fw.WaitCondition(node, string(wellknown.ChecksFailed))
 	assert.Contains(t, cond.Message, "no condition "+string(network)+", want True")
 	assert.NotContains(t, cond.Message, "condition Ready ", "Ready=True is reported by the kubelet")
-	requireHeld(t, c, node)
+	fw.RequireHeld(node)
 
 	// False: still held, round after round.
 	require.NoError(t, f.Kubelet().SetCondition(ctx, node, network, corev1.ConditionFalse))
-	waitMoreRounds(t, f, node, 2)
-	requireHeld(t, c, node)
+	f.WaitMoreRounds(node, 2)
+	fw.RequireHeld(node)
 
 	set := time.Now()
 	require.NoError(t, f.Kubelet().SetCondition(ctx, node, network, corev1.ConditionTrue))
 	require.NoError(t, f.WaitReleased(ctx, node))
 	t.Logf("node %s seen released %s after the condition was set", node, time.Since(set).Round(time.Millisecond))
 
-	harness.RequireAgentCondition(t, c, node, string(wellknown.Verified))
-	n := harness.RequireNode(t, c, node)
+	fw.WaitCondition(node, string(wellknown.Verified))
+	n := fw.Node(node)
 	for _, want := range []corev1.NodeConditionType{network, corev1.NodeReady} {
 		found := false
 		for _, got := range n.Status.Conditions {
@@ -215,30 +215,30 @@ func testConditions(t *testing.T, c *harness.Cluster) {
 
 // testResources: REQUIRED_RESOURCES=nvidia.com/gpu>=1 holds the node while the resource is
 // missing and while none is allocatable, and releases it once the device plugin reports one.
-func testResources(t *testing.T, c *harness.Cluster) {
+func testResources(t *testing.T, fw *framework.Framework) {
 	const gpu corev1.ResourceName = "nvidia.com/gpu"
 	ctx := t.Context()
-	f, node := harness.NewFleetWithNodeForTest(t, c, "res", harness.NodeOptions{Env: map[string]string{
+	f, node := fw.NewFleetWithNode("res", framework.NodeOptions{Env: map[string]string{
 		"CHECKS":             baseChecks + ",resources",
 		"REQUIRED_RESOURCES": string(gpu) + ">=1",
 		"MAX_RETRIES":        "2",
 	}})
 
-	cond := harness.RequireAgentCondition(t, c, node, string(wellknown.ChecksFailed))
+	cond := fw.WaitCondition(node, string(wellknown.ChecksFailed))
 	assert.Contains(t, cond.Message, "no allocatable "+string(gpu)+", want at least 1")
-	requireHeld(t, c, node)
+	fw.RequireHeld(node)
 
 	require.NoError(t, f.Kubelet().SetAllocatable(ctx, node, gpu, resource.MustParse("0")))
-	waitMoreRounds(t, f, node, 2)
-	requireHeld(t, c, node)
+	f.WaitMoreRounds(node, 2)
+	fw.RequireHeld(node)
 
 	set := time.Now()
 	require.NoError(t, f.Kubelet().SetAllocatable(ctx, node, gpu, resource.MustParse("2")))
 	require.NoError(t, f.WaitReleased(ctx, node))
 	t.Logf("node %s seen released %s after the device was reported", node, time.Since(set).Round(time.Millisecond))
 
-	harness.RequireAgentCondition(t, c, node, string(wellknown.Verified))
-	got := harness.RequireNode(t, c, node).Status.Allocatable[gpu]
+	fw.WaitCondition(node, string(wellknown.Verified))
+	got := fw.Node(node).Status.Allocatable[gpu]
 	assert.Equal(t, "2", got.String())
 	require.NoError(t, f.WaitAgentsGone(ctx, node))
 }
@@ -247,34 +247,34 @@ func testResources(t *testing.T, c *harness.Cluster) {
 // added as its patch file says, and holds that the kubelet pulled every image and ran every
 // init container, the real binary's copy-binary and noop, in order, before the agent
 // started, and that the node is verified.
-func testPrepull(t *testing.T, c *harness.Cluster) {
+func testPrepull(t *testing.T, fw *framework.Framework) {
 	const (
 		secondName  = "warm-model-cache"
 		secondImage = "example.com/model-cache:v2"
 	)
 	ctx := t.Context()
-	manifests := copyManifests(t, c.RepoRoot())
+	manifests := copyManifests(t, fw.RepoRoot())
 	patchFile := filepath.Join(manifests, "variants", "prepull", "daemonset-prepull.yaml")
 	addWarmUpImage(t, patchFile, secondName, secondImage)
 
 	// kubectl apply -k kustomize/prepull, the overlay beside the copied manifests/.
 	overlays := filepath.Join(filepath.Dir(manifests), "kustomize")
-	require.NoError(t, os.CopyFS(overlays, os.DirFS(filepath.Join(c.RepoRoot(), "kustomize"))))
-	applied, err := c.Kubectl(ctx, "apply", "-k", filepath.Join(overlays, "prepull"))
+	require.NoError(t, os.CopyFS(overlays, os.DirFS(filepath.Join(fw.RepoRoot(), "kustomize"))))
+	applied, err := fw.KubectlContext(ctx, "apply", "-k", filepath.Join(overlays, "prepull"))
 	require.NoError(t, err)
 	t.Logf("kubectl apply of the pre-pull variant:\n%s", applied)
 	t.Cleanup(func() {
 		// Back to the plain DaemonSet, for whatever runs after.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "03-daemonset.yaml")); err != nil {
+		if _, err := fw.KubectlContext(ctx, "apply", "-f", filepath.Join(fw.RepoRoot(), "manifests", "03-daemonset.yaml")); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
 	// The variant applies the shipped ConfigMap too: back to the test's settings.
-	require.NoError(t, c.ApplyConfig(ctx, nil))
+	require.NoError(t, fw.Cluster().ApplyConfig(ctx, nil))
 
-	ds, err := c.Client().AppsV1().DaemonSets(harness.Namespace).Get(ctx, harness.DaemonSetName, metav1.GetOptions{})
+	ds, err := fw.Client().AppsV1().DaemonSets(framework.Namespace).Get(ctx, framework.DaemonSetName, metav1.GetOptions{})
 	require.NoError(t, err)
 	var initNames, initImages []string
 	for _, ic := range ds.Spec.Template.Spec.InitContainers {
@@ -282,9 +282,9 @@ func testPrepull(t *testing.T, c *harness.Cluster) {
 		initImages = append(initImages, ic.Image)
 	}
 	require.Equal(t, []string{"nodeready-bin", "warm-example", secondName}, initNames)
-	require.Equal(t, harness.AgentImage, initImages[0], "the copy comes from the agent's image")
+	require.Equal(t, framework.AgentImage, initImages[0], "the copy comes from the agent's image")
 
-	f, node := harness.NewFleetWithNodeForTest(t, c, "prepull", harness.NodeOptions{})
+	f, node := fw.NewFleetWithNode("prepull", framework.NodeOptions{})
 	require.NoError(t, f.WaitReleased(ctx, node))
 	require.NoError(t, f.WaitAgentsGone(ctx, node))
 

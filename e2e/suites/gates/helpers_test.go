@@ -2,7 +2,6 @@ package gates
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -10,11 +9,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
-	"github.com/nodeready/nodeready/internal/wellknown"
+	"github.com/nodeready/nodeready/e2e/framework"
 )
 
 // baseChecks are the shipped default CHECKS; each test adds its gate.
@@ -23,33 +20,6 @@ const baseChecks = "dns,tcp,apiserver,endpoints"
 // sampleInterval is how often the tests that time a release look at the cluster.
 const sampleInterval = 100 * time.Millisecond
 
-// requireHeld asserts that the node is tainted and not labelled.
-func requireHeld(t *testing.T, c *harness.Cluster, node string) {
-	t.Helper()
-	n := harness.RequireNode(t, c, node)
-	require.True(t, harness.IsTainted(n), "node %s lost the startup taint; taints %v", node, n.Spec.Taints)
-	require.NotContains(t, n.Labels, wellknown.VerifiedLabel)
-}
-
-// rounds returns the agent's nodeready_rounds_total.
-func rounds(t *testing.T, f *harness.Fleet, node string) float64 {
-	t.Helper()
-	pod, err := f.WaitAgentRunning(t.Context(), node)
-	require.NoError(t, err)
-	n, err := harness.Scrape(t.Context(), pod.MetricsAddr, "nodeready_rounds_total")
-	require.NoError(t, err)
-	return n
-}
-
-// waitMoreRounds waits until the node's agent has run n more rounds of checks than now, so
-// that whatever the test changed before has been looked at.
-func waitMoreRounds(t *testing.T, f *harness.Fleet, node string, n float64) {
-	t.Helper()
-	pod, err := f.WaitAgentRunning(t.Context(), node)
-	require.NoError(t, err)
-	require.NoError(t, f.WaitMetric(t.Context(), pod, "nodeready_rounds_total", rounds(t, f, node)+n))
-}
-
 // createDaemonSet creates a DaemonSet in kube-system whose pods go only to the fleet's
 // nodes, and deletes it when the test ends. Its image is not the agent's, so the simulated
 // kubelet simulates its pods.
@@ -57,25 +27,25 @@ func createDaemonSet(t *testing.T, client kubernetes.Interface, name, fleet stri
 	t.Helper()
 	labels := map[string]string{"app.kubernetes.io/name": name}
 	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: harness.Namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: framework.Namespace, Labels: labels},
 		Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 				Spec: corev1.PodSpec{
-					NodeSelector: map[string]string{harness.FleetLabel: fleet},
+					NodeSelector: map[string]string{framework.FleetLabel: fleet},
 					Tolerations:  tolerations,
 					Containers:   []corev1.Container{{Name: name, Image: "example.com/" + name + ":v1"}},
 				},
 			},
 		},
 	}
-	ds, err := client.AppsV1().DaemonSets(harness.Namespace).Create(t.Context(), ds, metav1.CreateOptions{})
+	ds, err := client.AppsV1().DaemonSets(framework.Namespace).Create(t.Context(), ds, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := client.AppsV1().DaemonSets(harness.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		if err := client.AppsV1().DaemonSets(framework.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Errorf("cleanup: delete daemonset %s: %v", name, err)
 		}
 	})
@@ -91,32 +61,4 @@ func podsOf(pods []corev1.Pod, ds *appsv1.DaemonSet) []corev1.Pod {
 		}
 	}
 	return out
-}
-
-// summary names the pods with their phase and readiness, for a failure message.
-func summary(pods []corev1.Pod) []string {
-	var out []string
-	for _, p := range pods {
-		out = append(out, fmt.Sprintf("%s %s ready=%v", p.Name, p.Status.Phase, podReady(&p)))
-	}
-	return out
-}
-
-func podsOn(ctx context.Context, client kubernetes.Interface, node string) ([]corev1.Pod, error) {
-	list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return list.Items, nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -15,10 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeready/nodeready/checks/dnstest"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
-	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
-	"github.com/nodeready/nodeready/e2e/static/kustomize"
+	"github.com/nodeready/nodeready/e2e/framework/kustomize"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -31,12 +31,12 @@ var exampleTaint = corev1.Taint{Key: kustomize.NewTaint, Value: "true", Effect: 
 // is tainted by the overlay's creation policy, held, verified and released through it, with
 // the new keys only. The simulated kubelet runs the agent binary for the overlay's image.
 func TestApplyExampleOverlay(t *testing.T) {
-	repo := harness.RepoRootForTest(t)
-	agent := os.Getenv(harness.AgentBinaryEnv)
+	repo := framework.RepoRoot(t)
+	agent := os.Getenv(framework.AgentBinaryEnv)
 	if agent == "" {
 		agent = filepath.Join(repo, "bin", "nodeready")
 	}
-	cp := controlplane.StartForTest(t)
+	cp := framework.New(t, framework.Options{ControlPlaneOnly: true}).ControlPlane()
 	ctx, client := t.Context(), cp.Client()
 
 	out := kubectl(t, cp, "apply", "-k", filepath.Join(repo, "kustomize", "example"))
@@ -50,7 +50,7 @@ func TestApplyExampleOverlay(t *testing.T) {
 	require.NoError(t, err, "the ConfigMap moved to the overlay's namespace")
 	for k, v := range map[string]string{
 		"CHECKS":             "dns,tcp,apiserver",
-		"DNS_TEST_DOMAINS":   harness.DNSName,
+		"DNS_TEST_DOMAINS":   framework.DNSName,
 		"RETRY_BACKOFF_BASE": "200ms",
 		"RETRY_BACKOFF_MAX":  "1s",
 		"CHECK_TIMEOUT":      "5s",
@@ -62,7 +62,7 @@ func TestApplyExampleOverlay(t *testing.T) {
 	_, err = client.CoreV1().ConfigMaps(kustomize.NewNamespace).Update(ctx, cm, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
-	dns, err := dnstest.NewServer(map[string][]netip.Addr{harness.DNSName: {netip.MustParseAddr("10.96.0.1")}})
+	dns, err := dnstest.NewServer(map[string][]netip.Addr{framework.DNSName: {netip.MustParseAddr("10.96.0.1")}})
 	require.NoError(t, err)
 	t.Cleanup(dns.Close)
 	host, port := cp.APIServerHostPort()
@@ -86,7 +86,7 @@ func TestApplyExampleOverlay(t *testing.T) {
 	foreign := corev1.Taint{Key: "example.com/dedicated", Value: "infra", Effect: corev1.TaintEffectPreferNoSchedule}
 	// The API server loads admission policies in the background: wait until a server-side
 	// dry run of a node creation comes back with the overlay's taint.
-	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
+	err = framework.Poll(t, func(ctx context.Context) (bool, error) {
 		n, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name: "policy-check", Labels: map[string]string{corev1.LabelOSStable: "linux"},
 		}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -111,7 +111,7 @@ func TestApplyExampleOverlay(t *testing.T) {
 	w.Stop()
 
 	var last *corev1.Node
-	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
+	err = framework.Poll(t, func(ctx context.Context) (bool, error) {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -123,7 +123,7 @@ func TestApplyExampleOverlay(t *testing.T) {
 	assert.Equal(t, []corev1.Taint{foreign}, last.Spec.Taints)
 	assert.NotContains(t, last.Labels, wellknown.VerifiedLabel)
 	assert.Contains(t, last.Annotations, kustomize.NewLabel+"-at", "the completion record follows the label")
-	cond := harness.AgentCondition(last)
+	cond := framework.AgentCondition(last)
 	require.NotNil(t, cond)
 	assert.Equal(t, corev1.ConditionTrue, cond.Status)
 	assert.Equal(t, string(wellknown.Verified), cond.Reason)
@@ -132,7 +132,7 @@ func TestApplyExampleOverlay(t *testing.T) {
 	logs, err := filepath.Glob(filepath.Join(logDir, kustomize.NewNamespace+"_nodeready-*.log"))
 	require.NoError(t, err)
 	assert.NotEmpty(t, logs, "no log of an agent pod in namespace %s in %s", kustomize.NewNamespace, logDir)
-	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
+	err = framework.Poll(t, func(ctx context.Context) (bool, error) {
 		pods, err := client.CoreV1().Pods(kustomize.NewNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 		return err == nil && len(pods.Items) == 0, nil
 	})
@@ -152,8 +152,8 @@ func TestApplyExampleOverlay(t *testing.T) {
 // The ServiceAccount is now nodeready/prod-nodeready, and its ClusterRoleBinding grants it
 // patch on every node; the own-node policy must still refuse it a write to another node.
 func TestApplyPrefixedOverlay(t *testing.T) {
-	repo := harness.RepoRootForTest(t)
-	cp := controlplane.StartForTest(t)
+	repo := framework.RepoRoot(t)
+	cp := framework.New(t, framework.Options{ControlPlaneOnly: true}).ControlPlane()
 	out := kubectl(t, cp, "apply", "-k", kustomize.PrefixedOverlay(t, repo))
 	t.Logf("kubectl apply -k of the prefixed overlay:\n%s", out)
 	_, err := cp.Client().CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "prefixed-0"}}, metav1.CreateOptions{})
@@ -163,7 +163,7 @@ func TestApplyPrefixedOverlay(t *testing.T) {
 	// the policy (loaded in the background) refuses it.
 	sa := "system:serviceaccount:" + kustomize.NewNamespace + ":prod-nodeready"
 	var last string
-	err = harness.Poll(t, func(ctx context.Context) (bool, error) {
+	err = framework.Poll(t, func(ctx context.Context) (bool, error) {
 		out, err := cp.Kubectl(t.Context(), nil, "--as", sa, "--as-group", "system:serviceaccounts", "--as-group", "system:authenticated",
 			"--as-user-extra", "authentication.kubernetes.io/node-name=another-node", "label", "node", "prefixed-0", "--dry-run=server", "example.com/x=y")
 		last = out

@@ -9,8 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
-	"github.com/nodeready/nodeready/e2e/static/chart"
+	"github.com/nodeready/nodeready/e2e/framework"
+	"github.com/nodeready/nodeready/e2e/framework/chart"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -20,9 +20,9 @@ import (
 // the agent the chart installed, under the own-node policy the chart installed; `helm
 // uninstall` removes every object the release made.
 func TestHelmInstall(t *testing.T) {
-	c := harness.StartForTest(t, harness.Options{NoManifests: true})
+	fw := framework.New(t, framework.Options{Cluster: framework.ClusterOptions{NoManifests: true}})
 	ctx := t.Context()
-	cluster := []string{"--kubeconfig", c.ControlPlane().Kubeconfig(), "--namespace", harness.Namespace}
+	cluster := []string{"--kubeconfig", fw.ControlPlane().Kubeconfig(), "--namespace", framework.Namespace}
 
 	// A bad value: refused before anything reaches the cluster.
 	_, err := chart.RunHelm(t, append([]string{"install", chart.Release, chart.Dir(t), "--set", "config.taintEffect=Sometimes"}, cluster...)...)
@@ -31,31 +31,31 @@ func TestHelmInstall(t *testing.T) {
 	releases, err := chart.RunHelm(t, append([]string{"list", "--short", "--deployed", "--failed", "--pending"}, cluster...)...)
 	require.NoError(t, err)
 	assert.Empty(t, strings.TrimSpace(releases), "a release was recorded")
-	_, err = c.Client().AppsV1().DaemonSets(harness.Namespace).Get(ctx, harness.DaemonSetName, metav1.GetOptions{})
+	_, err = fw.Client().AppsV1().DaemonSets(framework.Namespace).Get(ctx, framework.DaemonSetName, metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "DaemonSet after a refused install: %v", err)
 
 	// The install, with the settings the harness gives manifests/ on loopback.
 	args := append([]string{"install", chart.Release, chart.Dir(t)}, cluster...)
-	out, err := chart.RunHelm(t, append(args, chart.SetFlags(t, harness.LoopbackConfig())...)...)
+	out, err := chart.RunHelm(t, append(args, chart.SetFlags(t, framework.LoopbackConfig())...)...)
 	require.NoError(t, err)
 	t.Logf("helm install:\n%s", out)
-	ds, err := c.Client().AppsV1().DaemonSets(harness.Namespace).Get(ctx, harness.DaemonSetName, metav1.GetOptions{})
+	ds, err := fw.Client().AppsV1().DaemonSets(framework.Namespace).Get(ctx, framework.DaemonSetName, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "Helm", ds.Labels["app.kubernetes.io/managed-by"])
 
 	// A new node with the startup taint: the chart's agent verifies and releases it, and the
 	// DaemonSet controller deletes the agent pod.
-	f := harness.NewFleetForTest(t, c, "helm")
-	nodes, err := f.AddNodes(ctx, 1, harness.NodeOptions{})
+	f := fw.NewFleet("helm")
+	nodes, err := f.AddNodes(ctx, 1, framework.NodeOptions{})
 	require.NoError(t, err)
 	require.NoError(t, f.WaitReleased(ctx, nodes...))
-	harness.RequireAgentCondition(t, c, nodes[0], string(wellknown.Verified))
+	fw.WaitCondition(nodes[0], string(wellknown.Verified))
 	require.NoError(t, f.WaitAgentsGone(ctx, nodes...))
 
 	// The own-node policy the chart installed is in force: the agent's identity, with a
 	// pod-bound token of another node, may not write this one.
-	out, err = c.Kubectl(ctx, "label", "node", nodes[0], "example.com/probe=1",
-		"--as=system:serviceaccount:"+harness.Namespace+":nodeready",
+	out, err = fw.KubectlContext(ctx, "label", "node", nodes[0], "example.com/probe=1",
+		"--as=system:serviceaccount:"+framework.Namespace+":nodeready",
 		"--as-user-extra=authentication.kubernetes.io/node-name=another-node")
 	require.Error(t, err, out)
 	assert.Contains(t, out, "nodeready-own-node")
@@ -75,7 +75,7 @@ func TestHelmInstall(t *testing.T) {
 		if ns, ok := meta["namespace"].(string); ok {
 			args = append(args, "--namespace", ns)
 		}
-		out, err := c.Kubectl(ctx, args...)
+		out, err := fw.KubectlContext(ctx, args...)
 		require.NoError(t, err)
 		assert.Empty(t, strings.TrimSpace(out), "%s is still there after helm uninstall", key)
 	}

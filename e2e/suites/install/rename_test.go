@@ -11,8 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeready/nodeready/e2e/framework/controlplane"
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 )
 
 // TestOverlaysThatMoveTheAgentKeepItGuarded: the admission policies guard whoever holds
@@ -21,8 +20,8 @@ import (
 // selectors included, installs an agent that still cannot write another node, while it
 // may write its own.
 func TestOverlaysThatMoveTheAgentKeepItGuarded(t *testing.T) {
-	repo := harness.RepoRootForTest(t)
-	cp := controlplane.StartForTest(t)
+	fw := framework.New(t, framework.Options{ControlPlaneOnly: true})
+	repo, cp := fw.RepoRoot(), fw.ControlPlane()
 	_, err := cp.Client().CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "moved-0"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -51,7 +50,7 @@ func TestOverlaysThatMoveTheAgentKeepItGuarded(t *testing.T) {
 
 			as := []string{"--as", tt.serviceAccount, "--as-group", "system:serviceaccounts", "--as-group", "system:authenticated"}
 			var last string
-			err = harness.Poll(t, func(ctx context.Context) (bool, error) {
+			err = framework.Poll(t, func(ctx context.Context) (bool, error) {
 				out, err := cp.Kubectl(ctx, nil, append(as, "--as-user-extra", "authentication.kubernetes.io/node-name=another-node",
 					"label", "node", "moved-0", "--dry-run=server", "example.com/x=y")...)
 				last = out

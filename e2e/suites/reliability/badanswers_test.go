@@ -19,8 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/checks/dnstest"
-	"github.com/nodeready/nodeready/e2e/framework/controlplane"
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -46,7 +45,7 @@ func startFailing(t *testing.T, f *fleet, name string) *failingAgent {
 	t.Helper()
 	a := &failingAgent{f: f, node: name, dns: newSlowDNS(t, 0)}
 	a.dns.Hold()
-	require.NoError(t, f.addSlowNode(t.Context(), name, a.dns, harness.NodeOptions{}))
+	require.NoError(t, f.addSlowNode(t.Context(), name, a.dns, framework.NodeOptions{}))
 	require.NoError(t, waitQuery(t.Context(), a.dns, 0))
 	var err error
 	a.agent, err = f.waitRunning(t.Context(), name, nil)
@@ -139,8 +138,8 @@ func TestForbidden(t *testing.T) {
 	e := setup(t)
 	f := e.fleet(t, "forbidden")
 	ctx := t.Context()
-	rbacFile := filepath.Join(e.c.RepoRoot(), "manifests", "01-rbac.yaml")
-	policyFile := filepath.Join(e.c.RepoRoot(), "manifests", "04-admission-policy.yaml")
+	rbacFile := filepath.Join(e.fw.RepoRoot(), "manifests", "01-rbac.yaml")
+	policyFile := filepath.Join(e.fw.RepoRoot(), "manifests", "04-admission-policy.yaml")
 
 	// The permissions come back also when the test fails half way: the cluster is shared.
 	cases := []struct {
@@ -158,7 +157,7 @@ func TestForbidden(t *testing.T) {
 			return apierrors.IsForbidden(err)
 		},
 		restore: func(ctx context.Context) error {
-			_, err := e.c.Kubectl(ctx, "apply", "-f", rbacFile)
+			_, err := e.fw.KubectlContext(ctx, "apply", "-f", rbacFile)
 			return err
 		},
 	}, {
@@ -170,7 +169,7 @@ func TestForbidden(t *testing.T) {
 			require.NotEqual(t, string(data), changed, "the policy names the verified label")
 			path := filepath.Join(t.TempDir(), "policy.yaml")
 			require.NoError(t, os.WriteFile(path, []byte(changed), 0o644))
-			_, err = e.c.Kubectl(ctx, "apply", "-f", path)
+			_, err = e.fw.KubectlContext(ctx, "apply", "-f", path)
 			require.NoError(t, err)
 		},
 		inForce: func(ctx context.Context, agent kubernetes.Interface, node string) bool {
@@ -180,14 +179,14 @@ func TestForbidden(t *testing.T) {
 			return apierrors.IsForbidden(err)
 		},
 		restore: func(ctx context.Context) error {
-			_, err := e.c.Kubectl(ctx, "apply", "-f", policyFile)
+			_, err := e.fw.KubectlContext(ctx, "apply", "-f", policyFile)
 			return err
 		},
 	}}
 	var lines []string
 	for i, tc := range cases {
 		a := startFailing(t, f, fmt.Sprintf("forbidden-%d", i))
-		agent := agentClient(t, e.c, a.agent)
+		agent := agentClient(t, e.fw, a.agent)
 		restored := false
 		t.Cleanup(func() {
 			if restored {
@@ -200,7 +199,7 @@ func TestForbidden(t *testing.T) {
 			}
 		})
 		tc.take(t)
-		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, harness.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, framework.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 			return tc.inForce(ctx, agent, a.node), nil
 		})
 		require.NoError(t, err, "%s: the permission was not taken away", tc.name)
@@ -209,7 +208,7 @@ func TestForbidden(t *testing.T) {
 		assertBounded(t, tc.name, rate, requests, rounds)
 		assertEventSays(t, ctx, f.client, a.node, "ReleaseFailed", "forbidden: check the ClusterRole and the admission policy")
 		if tc.name == "policy" { // without its binding, the agent cannot write its condition either
-			cond := harness.RequireAgentCondition(t, e.c, a.node, string(wellknown.Misconfigured))
+			cond := e.fw.For(t).WaitCondition(a.node, string(wellknown.Misconfigured))
 			assert.Contains(t, cond.Message, "release: ")
 		}
 		for _, v := range f.versions.of(a.node) {
@@ -225,7 +224,7 @@ func TestForbidden(t *testing.T) {
 		pods := f.PodsOn(a.node)
 		require.Len(t, pods, 1)
 		assert.Equal(t, a.agent.UID, pods[0].UID, "released by the agent that was refused")
-		f.assertStates(t, []harness.NodeState{harness.Unverified, harness.Released}, a.node)
+		f.assertStates(t, []framework.NodeState{framework.Unverified, framework.Released}, a.node)
 		f.assertExits(t, a.node)
 		lines = append(lines, fmt.Sprintf("%s: refused, %.2f rounds/s after the recorded failure, %.0f API requests in %d rounds (%s); released %s after the fix by the same agent, no restart",
 			tc.name, rate, requests.total(), rounds, formatCounts(requests), took.Round(100*time.Millisecond)))
@@ -242,12 +241,12 @@ func TestSlowDNS(t *testing.T) {
 	f := e.fleet(t, "slowdns")
 	ctx := t.Context()
 	justBefore, justAfter := newSlowDNS(t, checkTimeout*9/10), newSlowDNS(t, checkTimeout*11/10)
-	require.NoError(t, f.addSlowNode(ctx, "slowdns-before", justBefore, harness.NodeOptions{}))
-	require.NoError(t, f.addSlowNode(ctx, "slowdns-after", justAfter, harness.NodeOptions{}))
+	require.NoError(t, f.addSlowNode(ctx, "slowdns-before", justBefore, framework.NodeOptions{}))
+	require.NoError(t, f.addSlowNode(ctx, "slowdns-after", justAfter, framework.NodeOptions{}))
 
 	before, err := f.waitRunning(ctx, "slowdns-before", nil)
 	require.NoError(t, err)
-	v, err := f.versions.waitFor(ctx, "slowdns-before", harness.WaitTimeout, "released", nodeVersion.released)
+	v, err := f.versions.waitFor(ctx, "slowdns-before", framework.WaitTimeout, "released", nodeVersion.released)
 	require.NoError(t, err)
 	tookBefore := v.At.Sub(before.Started)
 	assert.GreaterOrEqual(t, tookBefore, checkTimeout*9/10, "released before the DNS answer")
@@ -267,7 +266,7 @@ func TestSlowDNS(t *testing.T) {
 	}
 	assert.Len(t, f.PodsOn("slowdns-after"), 1)
 	assert.Equal(t, after.UID, f.PodsOn("slowdns-after")[0].UID, "released by the agent whose checks timed out")
-	f.assertStates(t, []harness.NodeState{harness.Unverified, harness.Released}, "slowdns-before", "slowdns-after")
+	f.assertStates(t, []framework.NodeState{framework.Unverified, framework.Released}, "slowdns-before", "slowdns-after")
 	exits := f.assertExits(t, "slowdns-before", "slowdns-after")
 	assert.Empty(t, nodeEvents(t, ctx, f.client, []string{"slowdns-before"}, failureReasons...))
 	t.Logf("DNS answering after %s (CHECK_TIMEOUT %s): released %s after the agent started, in its first round; DNS answering after %s: the rounds timed out, the agent asked again and released the node once DNS answered in time; %d agents exit 0",
@@ -276,16 +275,16 @@ func TestSlowDNS(t *testing.T) {
 
 // agentClient returns a client that acts as the agent of the pod: the nodeready
 // ServiceAccount's token bound to the pod, as the kubelet gives it.
-func agentClient(t *testing.T, c *harness.Cluster, pod kubelet.PodInfo) kubernetes.Interface {
+func agentClient(t *testing.T, fw *framework.Framework, pod kubelet.PodInfo) kubernetes.Interface {
 	t.Helper()
-	return controlplane.ServiceAccountClientForTest(t, c.ControlPlane(), harness.Namespace, "nodeready", pod.Name, pod.UID)
+	return fw.For(t).TokenClient(framework.Namespace, "nodeready", pod.Name, pod.UID)
 }
 
 // assertEventSays asserts that an agent Event about the node with the reason says what.
 func assertEventSays(t *testing.T, ctx context.Context, client kubernetes.Interface, node, reason, what string) {
 	t.Helper()
 	var notes []string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, harness.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, framework.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 		notes = notes[:0]
 		for _, ev := range nodeEvents(t, ctx, client, []string{node}, reason) {
 			notes = append(notes, ev.Note)

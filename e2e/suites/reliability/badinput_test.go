@@ -15,7 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
@@ -37,7 +37,7 @@ import (
 func TestBadInput(t *testing.T) {
 	e := setup(t)
 	f := e.fleet(t, "badinput")
-	client := e.c.Client()
+	client := e.fw.Client()
 	ctx := t.Context()
 
 	// What the API server refuses.
@@ -50,7 +50,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for what, taints := range refused {
 		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: "badinput-refused", Labels: map[string]string{harness.FleetLabel: f.Name()}},
+			ObjectMeta: metav1.ObjectMeta{Name: "badinput-refused", Labels: map[string]string{framework.FleetLabel: f.Name()}},
 			Spec:       corev1.NodeSpec{Taints: taints},
 		}
 		_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
@@ -100,14 +100,14 @@ func TestBadInput(t *testing.T) {
 		return map[string]string{"CHECKS": "dns,tcp,apiserver,endpoints,http", "HTTP_URLS": url}
 	}
 	spellings := map[string]map[string]string{
-		"badinput-upper":     {"DNS_TEST_DOMAINS": strings.ToUpper(harness.DNSName)},
-		"badinput-dot":       {"DNS_TEST_DOMAINS": harness.DNSName + "."},
+		"badinput-upper":     {"DNS_TEST_DOMAINS": strings.ToUpper(framework.DNSName)},
+		"badinput-dot":       {"DNS_TEST_DOMAINS": framework.DNSName + "."},
 		"badinput-upper-dot": {"DNS_TEST_DOMAINS": "Kubernetes.DEFAULT.svc.Cluster.Local."},
 		"badinput-redirect":  withHTTP(srv.URL + "/start"),
 		"badinput-endless":   withHTTP(srv.URL + "/endless"),
 	}
 	for name, env := range spellings {
-		require.NoError(t, f.AddNode(ctx, name, harness.NodeOptions{Env: env}))
+		require.NoError(t, f.AddNode(ctx, name, framework.NodeOptions{Env: env}))
 	}
 	names := []string{otherValue}
 	for name := range spellings {
@@ -116,7 +116,7 @@ func TestBadInput(t *testing.T) {
 	for name := range spellings {
 		require.NoError(t, f.WaitReleased(ctx, name))
 	}
-	v, err := f.versions.waitFor(ctx, otherValue, harness.WaitTimeout, "released", nodeVersion.released)
+	v, err := f.versions.waitFor(ctx, otherValue, framework.WaitTimeout, "released", nodeVersion.released)
 	require.NoError(t, err)
 	var sameKey []corev1.Taint // the node lifecycle controller's not-ready taint may be there too
 	for _, tn := range v.Taints {
@@ -129,14 +129,14 @@ func TestBadInput(t *testing.T) {
 		require.NoError(t, f.waitAgentsDone(ctx, n, 1))
 		assert.Len(t, f.PodsOn(n), 1, "agents on %s", n)
 	}
-	f.assertStates(t, []harness.NodeState{harness.Unverified, harness.Released}, names[1:]...)
+	f.assertStates(t, []framework.NodeState{framework.Unverified, framework.Released}, names[1:]...)
 	versionsSeen := f.assertNeverHalfDone(t, names...)
 	exits := f.assertExits(t, names...)
 	assert.Empty(t, nodeEvents(t, ctx, client, names, failureReasons...), "failure Events")
 	assert.Positive(t, okHits.Load(), "the redirects were not followed to /ok")
 	select {
 	case <-endlessDone:
-	case <-time.After(harness.WaitTimeout):
+	case <-time.After(framework.WaitTimeout):
 		t.Error("the endless body's handler still runs: the agent did not close the connection")
 	}
 	assert.Less(t, endlessBytes.Load(), int64(16<<20), "bytes of the endless body sent before the agent closed the connection")
@@ -169,7 +169,7 @@ func TestBadInput(t *testing.T) {
 // with the taints and label key=value given here instead of the fleet's taints, for a node
 // registered through the fleet's kubelet directly.
 func nodeOptions(f *fleet, taints []corev1.Taint, label ...string) kubelet.NodeOptions {
-	labels := map[string]string{harness.FleetLabel: f.Name(), harness.ForeignLabel: harness.ForeignLabelValue}
+	labels := map[string]string{framework.FleetLabel: f.Name(), framework.ForeignLabel: framework.ForeignLabelValue}
 	if len(label) == 2 {
 		labels[label[0]] = label[1]
 	}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/checks/dnstest"
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -27,7 +27,7 @@ import (
 // fleet is a harness fleet with what these tests add: every version of its nodes
 // (versions), and nodes whose nameserver is one of the test's own (newSlowDNS).
 type fleet struct {
-	*harness.Fleet
+	*framework.Fleet
 	client   kubernetes.Interface
 	versions versions
 
@@ -38,7 +38,7 @@ type fleet struct {
 // fleet starts a fleet; its History records its nodes' versions from the start.
 func (e env) fleet(t *testing.T, name string) *fleet {
 	t.Helper()
-	f := &fleet{Fleet: e.newFleet(t, name), client: e.c.Client(), dns: map[string]*dnstest.Server{}}
+	f := &fleet{Fleet: e.newFleet(t, name), client: e.fw.Client(), dns: map[string]*dnstest.Server{}}
 	// Before any node: the kubelet reads its options unlocked when it starts a process.
 	f.Kubelet().OverrideEnv(f.dnsEnv)
 	f.versions = versions{f.History()}
@@ -55,7 +55,7 @@ func (f *fleet) dnsEnv(node string) map[string]string {
 }
 
 // addSlowNode adds a node whose agents ask s instead of the fleet's DNS server for it.
-func (f *fleet) addSlowNode(ctx context.Context, name string, s *dnstest.Server, o harness.NodeOptions) error {
+func (f *fleet) addSlowNode(ctx context.Context, name string, s *dnstest.Server, o framework.NodeOptions) error {
 	f.useDNS(name, s)
 	return f.AddNode(ctx, name, o)
 }
@@ -69,7 +69,7 @@ func (f *fleet) useDNS(node string, s *dnstest.Server) {
 
 // addNodes adds n nodes named <fleet>-<prefix><i> at once, each with its own nameserver made
 // by newDNS when it is not nil.
-func (f *fleet) addNodes(t *testing.T, prefix string, n int, o harness.NodeOptions, newDNS func() *dnstest.Server) []string {
+func (f *fleet) addNodes(t *testing.T, prefix string, n int, o framework.NodeOptions, newDNS func() *dnstest.Server) []string {
 	t.Helper()
 	names := make([]string, n)
 	for i := range n {
@@ -96,7 +96,7 @@ func (f *fleet) agentsDone(node string, n int) bool {
 
 // waitAgentsDone waits, on the kubelet's records, until agentsDone.
 func (f *fleet) waitAgentsDone(ctx context.Context, node string, n int) error {
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, harness.WaitTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, framework.WaitTimeout, true, func(context.Context) (bool, error) {
 		return f.agentsDone(node, n), nil
 	})
 	if err != nil {
@@ -109,7 +109,7 @@ func (f *fleet) waitAgentsDone(ctx context.Context, node string, n int) error {
 // the node, and returns its pod.
 func (f *fleet) waitRunning(ctx context.Context, node string, skip map[types.UID]bool) (kubelet.PodInfo, error) {
 	var pod kubelet.PodInfo
-	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, harness.WaitTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, framework.WaitTimeout, true, func(context.Context) (bool, error) {
 		for _, p := range f.PodsOn(node) {
 			if p.Running && !skip[p.UID] {
 				pod = p
@@ -172,7 +172,7 @@ func (f *fleet) assertExitsBut(t *testing.T, uncaught func(kubelet.PodInfo, kube
 
 // assertStates asserts that each node went through exactly want, in order, as the harness's
 // node history saw it, after waiting until it has seen the last of them.
-func (f *fleet) assertStates(t *testing.T, want []harness.NodeState, nodes ...string) {
+func (f *fleet) assertStates(t *testing.T, want []framework.NodeState, nodes ...string) {
 	t.Helper()
 	for _, node := range nodes {
 		if err := f.History().WaitLatest(t.Context(), node, want[len(want)-1]); err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 )
 
 // TestLoad: a hundred nodes join at once and their agents verify them against the one local
@@ -25,14 +25,14 @@ func TestLoad(t *testing.T) {
 	)
 	e := setup(t)
 	f := e.fleet(t, "load")
-	client := e.c.Client()
+	client := e.fw.Client()
 	ctx := t.Context()
 
 	before, err := apiServerRequests(ctx, client)
 	require.NoError(t, err)
 	from := e.audit.offset(t)
 	began := time.Now()
-	names := f.addNodes(t, "", nodes, harness.NodeOptions{}, nil)
+	names := f.addNodes(t, "", nodes, framework.NodeOptions{}, nil)
 	added := time.Since(began)
 
 	var mu sync.Mutex
@@ -59,7 +59,7 @@ func TestLoad(t *testing.T) {
 	after, err := apiServerRequests(ctx, client)
 	require.NoError(t, err)
 
-	f.assertStates(t, []harness.NodeState{harness.Unverified, harness.Released}, names...)
+	f.assertStates(t, []framework.NodeState{framework.Unverified, framework.Released}, names...)
 	versionsSeen := f.assertNeverHalfDone(t, names...)
 	exits := f.assertExits(t, names...)
 	for _, n := range names {

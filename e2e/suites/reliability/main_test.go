@@ -1,16 +1,9 @@
 package reliability
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/nodeready/nodeready/e2e/framework/controlplane"
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 )
 
 // agentUser is who the agents are to the API server: the ServiceAccount of
@@ -30,85 +23,25 @@ rules:
   - level: None
 `
 
-// startTimeout bounds the start of the shared cluster.
-const startTimeout = 5 * time.Minute
-
-// shared is the one cluster the tests of the package run on, one test after another. It
-// starts with the first test that asks for it and stops after the last.
-var shared struct {
-	once    sync.Once
-	cluster *harness.Cluster
-	audit   *auditLog
-	logDir  string
-	err     error
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.cluster != nil {
-		shared.cluster.Stop()
-	}
-	if shared.logDir != "" {
-		if code == 0 && os.Getenv(harness.LogsEnv) == "" {
-			os.RemoveAll(shared.logDir)
-		} else {
-			fmt.Fprintf(os.Stderr, "control plane, audit, kubelet and agent logs kept in %s\n", shared.logDir)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { framework.Main(m) }
 
 // env is what every test works with: the shared cluster and its audit log.
 type env struct {
-	c     *harness.Cluster
+	fw    *framework.Framework
 	audit *auditLog
 }
 
-// setup returns the shared cluster, starting it on first use: a control plane with the
-// agents' requests audited, nodeready installed from manifests/ with the loopback
-// configuration of the harness.
+// setup returns the test's Framework on the package's shared cluster, starting it on first
+// use: a control plane with the agents' requests audited, nodeready installed from
+// manifests/ with the loopback configuration of the harness.
 func setup(t *testing.T) env {
 	t.Helper()
-	shared.once.Do(func() {
-		shared.cluster, shared.audit, shared.logDir, shared.err = start()
-	})
-	if shared.err != nil {
-		t.Fatalf("start cluster: %v", shared.err)
-	}
-	return env{c: shared.cluster, audit: shared.audit}
-}
-
-func start() (*harness.Cluster, *auditLog, string, error) {
-	keep := os.Getenv(harness.LogsEnv)
-	if keep != "" {
-		if err := os.MkdirAll(keep, 0o755); err != nil {
-			return nil, nil, "", err
-		}
-	}
-	logDir, err := os.MkdirTemp(keep, "nodeready-reliability-")
-	if err != nil {
-		return nil, nil, "", err
-	}
-	policy := filepath.Join(logDir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
-		return nil, nil, logDir, err
-	}
-	audit := &auditLog{path: filepath.Join(logDir, "audit.log")}
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	c, err := harness.Start(ctx, harness.Options{
-		LogDir: logDir,
-		ControlPlane: controlplane.Options{APIServerArgs: []string{
-			"--audit-policy-file=" + policy,
-			"--audit-log-path=" + audit.path,
-			"--audit-log-format=json",
-		}},
-	})
-	return c, audit, logDir, err
+	fw := framework.New(t, framework.Options{Shared: true, AuditPolicy: auditPolicy})
+	return env{fw: fw, audit: &auditLog{path: fw.AuditLog()}}
 }
 
 // newFleet starts a fleet for the test; its nodes are removed when the test ends.
-func (e env) newFleet(t *testing.T, name string) *harness.Fleet {
+func (e env) newFleet(t *testing.T, name string) *framework.Fleet {
 	t.Helper()
-	return harness.NewFleetForTest(t, e.c, name)
+	return e.fw.For(t).NewFleet(name)
 }

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/checks/dnstest"
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -56,12 +56,12 @@ func TestAPIServerOutage(t *testing.T) {
 	const readWrite = 6 // nodes per outage whose release races the stop
 	e := setup(t)
 	f := e.fleet(t, "outage")
-	client := e.c.Client()
-	cp := e.c.ControlPlane()
+	client := e.fw.Client()
+	cp := e.fw.ControlPlane()
 	ctx := t.Context()
 	from := e.audit.offset(t)
 	rng := rand.New(rand.NewPCG(7, 7))
-	opts := harness.NodeOptions{Taints: []corev1.Taint{outageTaintBefore}}
+	opts := framework.NodeOptions{Taints: []corev1.Taint{outageTaintBefore}}
 
 	var all []*outageNode
 	type stopAt struct {
@@ -137,7 +137,7 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Logf("outage %d: API server stopped %s, ready again after %s", k+1, stopped.Format("15:04:05.000"), back.Sub(stopped).Round(100*time.Millisecond))
 
 		for _, n := range nodes {
-			v, err := f.versions.waitFor(ctx, n.name, harness.WaitTimeout, "released", nodeVersion.released)
+			v, err := f.versions.waitFor(ctx, n.name, framework.WaitTimeout, "released", nodeVersion.released)
 			require.NoError(t, err)
 			n.releasedAfter = v.At.Sub(back)
 		}
@@ -159,17 +159,17 @@ func TestAPIServerOutage(t *testing.T) {
 		assert.True(t, final.released(), "node %s at the end: %s", n.name, final)
 		assert.True(t, hasExactTaint(node.Spec.Taints, outageTaintAfter), "node %s lost the taint changed after the restart: %v", n.name, taintsOf(node.Spec.Taints))
 		assert.False(t, hasExactTaint(node.Spec.Taints, outageTaintBefore), "node %s: a write brought back the taint as it was before the restart: %v", n.name, taintsOf(node.Spec.Taints))
-		for _, ft := range harness.ForeignTaints {
+		for _, ft := range framework.ForeignTaints {
 			assert.True(t, hasExactTaint(node.Spec.Taints, ft), "node %s lost %s", n.name, ft.ToString())
 		}
 		// What people see agrees with the node: the agent's condition says Verified, also
 		// where the release landed just before a stop and the condition write that follows
 		// it fell into the outage (the agent writes it again once the API server is back).
-		if verdict := harness.AgentCondition(node); assert.NotNil(t, verdict, "node %s released without the condition %s", n.name, wellknown.ConditionType) {
+		if verdict := framework.AgentCondition(node); assert.NotNil(t, verdict, "node %s released without the condition %s", n.name, wellknown.ConditionType) {
 			assert.Equal(t, corev1.ConditionTrue, verdict.Status, "node %s released, condition %s: %s", n.name, verdict.Reason, verdict.Message)
 		}
 	}
-	f.assertStates(t, []harness.NodeState{harness.Unverified, harness.Released}, names...)
+	f.assertStates(t, []framework.NodeState{framework.Unverified, framework.Released}, names...)
 	versionsSeen := f.assertNeverHalfDone(t, names...)
 	exits := f.assertExits(t, names...)
 

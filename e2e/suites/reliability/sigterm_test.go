@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodeready/nodeready/checks/dnstest"
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 )
 
@@ -82,10 +82,10 @@ func TestSIGTERMAtAnyMoment(t *testing.T) {
 	)
 	e := setup(t)
 	f := e.fleet(t, "sigterm")
-	client := e.c.Client()
+	client := e.fw.Client()
 	ctx := t.Context()
 	dns := map[string]*dnstest.Server{}
-	names := f.addNodes(t, "", nodes, harness.NodeOptions{}, func() *dnstest.Server { return newSlowDNS(t, dnsWait) })
+	names := f.addNodes(t, "", nodes, framework.NodeOptions{}, func() *dnstest.Server { return newSlowDNS(t, dnsWait) })
 	f.mu.Lock()
 	for _, n := range names {
 		dns[n] = f.dns[n]
@@ -170,7 +170,7 @@ func TestSIGTERMAtAnyMoment(t *testing.T) {
 	versionsSeen := f.assertNeverHalfDone(t, names...)
 	for _, n := range names {
 		for _, s := range f.History().States(n) {
-			assert.Contains(t, []harness.NodeState{harness.Unverified, harness.Released}, s, "node %s went through %s", n, s)
+			assert.Contains(t, []framework.NodeState{framework.Unverified, framework.Released}, s, "node %s went through %s", n, s)
 		}
 		for _, v := range f.versions.of(n) {
 			if v.Verdict != nil {
@@ -216,7 +216,7 @@ func sigtermOnce(ctx context.Context, f *fleet, dns *dnstest.Server, node string
 	// instant, before any program could have a signal handler, where a real kubelet does
 	// not start the containers of a pod it knows is being deleted.)
 	var pod kubelet.PodInfo
-	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, harness.WaitTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, framework.WaitTimeout, true, func(context.Context) (bool, error) {
 		for _, p := range f.PodsOn(node) {
 			if !seen[p.UID] && !p.Done && p.Running {
 				pod = p
@@ -241,7 +241,7 @@ func sigtermOnce(ctx context.Context, f *fleet, dns *dnstest.Server, node string
 	case atRandom:
 		pause(ctx, time.Duration(rng.Int64N(int64(2*time.Second))))
 	case atLabel:
-		if _, err := f.versions.waitFor(ctx, node, harness.WaitTimeout, "released", func(v nodeVersion) bool { return v.RV > from.RV && v.released() }); err != nil {
+		if _, err := f.versions.waitFor(ctx, node, framework.WaitTimeout, "released", func(v nodeVersion) bool { return v.RV > from.RV && v.released() }); err != nil {
 			return run, err
 		}
 	}
@@ -257,7 +257,7 @@ func sigtermOnce(ctx context.Context, f *fleet, dns *dnstest.Server, node string
 	if err != nil && !isGoneOrReplaced(err) {
 		return run, fmt.Errorf("delete pod %s: %w", pod.Name, err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, harness.WaitTimeout, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, framework.WaitTimeout, true, func(context.Context) (bool, error) {
 		p, _ := f.Kubelet().Pod(pod.UID)
 		run.pod = p
 		return p.Done, nil
@@ -279,7 +279,7 @@ func sigtermOnce(ctx context.Context, f *fleet, dns *dnstest.Server, node string
 
 // waitQuery waits until the server has received more than n queries.
 func waitQuery(ctx context.Context, s *dnstest.Server, n int64) error {
-	timeout := time.NewTimer(harness.WaitTimeout)
+	timeout := time.NewTimer(framework.WaitTimeout)
 	defer timeout.Stop()
 	for {
 		got, next := s.Queries()
@@ -291,7 +291,7 @@ func waitQuery(ctx context.Context, s *dnstest.Server, n int64) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timeout.C:
-			return fmt.Errorf("no DNS query within %s", harness.WaitTimeout)
+			return fmt.Errorf("no DNS query within %s", framework.WaitTimeout)
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
 )
 
@@ -31,9 +31,9 @@ func TestStartupTaintComesBack(t *testing.T) {
 	const nodes = 8
 	e := setup(t)
 	f := e.fleet(t, "taintback")
-	client := e.c.Client()
+	client := e.fw.Client()
 	ctx := t.Context()
-	names := f.addNodes(t, "", nodes, harness.NodeOptions{}, nil)
+	names := f.addNodes(t, "", nodes, framework.NodeOptions{}, nil)
 
 	type undo struct {
 		node    string
@@ -47,7 +47,7 @@ func TestStartupTaintComesBack(t *testing.T) {
 		var after int64
 		for range 1 + i%2 {
 			// The first release, or the agent's removal of the taint put back before.
-			if _, err := f.versions.waitFor(ctx, n, harness.WaitTimeout, "released", func(v nodeVersion) bool { return v.RV >= after && v.released() }); err != nil {
+			if _, err := f.versions.waitFor(ctx, n, framework.WaitTimeout, "released", func(v nodeVersion) bool { return v.RV >= after && v.released() }); err != nil {
 				return err
 			}
 			rv, err := retaint(ctx, client, n)
@@ -58,7 +58,7 @@ func TestStartupTaintComesBack(t *testing.T) {
 			mu.Lock()
 			readds++
 			mu.Unlock()
-			v, err := f.versions.waitFor(ctx, n, harness.WaitTimeout, "released again", func(v nodeVersion) bool { return v.RV > rv && v.released() })
+			v, err := f.versions.waitFor(ctx, n, framework.WaitTimeout, "released again", func(v nodeVersion) bool { return v.RV > rv && v.released() })
 			if err != nil {
 				return err
 			}
@@ -87,9 +87,9 @@ func TestStartupTaintComesBack(t *testing.T) {
 		assert.Less(t, latency, settleTime, "node %s: the agent took longer than its settle window to remove the taint again", u.node)
 	}
 	for i, n := range names {
-		want := []harness.NodeState{harness.Unverified, harness.Released}
+		want := []framework.NodeState{framework.Unverified, framework.Released}
 		for range 1 + i%2 {
-			want = append(want, harness.NodeState{Labelled: true, Tainted: true, Intact: true}, harness.Released)
+			want = append(want, framework.NodeState{Labelled: true, Tainted: true, Intact: true}, framework.Released)
 		}
 		f.assertStates(t, want, n)
 		node, err := client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
@@ -127,9 +127,9 @@ func TestKarpenterRegistration(t *testing.T) {
 	)
 	e := setup(t)
 	f := e.fleet(t, "karpenter")
-	client := e.c.Client()
+	client := e.fw.Client()
 	ctx := t.Context()
-	names := f.addNodes(t, "", nodes, harness.NodeOptions{Labels: map[string]string{"karpenter.sh/nodepool": "default"}}, nil)
+	names := f.addNodes(t, "", nodes, framework.NodeOptions{Labels: map[string]string{"karpenter.sh/nodepool": "default"}}, nil)
 
 	agents := map[string]kubelet.PodInfo{}
 	for _, n := range names {
@@ -137,7 +137,7 @@ func TestKarpenterRegistration(t *testing.T) {
 		require.NoError(t, err)
 		agents[n] = pod
 		var last samples
-		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, harness.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, framework.WaitTimeout, true, func(ctx context.Context) (bool, error) {
 			s, err := scrapeAgent(ctx, pod.MetricsAddr)
 			if err != nil {
 				return false, nil
@@ -173,7 +173,7 @@ func TestKarpenterRegistration(t *testing.T) {
 		require.Len(t, pods, 1, "agent pods on %s", n)
 		assert.Equal(t, agents[n].UID, pods[0].UID, "released by the agent that waited")
 	}
-	f.assertStates(t, []harness.NodeState{harness.Unverified, harness.Released}, names...)
+	f.assertStates(t, []framework.NodeState{framework.Unverified, framework.Released}, names...)
 	exits := f.assertExits(t, names...)
 	t.Logf("%d Karpenter nodes: the agents refrained for %d+ rounds each with no failure recorded, then released within %s of the registration; %d agents, all exit 0",
 		nodes, refrained, releasedIn.Round(100*time.Millisecond), exits)

@@ -8,7 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/history"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -53,9 +53,9 @@ func (v nodeVersion) String() string {
 // versions is every version of the fleet's nodes, from the fleet's History: unlike its
 // States, which keep the distinct release states, it keeps each version's taints, labels and
 // the agent's condition, so a test can replay what every writer saw.
-type versions struct{ h *harness.History }
+type versions struct{ h *framework.History }
 
-func versionOf(e history.Entry[harness.NodeVersion]) nodeVersion {
+func versionOf(e history.Entry[framework.NodeVersion]) nodeVersion {
 	return nodeVersion{RV: e.RV, Taints: e.State.Taints, Labels: e.State.Labels, Verdict: e.State.Verdict, Deleted: e.Deleted, At: e.At}
 }
 
@@ -85,7 +85,7 @@ func (v versions) relisted() int { return v.h.Relists() }
 func (v versions) waitFor(ctx context.Context, node string, timeout time.Duration, what string, cond func(nodeVersion) bool) (nodeVersion, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	es, err := v.h.Wait(wctx, node, func(es []history.Entry[harness.NodeVersion]) bool {
+	es, err := v.h.Wait(wctx, node, func(es []history.Entry[framework.NodeVersion]) bool {
 		return len(es) > 0 && cond(versionOf(es[len(es)-1]))
 	})
 	switch {

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -33,15 +33,15 @@ func TestConcurrentWriters(t *testing.T) {
 	)
 	e := setup(t)
 	f := e.fleet(t, "writers")
-	client := e.c.Client()
-	writerAPI := writerClient(t, e.c)
+	client := e.fw.Client()
+	writerAPI := writerClient(t, e.fw)
 	ctx := t.Context()
 	from := e.audit.offset(t)
 	began := time.Now()
 
 	// A short settle window: the agents' watch is not what this test is about, and each
 	// re-verification waits for the previous agent to end.
-	names := f.addNodes(t, "", nodes, harness.NodeOptions{Env: map[string]string{"SETTLE_TIME": "2s"}}, nil)
+	names := f.addNodes(t, "", nodes, framework.NodeOptions{Env: map[string]string{"SETTLE_TIME": "2s"}}, nil)
 
 	stop := make(chan struct{})
 	var writing sync.WaitGroup
@@ -66,11 +66,11 @@ func TestConcurrentWriters(t *testing.T) {
 	onEachNode(t, names, func(_ int, n string) error {
 		var after int64 // the re-verification's write: the release must come later
 		for i := range cycles {
-			v, err := f.versions.waitFor(ctx, n, harness.WaitTimeout, "released", func(v nodeVersion) bool { return v.RV > after && v.released() })
+			v, err := f.versions.waitFor(ctx, n, framework.WaitTimeout, "released", func(v nodeVersion) bool { return v.RV > after && v.released() })
 			if err != nil {
 				return err
 			}
-			if !v.hasTaint(wellknown.StartupTaint().Key, "PreferNoSchedule") || v.Labels[harness.ForeignLabel] != harness.ForeignLabelValue {
+			if !v.hasTaint(wellknown.StartupTaint().Key, "PreferNoSchedule") || v.Labels[framework.ForeignLabel] != framework.ForeignLabelValue {
 				return fmt.Errorf("node %s released without its foreign taints and labels: %s", n, v)
 			}
 			if err := f.waitAgentsDone(ctx, n, i+1); err != nil {
@@ -122,9 +122,9 @@ func TestConcurrentWriters(t *testing.T) {
 	assert.Zero(t, f.versions.relisted(), "the watch missed versions; the replay would be incomplete")
 	halfChecked := f.assertNeverHalfDone(t, names...)
 
-	var want []harness.NodeState
+	var want []framework.NodeState
 	for range cycles {
-		want = append(want, harness.Unverified, harness.Released)
+		want = append(want, framework.Unverified, framework.Released)
 	}
 	f.assertStates(t, want, names...)
 	exits := f.assertExits(t, names...)

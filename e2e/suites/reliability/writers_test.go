@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 )
 
 // writerUser is who the foreign writers are: a ServiceAccount in kube-system, like a CNI or
@@ -30,16 +30,16 @@ import (
 // starve everyone else, however fast they write.
 const (
 	writerSA   = "e2e-node-writer"
-	writerUser = "system:serviceaccount:" + harness.Namespace + ":" + writerSA
+	writerUser = "system:serviceaccount:" + framework.Namespace + ":" + writerSA
 )
 
 // writerClient returns a client that acts as writerUser (the admin impersonates it), with no
 // client-side rate limit, after granting it get, update and patch on nodes. The grant is
 // removed when the test ends.
-func writerClient(t *testing.T, c *harness.Cluster) kubernetes.Interface {
+func writerClient(t *testing.T, fw *framework.Framework) kubernetes.Interface {
 	t.Helper()
 	ctx := t.Context()
-	admin := c.Client()
+	admin := fw.Client()
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: writerSA},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "update", "patch"}}},
@@ -47,7 +47,7 @@ func writerClient(t *testing.T, c *harness.Cluster) kubernetes.Interface {
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: writerSA},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: writerSA},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: writerSA, Namespace: harness.Namespace}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: writerSA, Namespace: framework.Namespace}},
 	}
 	_, err := admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -60,10 +60,10 @@ func writerClient(t *testing.T, c *harness.Cluster) kubernetes.Interface {
 		_ = admin.RbacV1().ClusterRoles().Delete(ctx, writerSA, metav1.DeleteOptions{})
 	})
 
-	cfg := c.ControlPlane().RESTConfig()
+	cfg := fw.ControlPlane().RESTConfig()
 	cfg.Impersonate = rest.ImpersonationConfig{
 		UserName: writerUser,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + harness.Namespace, "system:authenticated"},
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + framework.Namespace, "system:authenticated"},
 	}
 	cfg.QPS = -1 // no client-side limit: as fast as the API server lets them
 	client, err := kubernetes.NewForConfig(cfg)

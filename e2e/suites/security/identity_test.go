@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -27,7 +28,7 @@ import (
 // refusals), a node it released before, a control-plane node and a node without the
 // startup taint; it lets a held node go.
 func TestAgentDeletesOnlyANodeItHolds(t *testing.T) {
-	cp := controlplane.StartForTest(t)
+	cp := framework.New(t, framework.Options{ControlPlaneOnly: true}).ControlPlane()
 	admin := cp.Client()
 	applyManifests(t, cp)
 	out, err := cp.Kubectl(t.Context(), nil, "apply", "-f", filepath.Join("..", "..", "..", "manifests", "replace-node"))

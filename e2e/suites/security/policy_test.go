@@ -1,5 +1,3 @@
-// Package security proves on a real API server that an agent can change only
-// its own node, and only the verified label and the startup taint on it.
 package security
 
 import (
@@ -19,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
@@ -253,7 +252,7 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 // returns a client with the token of an agent pod on node-a, as the kubelet would mount it.
 func twoNodes(t *testing.T) (cp *controlplane.ControlPlane, admin kubernetes.Interface, nodeA, nodeB string, agentA kubernetes.Interface) {
 	t.Helper()
-	cp = controlplane.StartForTest(t)
+	cp = framework.New(t, framework.Options{ControlPlaneOnly: true}).ControlPlane()
 	admin = cp.Client()
 	applyManifests(t, cp)
 	nodeA, nodeB = createNode(t, admin, "node-a"), createNode(t, admin, "node-b")

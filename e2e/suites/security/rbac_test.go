@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 )
 
@@ -51,7 +52,7 @@ func allowed(t *testing.T, c kubernetes.Interface, a access) bool {
 // environment included), DaemonSets or CSINodes: the gates that need them come with their
 // own files in manifests/gates/.
 func TestDefaultInstallReadsNoPodsOrDaemonSets(t *testing.T) {
-	cp := controlplane.StartForTest(t)
+	cp := framework.New(t, framework.Options{ControlPlaneOnly: true}).ControlPlane()
 	admin := cp.Client()
 	applyManifests(t, cp)
 

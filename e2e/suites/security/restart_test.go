@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -40,7 +41,7 @@ const restartServiceAccounts = 3000
 // clients themselves. (RBAC refuses writes of its own for a moment after a start, before its
 // informers have synced: that is the API server's, and the writers are told so.)
 func TestPoliciesRefuseNoOneAcrossARestart(t *testing.T) {
-	cp := controlplane.StartForTest(t)
+	cp := framework.New(t, framework.Options{ControlPlaneOnly: true}).ControlPlane()
 	admin := cp.Client()
 	applyManifests(t, cp)
 	ctx := t.Context()

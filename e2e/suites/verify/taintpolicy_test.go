@@ -1,4 +1,4 @@
-package karpenter_test
+package verify
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/karpenter"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -26,8 +26,8 @@ import (
 // The policies that name the startup taint key: the creation-time MutatingAdmissionPolicy
 // puts the taint on, the own-node ValidatingAdmissionPolicy lets the agent remove only it.
 var (
-	creationPolicy = filepath.Join("manifests", "node-creation", "startup-taint.yaml")
-	ownNodePolicy  = filepath.Join("manifests", "04-admission-policy.yaml")
+	creationPolicy    = filepath.Join("manifests", "node-creation", "startup-taint.yaml")
+	ownNodePolicyFile = filepath.Join("manifests", "04-admission-policy.yaml")
 )
 
 const (
@@ -41,10 +41,10 @@ const (
 // nodeready's, and the own-node policy with it, and waits until both are. Cleanup puts the
 // files back as they are (and removes the creation-time policy if it was not there), also
 // when the test fails: the other subtests share the cluster.
-func useTaintKey(t *testing.T, c *harness.Cluster, key string) {
+func useTaintKey(t *testing.T, fw *framework.Framework, key string) {
 	t.Helper()
 	ctx := t.Context()
-	_, err := c.Client().AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, creationPolicyName, metav1.GetOptions{})
+	_, err := fw.Client().AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, creationPolicyName, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		require.NoError(t, err)
 	}
@@ -54,17 +54,17 @@ func useTaintKey(t *testing.T, c *harness.Cluster, key string) {
 		// A taint list to append to, which nothing else changes.
 		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "example.com/probe", Effect: corev1.TaintEffectNoSchedule}}},
 	}
-	_, err = c.Client().CoreV1().Nodes().Create(ctx, probe, metav1.CreateOptions{})
+	_, err = fw.Client().CoreV1().Nodes().Create(ctx, probe, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		restore := []string{"apply", "-f", filepath.Join(c.RepoRoot(), creationPolicy)}
+		restore := []string{"apply", "-f", filepath.Join(fw.RepoRoot(), creationPolicy)}
 		if !hadCreationPolicy {
-			restore = []string{"delete", "--ignore-not-found", "-f", filepath.Join(c.RepoRoot(), creationPolicy)}
+			restore = []string{"delete", "--ignore-not-found", "-f", filepath.Join(fw.RepoRoot(), creationPolicy)}
 		}
-		for _, args := range [][]string{{"apply", "-f", filepath.Join(c.RepoRoot(), ownNodePolicy)}, restore} {
-			if out, err := c.Kubectl(ctx, args...); err != nil {
+		for _, args := range [][]string{{"apply", "-f", filepath.Join(fw.RepoRoot(), ownNodePolicyFile)}, restore} {
+			if out, err := fw.KubectlContext(ctx, args...); err != nil {
 				t.Errorf("cleanup: kubectl %s: %v: %s", strings.Join(args, " "), err, out)
 			}
 		}
@@ -72,25 +72,25 @@ func useTaintKey(t *testing.T, c *harness.Cluster, key string) {
 		if hadCreationPolicy {
 			want = wellknown.StartupTaint().Key
 		}
-		if err := waitTaintPolicies(ctx, t, c, want, wellknown.StartupTaint().Key); err != nil {
+		if err := waitTaintPolicies(ctx, t, fw, want, wellknown.StartupTaint().Key); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
-		if err := c.Client().CoreV1().Nodes().Delete(ctx, probeNode, metav1.DeleteOptions{}); err != nil {
+		if err := fw.Client().CoreV1().Nodes().Delete(ctx, probeNode, metav1.DeleteOptions{}); err != nil {
 			t.Errorf("cleanup: delete node %s: %v", probeNode, err)
 		}
 	})
 
 	start := time.Now()
 	dir := t.TempDir()
-	for _, file := range []string{ownNodePolicy, creationPolicy} {
-		data, err := os.ReadFile(filepath.Join(c.RepoRoot(), file))
+	for _, file := range []string{ownNodePolicyFile, creationPolicy} {
+		data, err := os.ReadFile(filepath.Join(fw.RepoRoot(), file))
 		require.NoError(t, err)
 		path := filepath.Join(dir, filepath.Base(file))
 		require.NoError(t, os.WriteFile(path, []byte(withTaintKey(t, file, string(data), key)), 0o644))
-		out, err := c.Kubectl(ctx, "apply", "-f", path)
+		out, err := fw.KubectlContext(ctx, "apply", "-f", path)
 		require.NoError(t, err, "kubectl apply -f %s (%s): %s", path, file, out)
 	}
-	require.NoError(t, waitTaintPolicies(ctx, t, c, key, key))
+	require.NoError(t, waitTaintPolicies(ctx, t, fw, key, key))
 	t.Logf("policies with taint key %s in force after %v", key, time.Since(start).Round(time.Millisecond))
 }
 
@@ -107,13 +107,13 @@ func withTaintKey(t *testing.T, file, text, key string) string {
 // the key created ("": no startup taint), and the agent may put the taint with the key
 // removable on its own node and no other: policies come into force asynchronously after
 // they are written.
-func waitTaintPolicies(ctx context.Context, t *testing.T, c *harness.Cluster, created, removable string) error {
+func waitTaintPolicies(ctx context.Context, t *testing.T, fw *framework.Framework, created, removable string) error {
 	t.Helper()
-	agent := impersonateAgent(t, c, probeNode)
+	agent := impersonateAgent(t, fw, probeNode)
 	keys := []string{wellknown.StartupTaint().Key, karpenter.ReadinessTaintKey}
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		canary := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "nodeready-policy-canary", Labels: map[string]string{corev1.LabelOSStable: "linux"}}}
-		n, err := c.Client().CoreV1().Nodes().Create(ctx, canary, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		n, err := fw.Client().CoreV1().Nodes().Create(ctx, canary, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, nil
 		}
@@ -135,12 +135,12 @@ func waitTaintPolicies(ctx context.Context, t *testing.T, c *harness.Cluster, cr
 }
 
 // impersonateAgent returns a client that the own-node policy takes for an agent on node.
-func impersonateAgent(t *testing.T, c *harness.Cluster, node string) kubernetes.Interface {
+func impersonateAgent(t *testing.T, fw *framework.Framework, node string) kubernetes.Interface {
 	t.Helper()
-	cfg := c.ControlPlane().RESTConfig()
+	cfg := fw.ControlPlane().RESTConfig()
 	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + harness.Namespace + ":nodeready",
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + harness.Namespace, "system:authenticated"},
+		UserName: "system:serviceaccount:" + framework.Namespace + ":nodeready",
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + framework.Namespace, "system:authenticated"},
 		Extra:    map[string][]string{"authentication.kubernetes.io/node-name": {node}},
 	}
 	client, err := kubernetes.NewForConfig(cfg)

@@ -1,7 +1,4 @@
-// Package multinode runs a cluster of several real nodes on this machine (Linux, root): each
-// node in namespaces of its own as in suites/realnode, joined by a bridge in an underlay
-// namespace, pods networked by flanneld (VXLAN) across them.
-package multinode_test
+package datapath
 
 import (
 	"context"
@@ -23,7 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/realnode"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // startCluster starts the control plane and n real nodes, all started, none tainted; the logs
@@ -37,46 +36,11 @@ func startNodes(t *testing.T, n, joined, started int) *realnode.Cluster {
 	return startClusterWith(t, realnode.ClusterOptions{Nodes: n, JoinedNodes: joined}, started)
 }
 
-// startClusterWith starts the control plane and the first started nodes of a cluster with opts
-// (its LogDir and Logf are the test's); the logs are kept when the test fails.
+// startClusterWith starts the control plane and the first started nodes of a cluster with opts;
+// the logs are kept when the test fails.
 func startClusterWith(t *testing.T, opts realnode.ClusterOptions, started int) *realnode.Cluster {
 	t.Helper()
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		t.Skip("real nodes need Linux and root")
-	}
-	logDir, err := os.MkdirTemp("", "nodeready-multinode-logs-")
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
-	defer cancel()
-	begin := time.Now()
-	opts.LogDir, opts.Logf = logDir, t.Logf
-	c, err := realnode.StartCluster(ctx, opts)
-	if err != nil {
-		t.Fatalf("start cluster (logs in %s): %v", logDir, err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			out, _ := c.Kubectl(context.Background(), "get", "nodes,pods,events", "-A", "-o", "wide")
-			t.Logf("cluster at failure:\n%s", out)
-		}
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop real nodes: %v", err)
-		}
-		assert.Equal(t, c.MachineBefore(), c.MachineAfter(), "the machine as it was before the real nodes")
-		if t.Failed() {
-			t.Logf("logs kept in %s", logDir)
-			return
-		}
-		os.RemoveAll(logDir)
-	})
-	t.Logf("Control plane, registry and images in %s", time.Since(begin).Round(time.Millisecond))
-	for i := range started {
-		if err := c.StartNodeAt(ctx, i); err != nil {
-			t.Fatalf("logs in %s: %v", logDir, err)
-		}
-	}
-	t.Logf("%d of %d nodes up in %s", started, len(c.Nodes), time.Since(begin).Round(time.Millisecond))
-	return c
+	return framework.New(t, framework.Options{RealNodes: &framework.RealNodes{ClusterOptions: opts, Start: started}}).Real()
 }
 
 // TestPodToPodAcrossNodes: a pod on node 1 asks a CoreDNS pod on node 2 a DNS query by the
@@ -165,15 +129,15 @@ func TestJoiningNodeReachesPodsElsewhere(t *testing.T) {
 		if err != nil {
 			return false, nil
 		}
-		_, verified := node.Labels[verifiedLabel]
-		return verified && verifiedCondition(node) != nil, nil
+		_, verified := node.Labels[wellknown.VerifiedLabel]
+		return verified && framework.AgentCondition(node) != nil, nil
 	})
 	require.NoError(t, err, "the joining node verified, with its condition")
 	t.Logf("node %s started → verified: %s", joining.Name(), time.Since(begin).Round(time.Millisecond))
 	for _, taint := range node.Spec.Taints {
 		assert.NotEqual(t, "node-ready/unverified", taint.Key, "the startup taint removed")
 	}
-	cond := verifiedCondition(node)
+	cond := framework.AgentCondition(node)
 	assert.Equal(t, "All 5 checks passed; podnetwork reached "+dnsIP+" on "+dnsNode, cond.Message)
 	// The agent sends its Events asynchronously: the Verified one may follow the label.
 	var verified []string
@@ -237,7 +201,7 @@ func TestJoiningNodeReachesPodsAcrossZones(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, c.StartNodeAt(ctx, 3))
-	cond := verifiedCondition(waitVerified(t, c, c.Nodes[3].Name()))
+	cond := framework.AgentCondition(waitVerified(t, c, c.Nodes[3].Name()))
 	t.Logf("condition: %s", cond.Message)
 	zoneB := pods[c.Nodes[2].Name()] + " on " + c.Nodes[2].Name()
 	assert.Contains(t, cond.Message, zoneB, "the pod in zone b reached")
@@ -286,8 +250,8 @@ func TestJoiningNodeWithoutPodNetworkIsHeld(t *testing.T) {
 	require.NoError(t, err, "VerificationFailed on the joining node")
 	node, err := client.CoreV1().Nodes().Get(ctx, joining.Name(), metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.NotContains(t, node.Labels, verifiedLabel)
-	cond := verifiedCondition(node)
+	assert.NotContains(t, node.Labels, wellknown.VerifiedLabel)
+	cond := framework.AgentCondition(node)
 	require.NotNil(t, cond)
 	t.Logf("held: %s; condition: %s", held, cond.Message)
 	assert.Contains(t, cond.Message, "podnetwork")
@@ -301,7 +265,7 @@ func TestJoiningNodeWithoutPodNetworkIsHeld(t *testing.T) {
 		if err != nil {
 			return false, nil
 		}
-		_, verified := node.Labels[verifiedLabel]
+		_, verified := node.Labels[wellknown.VerifiedLabel]
 		return verified, nil
 	})
 	require.NoError(t, err, "the node released once its VXLAN traffic flows")
@@ -314,7 +278,7 @@ func TestJoiningNodeWithoutPodNetworkIsHeld(t *testing.T) {
 func installWithPodNetwork(t *testing.T, c *realnode.Cluster, running int) {
 	t.Helper()
 	for _, n := range c.Nodes[:running] {
-		_, err := c.Kubectl(t.Context(), "label", "node", n.Name(), verifiedLabel+"=true")
+		_, err := c.Kubectl(t.Context(), "label", "node", n.Name(), wellknown.VerifiedLabel+"=true")
 		require.NoError(t, err)
 	}
 	require.NoError(t, c.Install(t.Context()))
@@ -332,18 +296,6 @@ func readyCoreDNS(t *testing.T, c *realnode.Cluster) (ip, node string) {
 	require.NoError(t, err, "CoreDNS ready on a running node")
 	t.Logf("CoreDNS %s on %s", ip, node)
 	return ip, node
-}
-
-const verifiedLabel = "node-ready/verified"
-
-// verifiedCondition is the agent's condition on n, or nil.
-func verifiedCondition(n *corev1.Node) *corev1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == "node-ready/Verified" {
-			return &n.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // queryFromNetns asks the DNS server at addr (TCP) for name's A records from a socket made in
@@ -433,7 +385,7 @@ func TestJoiningNodeReleasedWithoutTheCheck(t *testing.T) {
 	ctx := t.Context()
 	dnsIP, dnsNode := readyCoreDNS(t, c)
 	for _, n := range c.Nodes[:2] {
-		_, err := c.Kubectl(ctx, "label", "node", n.Name(), verifiedLabel+"=true")
+		_, err := c.Kubectl(ctx, "label", "node", n.Name(), wellknown.VerifiedLabel+"=true")
 		require.NoError(t, err)
 	}
 	require.NoError(t, c.Install(ctx))
@@ -483,7 +435,7 @@ func TestFirstNodesBootstrap(t *testing.T) {
 
 	require.NoError(t, c.StartNodeAt(ctx, 0))
 	first := waitVerified(t, c, c.Nodes[0].Name())
-	assert.Contains(t, verifiedCondition(first).Message, "cannot be checked: no ready endpoint on another node")
+	assert.Contains(t, framework.AgentCondition(first).Message, "cannot be checked: no ready endpoint on another node")
 	reasons := map[string]bool{}
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		events, err := c.CP.Client().CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + first.Name})
@@ -501,7 +453,7 @@ func TestFirstNodesBootstrap(t *testing.T) {
 	require.Equal(t, first.Name, dnsNode, "CoreDNS on the first released node")
 	require.NoError(t, c.StartNodeAt(ctx, 1))
 	second := waitVerified(t, c, c.Nodes[1].Name())
-	assert.Equal(t, "All 5 checks passed; podnetwork reached "+dnsIP+" on "+dnsNode, verifiedCondition(second).Message)
+	assert.Equal(t, "All 5 checks passed; podnetwork reached "+dnsIP+" on "+dnsNode, framework.AgentCondition(second).Message)
 }
 
 // waitVerified waits until the node carries the verified label and its condition, and returns it.
@@ -514,8 +466,8 @@ func waitVerified(t *testing.T, c *realnode.Cluster, name string) *corev1.Node {
 			return false, nil
 		}
 		node = n
-		_, verified := n.Labels[verifiedLabel]
-		return verified && verifiedCondition(n) != nil, nil
+		_, verified := n.Labels[wellknown.VerifiedLabel]
+		return verified && framework.AgentCondition(n) != nil, nil
 	})
 	require.NoError(t, err, "node %s verified, with its condition: %+v", name, node)
 	return node

@@ -1,4 +1,4 @@
-package realnode_test
+package verify
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/realnode"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -35,7 +35,7 @@ const missingName = "nodeready-e2e.default.svc.cluster.local"
 // containerd and runc, a bridge network, kube-proxy and CoreDNS. The scenarios run in order on
 // the one node.
 func TestRealNode(t *testing.T) {
-	c := startCluster(t)
+	c := framework.New(t, framework.Options{RealNodes: &framework.RealNodes{}}).Real()
 	pods := watchAgentPods(t, c)
 	client := c.CP.Client()
 
@@ -57,7 +57,7 @@ func TestRealNode(t *testing.T) {
 			t.Logf("%-36s %s", s.Name, s.Took.Round(time.Millisecond))
 		}
 		t.Logf("node Ready → agent pod gone: %s; agent image %d bytes", tl.Total().Round(time.Millisecond), c.Images.AgentSize)
-		cond := condition(getNode(t, c))
+		cond := framework.AgentCondition(getNode(t, c))
 		require.NotNil(t, cond)
 		assert.Equal(t, "Verified", cond.Reason)
 		assert.Contains(t, nodeEventReasons(t, c, since), "Verified")
@@ -77,11 +77,11 @@ func TestRealNode(t *testing.T) {
 	t.Run("re-verification passes every check and leaves no Warning Event", func(t *testing.T) {
 		since := time.Now()
 		known := pods.pods()
-		_, err := c.Kubectl(t.Context(), "label", "node", c.NodeName, verifiedLabel+"-")
+		_, err := c.Kubectl(t.Context(), "label", "node", c.NodeName, wellknown.VerifiedLabel+"-")
 		require.NoError(t, err)
 		pod := pods.newPod(t, known)
 		released(t, c, pods, pod)
-		cond := condition(getNode(t, c))
+		cond := framework.AgentCondition(getNode(t, c))
 		require.NotNil(t, cond)
 		assert.Equal(t, "All 4 checks passed", cond.Message)
 		assert.Empty(t, warnings(t, c, pod, since), "a healthy verification leaves no Warning Event")
@@ -106,8 +106,8 @@ func TestRealNode(t *testing.T) {
 		waitChecksFailed(t, c)
 		n := getNode(t, c)
 		assert.True(t, tainted(n), "held")
-		assert.NotContains(t, n.Labels, verifiedLabel)
-		assert.Contains(t, condition(n).Message, missingName)
+		assert.NotContains(t, n.Labels, wellknown.VerifiedLabel)
+		assert.Contains(t, framework.AgentCondition(n).Message, missingName)
 		poll(t, time.Minute, "CheckFailed and VerificationFailed Events", func() bool {
 			r := nodeEventReasons(t, c, since)
 			return slices.Contains(r, "CheckFailed") && slices.Contains(r, "VerificationFailed")
@@ -150,7 +150,7 @@ func TestRealNode(t *testing.T) {
 			assert.Equal(t, before.Labels, after.Labels)
 			assert.Equal(t, before.Annotations, after.Annotations)
 			assert.Equal(t, before.Spec.Taints, after.Spec.Taints)
-			assert.Equal(t, condition(before), condition(after))
+			assert.Equal(t, framework.AgentCondition(before), framework.AgentCondition(after))
 			pod = pods.newPod(t, known) // the DaemonSet's next agent on the still unverified node
 		})
 
@@ -161,7 +161,7 @@ func TestRealNode(t *testing.T) {
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		released(t, c, pods, pod)
-		assert.Equal(t, "Verified", condition(getNode(t, c)).Reason)
+		assert.Equal(t, "Verified", framework.AgentCondition(getNode(t, c)).Reason)
 	})
 
 	// A GPU node as DRA drivers bring one up: the dra gate holds the node until a real kubelet
@@ -171,7 +171,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("the dra gate holds the node until a kubelet plugin publishes its devices", func(t *testing.T) {
 		const driver = "gpu.nodeready.example"
 		plugin := buildDRAPlugin(t)
-		_, err := c.Kubectl(t.Context(), "apply", "-f", filepath.Join(harness.RepoRootForTest(t), "manifests", "gates", "dra.yaml"))
+		_, err := c.Kubectl(t.Context(), "apply", "-f", filepath.Join(framework.RepoRoot(t), "manifests", "gates", "dra.yaml"))
 		require.NoError(t, err)
 		setConfig(t, c, map[string]string{"CHECKS": "dns,tcp,apiserver,endpoints,dra", "DRA_DEVICES": driver + ">=2", "MAX_RETRIES": "2"})
 		known := pods.pods()
@@ -179,12 +179,12 @@ func TestRealNode(t *testing.T) {
 		pod := pods.newPod(t, known)
 
 		waitChecksFailed(t, c)
-		assert.Contains(t, condition(getNode(t, c)).Message, "dra driver "+driver+": no ResourceSlice for node "+c.NodeName)
+		assert.Contains(t, framework.AgentCondition(getNode(t, c)).Message, "dra driver "+driver+": no ResourceSlice for node "+c.NodeName)
 		assert.True(t, tainted(getNode(t, c)), "held")
 
 		require.NoError(t, c.Node.StartPlugin("draplugin", plugin, "-driver="+driver, "-devices=2", "-delay=1s"))
 		released(t, c, pods, pod)
-		assert.Equal(t, "Verified", condition(getNode(t, c)).Reason)
+		assert.Equal(t, "Verified", framework.AgentCondition(getNode(t, c)).Reason)
 
 		list, err := client.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + c.NodeName})
 		require.NoError(t, err)
@@ -201,7 +201,7 @@ func TestRealNode(t *testing.T) {
 func waitChecksFailed(t *testing.T, c *realnode.Cluster) {
 	t.Helper()
 	poll(t, 3*time.Minute, "condition ChecksFailed", func() bool {
-		cond := condition(getNode(t, c))
+		cond := framework.AgentCondition(getNode(t, c))
 		return cond != nil && cond.Reason == "ChecksFailed"
 	})
 }
@@ -211,7 +211,7 @@ func asNewNode(t *testing.T, c *realnode.Cluster) {
 	t.Helper()
 	_, err := c.Kubectl(t.Context(), "taint", "node", c.NodeName, wellknown.StartupTaintString)
 	require.NoError(t, err)
-	_, err = c.Kubectl(t.Context(), "label", "node", c.NodeName, verifiedLabel+"-")
+	_, err = c.Kubectl(t.Context(), "label", "node", c.NodeName, wellknown.VerifiedLabel+"-")
 	require.NoError(t, err)
 }
 
@@ -255,7 +255,7 @@ func released(t *testing.T, c *realnode.Cluster, pods *podLog, pod string) {
 	t.Helper()
 	poll(t, 4*time.Minute, "node released", func() bool {
 		n := getNode(t, c)
-		return n.Labels[verifiedLabel] == "true" && !tainted(n)
+		return n.Labels[wellknown.VerifiedLabel] == "true" && !tainted(n)
 	})
 	poll(t, 2*time.Minute, "agent pod "+pod+" gone", func() bool { return pods.isGone(pod) })
 	cs, ok := pods.lastContainerStatus(pod)
@@ -291,7 +291,7 @@ func ownNodePolicy(t *testing.T, c *realnode.Cluster, pod string) {
 	require.NoError(t, err)
 
 	// Labelled verified, so the DaemonSet runs no agent there.
-	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other-node", Labels: map[string]string{verifiedLabel: "true"}}}
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other-node", Labels: map[string]string{wellknown.VerifiedLabel: "true"}}}
 	_, err = c.CP.Client().CoreV1().Nodes().Create(t.Context(), other, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -1,61 +1,21 @@
-package realnode_test
+package verify
 
 import (
 	"context"
-	"os"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/history"
 	"github.com/nodeready/nodeready/e2e/framework/realnode"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
-
-const (
-	verifiedLabel = "node-ready/verified"
-	taintKey      = "node-ready/unverified"
-	agentSelector = "app.kubernetes.io/name=nodeready"
-)
-
-// startCluster starts the control plane and the real node; the logs are kept when the test
-// fails.
-func startCluster(t *testing.T) *realnode.Cluster {
-	t.Helper()
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		t.Skip("a real node needs Linux and root")
-	}
-	logDir, err := os.MkdirTemp("", "nodeready-realnode-logs-")
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	c, err := realnode.StartCluster(ctx, realnode.ClusterOptions{LogDir: logDir, Logf: t.Logf})
-	if err != nil {
-		t.Fatalf("start real node cluster (logs in %s): %v", logDir, err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			out, _ := c.Kubectl(context.Background(), "get", "pods,events", "-A", "-o", "wide")
-			t.Logf("cluster at failure:\n%s", out)
-		}
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop real node: %v", err)
-		}
-		assert.Equal(t, c.Node.MachineBefore(), c.Node.MachineAfter(), "the machine as it was before the real node")
-		if t.Failed() {
-			t.Logf("logs kept in %s", logDir)
-			return
-		}
-		os.RemoveAll(logDir)
-	})
-	return c
-}
 
 // podLog is every state of the agent pods that the API server shows, from a watch.
 type podLog struct {
@@ -64,7 +24,7 @@ type podLog struct {
 
 func watchAgentPods(t *testing.T, c *realnode.Cluster) *podLog {
 	t.Helper()
-	rec, err := history.Record(t.Context(), history.Pods(c.CP.Client(), "kube-system", metav1.ListOptions{LabelSelector: agentSelector}),
+	rec, err := history.Record(t.Context(), history.Pods(c.CP.Client(), "kube-system", metav1.ListOptions{LabelSelector: framework.AgentSelector}),
 		func(p *corev1.Pod) *corev1.Pod { return p })
 	require.NoError(t, err)
 	t.Cleanup(rec.Stop)
@@ -144,16 +104,7 @@ func getNode(t *testing.T, c *realnode.Cluster) *corev1.Node {
 }
 
 func tainted(n *corev1.Node) bool {
-	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == taintKey })
-}
-
-func condition(n *corev1.Node) *corev1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == "node-ready/Verified" {
-			return &n.Status.Conditions[i]
-		}
-	}
-	return nil
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == wellknown.StartupTaint().Key })
 }
 
 // warnings returns the Warning Events about the node or the pod since a time.

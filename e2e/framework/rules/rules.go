@@ -1,8 +1,9 @@
-// Package alerts holds the shipped PrometheusRule (manifests/monitoring/prometheusrule.yaml) to
-// promtool: RuleGroups turns the object into the rules file promtool reads, so the rules exist
-// once, in the object the Prometheus Operator loads. `make vet` checks them with `promtool check
-// rules` (cmd/rulesfile), and the tests run `promtool test rules` on them.
-package alerts
+// Package rules turns the shipped PrometheusRule (manifests/monitoring/prometheusrule.yaml) into
+// what promtool reads: RuleGroups returns the object's groups as a rules file, so the rules
+// exist once, in the object the Prometheus Operator loads. `make vet` checks them with
+// `promtool check rules` (cmd/rulesfile), and e2e/static/alerts runs `promtool test rules` on
+// them.
+package rules
 
 import (
 	"errors"

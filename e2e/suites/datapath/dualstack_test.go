@@ -1,4 +1,4 @@
-package multinode_test
+package datapath
 
 import (
 	"context"
@@ -14,7 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/realnode"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // TestDualStackJoiningNodeChecksBothFamilies: on a dual-stack cluster (IPv4 first; flanneld
@@ -55,7 +57,7 @@ func TestDualStackJoiningNodeChecksBothFamilies(t *testing.T) {
 		if err != nil {
 			return false, nil
 		}
-		cond = verifiedCondition(n)
+		cond = framework.AgentCondition(n)
 		return cond != nil && cond.Reason == "ChecksFailed", nil
 	})
 	require.NoError(t, err, "the joining node held by its checks; condition %+v", cond)
@@ -64,12 +66,12 @@ func TestDualStackJoiningNodeChecksBothFamilies(t *testing.T) {
 	assert.NotContains(t, cond.Message, v4+" on ", "the IPv4 address reached")
 	n, err := client.CoreV1().Nodes().Get(ctx, joining.Name(), metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.NotContains(t, n.Labels, verifiedLabel)
+	assert.NotContains(t, n.Labels, wellknown.VerifiedLabel)
 
 	require.NoError(t, joining.InNetns(append([]string{"ip6tables", "-D"}, drop...)...))
 	released := waitVerified(t, c, joining.Name())
-	t.Logf("released: %s", verifiedCondition(released).Message)
-	assert.Contains(t, verifiedCondition(released).Message, "podnetwork reached "+v4+" on "+dns.Spec.NodeName+", "+v6+" on "+dns.Spec.NodeName)
+	t.Logf("released: %s", framework.AgentCondition(released).Message)
+	assert.Contains(t, framework.AgentCondition(released).Message, "podnetwork reached "+v4+" on "+dns.Spec.NodeName+", "+v6+" on "+dns.Spec.NodeName)
 
 	// kube-dns single-stack: its IPv6 slice goes. The same break, and a re-verification once
 	// the agent is gone (until then its settle window would put a removed label back).
@@ -83,7 +85,7 @@ func TestDualStackJoiningNodeChecksBothFamilies(t *testing.T) {
 	require.NoError(t, err)
 	waitDNSFamilies(t, c, discoveryv1.AddressTypeIPv4)
 	require.NoError(t, joining.InNetns(append([]string{"ip6tables", "-I"}, drop...)...))
-	_, err = c.Kubectl(ctx, "label", "node", joining.Name(), verifiedLabel+"-")
+	_, err = c.Kubectl(ctx, "label", "node", joining.Name(), wellknown.VerifiedLabel+"-")
 	require.NoError(t, err)
 	const notChecked = "IPv6 not checked: kube-system/kube-dns lists no IPv6 address of a pod on another node, and this pod has one"
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -91,8 +93,8 @@ func TestDualStackJoiningNodeChecksBothFamilies(t *testing.T) {
 		if err != nil {
 			return false, nil
 		}
-		_, verified := n.Labels[verifiedLabel]
-		cond = verifiedCondition(n)
+		_, verified := n.Labels[wellknown.VerifiedLabel]
+		cond = framework.AgentCondition(n)
 		return verified && cond != nil && strings.Contains(cond.Message, notChecked), nil
 	})
 	require.NoError(t, err, "re-verified on IPv4 alone, saying IPv6 was not checked; condition %+v", cond)

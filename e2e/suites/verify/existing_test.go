@@ -1,8 +1,4 @@
-// Package existing proves on the real control plane that installing nodeready into a
-// cluster that already runs does no harm: nodes that predate the install are never
-// tainted, failed open or deleted, a misconfiguration is never taken for a failed node,
-// and a cluster whose every node is tainted does not deadlock on its own DNS.
-package existing
+package verify
 
 import (
 	"context"
@@ -19,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -27,14 +23,14 @@ import (
 // from manifests/ and the optional replace-node permission applied too, so that a wrong
 // deletion would really happen.
 func TestInstallOnARunningCluster(t *testing.T) {
-	c := harness.StartForTest(t, harness.Options{})
-	out, err := c.Kubectl(t.Context(), "apply", "-f", filepath.Join(c.RepoRoot(), "manifests", "replace-node"))
+	fw := framework.New(t, framework.Options{})
+	out, err := fw.Kubectl("apply", "-f", filepath.Join(fw.RepoRoot(), "manifests", "replace-node"))
 	require.NoError(t, err, out)
 
-	t.Run("every node tainted and no cluster DNS: the first nodes are released and DNS starts", func(t *testing.T) { testBootstrapDNS(t, c) })
-	t.Run("nodes that predate the install are labelled, never tainted or replaced", func(t *testing.T) { testExistingNodes(t, c) })
-	t.Run("a refused release is a misconfiguration, never a reason to replace", func(t *testing.T) { testRefusedRelease(t, c) })
-	t.Run("a packed node: the agent waits, no workload is preempted for it", func(t *testing.T) { testPackedNode(t, c) })
+	fw.Run("every node tainted and no cluster DNS: the first nodes are released and DNS starts", testBootstrapDNS)
+	fw.Run("nodes that predate the install are labelled, never tainted or replaced", testExistingNodes)
+	fw.Run("a refused release is a misconfiguration, never a reason to replace", testRefusedRelease)
+	fw.Run("a packed node: the agent waits, no workload is preempted for it", testPackedNode)
 }
 
 // failing are the settings under which a failing held node would be replaced at once, and
@@ -45,28 +41,28 @@ var failing = map[string]string{"FAILURE_ACTION": "replace-node", "REVERIFY_TAIN
 // at install, one of them a control-plane node, with the most destructive settings. A node
 // whose checks fail is reported, and neither tainted nor deleted; each is labelled once its
 // checks pass.
-func testExistingNodes(t *testing.T, c *harness.Cluster) {
+func testExistingNodes(t *testing.T, fw *framework.Framework) {
 	ctx := t.Context()
-	f := harness.NewFleetForTest(t, c, "existing")
+	f := fw.NewFleet("existing")
 	healthy, broken, controlPlane := f.Name()+"-0", f.Name()+"-1", f.Name()+"-2"
-	require.NoError(t, f.AddNode(ctx, healthy, harness.NodeOptions{Untainted: true, Env: failing}))
-	require.NoError(t, f.AddNode(ctx, broken, harness.NodeOptions{Untainted: true, BrokenDNS: true, Env: failing}))
-	require.NoError(t, f.AddNode(ctx, controlPlane, harness.NodeOptions{Untainted: true, BrokenDNS: true, Env: failing,
+	require.NoError(t, f.AddNode(ctx, healthy, framework.NodeOptions{Untainted: true, Env: failing}))
+	require.NoError(t, f.AddNode(ctx, broken, framework.NodeOptions{Untainted: true, BrokenDNS: true, Env: failing}))
+	require.NoError(t, f.AddNode(ctx, controlPlane, framework.NodeOptions{Untainted: true, BrokenDNS: true, Env: failing,
 		Labels: map[string]string{"node-role.kubernetes.io/control-plane": ""}}))
 
 	require.NoError(t, f.WaitReleased(ctx, healthy))
 	for _, node := range []string{broken, controlPlane} {
-		cond := harness.RequireAgentCondition(t, c, node, string(wellknown.ChecksFailed))
-		assert.Contains(t, cond.Message, "dns "+harness.DNSName)
-		e := harness.RequireNodeEvent(t, c, node, "VerificationFailed")
+		cond := fw.WaitCondition(node, string(wellknown.ChecksFailed))
+		assert.Contains(t, cond.Message, "dns "+framework.DNSName)
+		e := fw.WaitEvent(node, "VerificationFailed")
 		assert.Contains(t, e.Note, "failure action: none, the node is not held by nodeready")
 	}
 	// The failure action would follow the recorded failure at once, in the same round;
 	// a few more rounds (RETRY_BACKOFF_MAX is 1s) leave it every chance.
 	waitRounds(t, f, broken, 3)
 	for _, node := range []string{broken, controlPlane} {
-		n := harness.RequireNode(t, c, node)
-		assert.False(t, harness.IsTainted(n), "node %s was never held: never tainted", node)
+		n := fw.Node(node)
+		assert.False(t, framework.IsTainted(n), "node %s was never held: never tainted", node)
 		assert.NotContains(t, n.Labels, wellknown.VerifiedLabel)
 	}
 
@@ -85,11 +81,11 @@ func testExistingNodes(t *testing.T, c *harness.Cluster) {
 	// failure action would apply: keep-tainted here, the node heals.
 	f.SetEnv(broken, map[string]string{"REVERIFY_TAINT": "true"})
 	f.DNS(broken).SetBroken(true)
-	_, err := c.Kubectl(ctx, "label", "node", broken, wellknown.VerifiedLabel+"-")
+	_, err := fw.KubectlContext(ctx, "label", "node", broken, wellknown.VerifiedLabel+"-")
 	require.NoError(t, err)
-	require.NoError(t, harness.Poll(t, func(ctx context.Context) (bool, error) {
-		n, err := c.Client().CoreV1().Nodes().Get(ctx, broken, metav1.GetOptions{})
-		return err == nil && harness.IsTainted(n), nil
+	require.NoError(t, framework.Poll(t, func(ctx context.Context) (bool, error) {
+		n, err := fw.Client().CoreV1().Nodes().Get(ctx, broken, metav1.GetOptions{})
+		return err == nil && framework.IsTainted(n), nil
 	}), "a node nodeready verified before is tainted again for its re-verification")
 	f.DNS(broken).SetBroken(false)
 	require.NoError(t, f.WaitReleased(ctx, broken))
@@ -98,32 +94,32 @@ func testExistingNodes(t *testing.T, c *harness.Cluster) {
 // testRefusedRelease: VERIFIED_LABEL changed in the ConfigMap but not in the admission
 // policy, on a node nodeready holds, with replace-node: the checks pass, the policy
 // refuses the release. That is reported as a misconfiguration, and the node is not deleted.
-func testRefusedRelease(t *testing.T, c *harness.Cluster) {
+func testRefusedRelease(t *testing.T, fw *framework.Framework) {
 	ctx := t.Context()
-	f := harness.NewFleetForTest(t, c, "refused")
+	f := fw.NewFleet("refused")
 	node := f.Name() + "-0"
 	env := map[string]string{"VERIFIED_LABEL": "example.com/verified"}
 	for k, v := range failing {
 		env[k] = v
 	}
-	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{Env: env}))
+	require.NoError(t, f.AddNode(ctx, node, framework.NodeOptions{Env: env}))
 
-	cond := harness.RequireAgentCondition(t, c, node, string(wellknown.Misconfigured))
+	cond := fw.WaitCondition(node, string(wellknown.Misconfigured))
 	assert.Equal(t, corev1.ConditionFalse, cond.Status)
 	assert.Contains(t, cond.Message, "release: ")
-	refused := harness.RequireNodeEvent(t, c, node, "ReleaseFailed")
+	refused := fw.WaitEvent(node, "ReleaseFailed")
 	assert.Equal(t, corev1.EventTypeWarning, refused.Type)
 	assert.Contains(t, refused.Note, "a misconfiguration, not a failed check")
 	assert.Contains(t, refused.Note, "may change only the label node-ready/verified", "the policy's own message")
-	failed := harness.RequireNodeEvent(t, c, node, "VerificationFailed")
+	failed := fw.WaitEvent(node, "VerificationFailed")
 	assert.Contains(t, failed.Note, "failure action: none while the installation is misconfigured")
 
 	waitRounds(t, f, node, 3)
-	requireNodeKept(t, c, node)
-	n := harness.RequireNode(t, c, node)
-	assert.True(t, harness.IsTainted(n), "still held")
-	harness.RequireNoNodeEvent(t, c, node, "ReplacingNode")
-	harness.RequireNoNodeEvent(t, c, node, "CheckFailed")
+	requireNodeKept(t, fw, node)
+	n := fw.Node(node)
+	assert.True(t, framework.IsTainted(n), "still held")
+	fw.RequireNoEvent(node, "ReplacingNode")
+	fw.RequireNoEvent(node, "CheckFailed")
 }
 
 // testBootstrapDNS: a new cluster (or a pool swap) where every node carries the startup
@@ -134,48 +130,48 @@ func testRefusedRelease(t *testing.T, c *harness.Cluster) {
 // a new node whose DNS fails is held.
 //
 // kube-dns here has no selector and the test publishes its endpoint: the simulated pods
-// have a loopback IP, which EndpointSlice validation rejects (see harness.BackendService),
+// have a loopback IP, which EndpointSlice validation rejects (see framework.BackendService),
 // so the test mirrors the DNS pod's readiness into the slice at a documentation-range
 // address, as the EndpointSlice controller would with the pod's IP.
-func testBootstrapDNS(t *testing.T, c *harness.Cluster) {
+func testBootstrapDNS(t *testing.T, fw *framework.Framework) {
 	ctx := t.Context()
-	f := harness.NewFleetForTest(t, c, "bootstrap")
-	slice := createKubeDNS(t, c)
-	createDNSDeployment(t, c, f.Name())
+	f := fw.NewFleet("bootstrap")
+	slice := createKubeDNS(t, fw)
+	createDNSDeployment(t, fw, f.Name())
 
 	env := map[string]string{"MAX_RETRIES": "2"}
-	first, err := f.AddNodes(ctx, 2, harness.NodeOptions{BrokenDNS: true, Env: env})
+	first, err := f.AddNodes(ctx, 2, framework.NodeOptions{BrokenDNS: true, Env: env})
 	require.NoError(t, err)
 
 	// Every node tainted, DNS down everywhere: released anyway, and saying why.
 	require.NoError(t, f.WaitReleased(ctx, first...))
 	for _, node := range first {
-		cond := harness.RequireAgentCondition(t, c, node, string(wellknown.Verified))
+		cond := fw.WaitCondition(node, string(wellknown.Verified))
 		assert.Equal(t, corev1.ConditionTrue, cond.Status)
 		assert.Contains(t, cond.Message, "cannot be checked: no cluster DNS is running (kube-system/kube-dns has no ready endpoint)")
-		e := harness.RequireNodeEvent(t, c, node, "DNSNotChecked")
+		e := fw.WaitEvent(node, "DNSNotChecked")
 		assert.Equal(t, corev1.EventTypeWarning, e.Type)
-		harness.RequireNoNodeEvent(t, c, node, "CheckFailed")
+		fw.RequireNoEvent(node, "CheckFailed")
 	}
 
 	// The DNS pod lands on a released node; its endpoint is published.
-	pod := waitDNSPodReady(t, c)
+	pod := waitDNSPodReady(t, fw)
 	assert.Contains(t, first, pod.Spec.NodeName)
 	slice.Endpoints = []discoveryv1.Endpoint{{
 		Addresses:  []string{"192.0.2.53"}, // TEST-NET-1, never routed; nothing dials it
 		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 		NodeName:   ptr.To(pod.Spec.NodeName),
 	}}
-	_, err = c.Client().DiscoveryV1().EndpointSlices(slice.Namespace).Update(ctx, slice, metav1.UpdateOptions{})
+	_, err = fw.Client().DiscoveryV1().EndpointSlices(slice.Namespace).Update(ctx, slice, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
 	// Now cluster DNS runs: a node whose DNS fails is held, and released once it works.
-	later, err := f.AddNodes(ctx, 1, harness.NodeOptions{BrokenDNS: true, Env: env})
+	later, err := f.AddNodes(ctx, 1, framework.NodeOptions{BrokenDNS: true, Env: env})
 	require.NoError(t, err)
-	cond := harness.RequireAgentCondition(t, c, later[0], string(wellknown.ChecksFailed))
-	assert.Contains(t, cond.Message, "dns "+harness.DNSName)
+	cond := fw.WaitCondition(later[0], string(wellknown.ChecksFailed))
+	assert.Contains(t, cond.Message, "dns "+framework.DNSName)
 	assert.NotContains(t, cond.Message, "cannot be checked")
-	assert.True(t, harness.IsTainted(harness.RequireNode(t, c, later[0])))
+	assert.True(t, framework.IsTainted(fw.Node(later[0])))
 	f.DNS(later[0]).SetBroken(false)
 	require.NoError(t, f.WaitReleased(ctx, later[0]))
 	require.NoError(t, f.WaitAgentsGone(ctx, append(first, later...)...))
@@ -183,10 +179,10 @@ func testBootstrapDNS(t *testing.T, c *harness.Cluster) {
 
 // createKubeDNS creates kube-system/kube-dns, without a selector, and its EndpointSlice
 // with no endpoint, as in a cluster whose DNS pods are all Pending.
-func createKubeDNS(t *testing.T, c *harness.Cluster) *discoveryv1.EndpointSlice {
+func createKubeDNS(t *testing.T, fw *framework.Framework) *discoveryv1.EndpointSlice {
 	t.Helper()
 	ctx := t.Context()
-	_, err := c.Client().CoreV1().Services("kube-system").Create(ctx, &corev1.Service{
+	_, err := fw.Client().CoreV1().Services("kube-system").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Labels: map[string]string{"k8s-app": "kube-dns"}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
 			{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
@@ -194,7 +190,7 @@ func createKubeDNS(t *testing.T, c *harness.Cluster) *discoveryv1.EndpointSlice 
 		}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	slice, err := c.Client().DiscoveryV1().EndpointSlices("kube-system").Create(ctx, &discoveryv1.EndpointSlice{
+	slice, err := fw.Client().DiscoveryV1().EndpointSlices("kube-system").Create(ctx, &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns-e2e", Labels: map[string]string{
 			discoveryv1.LabelServiceName: "kube-dns",
 			discoveryv1.LabelManagedBy:   "e2e.nodeready.io",
@@ -211,10 +207,10 @@ func createKubeDNS(t *testing.T, c *harness.Cluster) *discoveryv1.EndpointSlice 
 
 // createDNSDeployment creates a stand-in for CoreDNS: like it, it does not tolerate the
 // startup taint. Its node selector keeps it to the fleet's nodes.
-func createDNSDeployment(t *testing.T, c *harness.Cluster, fleet string) {
+func createDNSDeployment(t *testing.T, fw *framework.Framework, fleet string) {
 	t.Helper()
 	labels := map[string]string{"k8s-app": "kube-dns"}
-	_, err := c.Client().AppsV1().Deployments("kube-system").Create(t.Context(), &appsv1.Deployment{
+	_, err := fw.Client().AppsV1().Deployments("kube-system").Create(t.Context(), &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "coredns"},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](1),
@@ -222,7 +218,7 @@ func createDNSDeployment(t *testing.T, c *harness.Cluster, fleet string) {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
-					NodeSelector: map[string]string{harness.FleetLabel: fleet},
+					NodeSelector: map[string]string{framework.FleetLabel: fleet},
 					Containers:   []corev1.Container{{Name: "coredns", Image: "registry.k8s.io/coredns/coredns:v1.12.1"}},
 				},
 			},
@@ -232,11 +228,11 @@ func createDNSDeployment(t *testing.T, c *harness.Cluster, fleet string) {
 }
 
 // waitDNSPodReady waits for the DNS Deployment's pod to be Ready and returns it.
-func waitDNSPodReady(t *testing.T, c *harness.Cluster) corev1.Pod {
+func waitDNSPodReady(t *testing.T, fw *framework.Framework) corev1.Pod {
 	t.Helper()
 	var ready corev1.Pod
-	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
-		pods, err := c.Client().CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+	err := framework.Poll(t, func(ctx context.Context) (bool, error) {
+		pods, err := fw.Client().CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
 		if err != nil {
 			return false, nil
 		}
@@ -257,19 +253,19 @@ func waitDNSPodReady(t *testing.T, c *harness.Cluster) corev1.Pod {
 // waitRounds waits until the agent on node has run at least n more rounds of checks,
 // counted in the queries its node's DNS server received (one lookup asks for A and AAAA),
 // so a test can tell that what did not happen had its chance.
-func waitRounds(t *testing.T, f *harness.Fleet, node string, n int) {
+func waitRounds(t *testing.T, f *framework.Fleet, node string, n int) {
 	t.Helper()
 	start, _ := f.DNS(node).Queries()
-	require.NoError(t, harness.Poll(t, func(context.Context) (bool, error) {
+	require.NoError(t, framework.Poll(t, func(context.Context) (bool, error) {
 		now, _ := f.DNS(node).Queries()
 		return now >= start+2*int64(n), nil
 	}), "the agent on %s stopped running rounds", node)
 }
 
 // requireNodeKept asserts that the node still exists.
-func requireNodeKept(t *testing.T, c *harness.Cluster, node string) {
+func requireNodeKept(t *testing.T, fw *framework.Framework, node string) {
 	t.Helper()
-	_, err := c.Client().CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
+	_, err := fw.Client().CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
 	require.False(t, apierrors.IsNotFound(err), "node %s was deleted", node)
 	require.NoError(t, err, "get node %s", node)
 }

@@ -20,7 +20,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 )
 
 // helmTimeout bounds one helm run, so a hanging one fails instead of stalling.
@@ -32,13 +32,13 @@ const Release = "nodeready"
 // Dir is charts/nodeready in the repository under test.
 func Dir(t *testing.T) string {
 	t.Helper()
-	return filepath.Join(harness.RepoRootForTest(t), "charts", "nodeready")
+	return filepath.Join(framework.RepoRoot(t), "charts", "nodeready")
 }
 
 // helmBinary is the helm that scripts/build-tools.sh builds; make tools (and make e2e) build it.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(harness.RepoRootForTest(t), ".cache", "tools", "helm", "bin", "helm")
+	bin := filepath.Join(framework.RepoRoot(t), ".cache", "tools", "helm", "bin", "helm")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("helm: %v; run make tools (scripts/build-tools.sh helm) to build it", err)
 	}
@@ -107,7 +107,7 @@ func ManifestObjects(t *testing.T, globs ...string) map[string]Object {
 	t.Helper()
 	objects := map[string]Object{}
 	for _, g := range globs {
-		files, err := filepath.Glob(filepath.Join(harness.RepoRootForTest(t), "manifests", g))
+		files, err := filepath.Glob(filepath.Join(framework.RepoRoot(t), "manifests", g))
 		require.NoError(t, err)
 		require.NotEmpty(t, files, "no manifests/%s", g)
 		for _, f := range files {
@@ -193,6 +193,15 @@ var settings = map[string]setting{
 	"LOG_FORMAT":              {"logFormat", text},
 }
 
+// Values maps every variable of manifests/02-configmap.yaml to the chart value it comes from.
+func Values() map[string]string {
+	out := make(map[string]string, len(settings))
+	for name, s := range settings {
+		out[name] = s.value
+	}
+	return out
+}
+
 // SetFlags turns nodeready-config settings into helm flags that set the chart values they
 // come from, each as its type in values.yaml.
 func SetFlags(t *testing.T, config map[string]string) []string {
@@ -201,28 +210,52 @@ func SetFlags(t *testing.T, config map[string]string) []string {
 	for name, v := range config {
 		s, ok := settings[name]
 		require.True(t, ok, "setting %s has no chart value", name)
-		var typed any = v
-		switch s.kind {
-		case list:
-			items := []string{}
-			for item := range strings.SplitSeq(v, ",") {
-				if item = strings.TrimSpace(item); item != "" {
-					items = append(items, item)
-				}
-			}
-			typed = items
-		case number:
-			n, err := strconv.Atoi(v)
-			require.NoError(t, err, "%s=%q", name, v)
-			typed = n
-		case boolean:
-			b, err := strconv.ParseBool(v)
-			require.NoError(t, err, "%s=%q", name, v)
-			typed = b
-		}
-		js, err := json.Marshal(typed)
-		require.NoError(t, err)
-		flags = append(flags, "--set-json", "config."+s.value+"="+string(js))
+		typed, ok := s.typed(v)
+		require.True(t, ok, "%s=%q is no %s", name, v, s.kind)
+		flags = append(flags, "--set-json", "config."+s.value+"="+typed)
 	}
 	return flags
 }
+
+// SetJSON is the --set-json argument that sets the chart value of the variable name to
+// value, as its type in values.yaml; a value that is no such thing goes as the string it
+// is, for the schema to refuse. ok is false when the chart has no value for name.
+func SetJSON(name, value string) (arg string, ok bool) {
+	s, ok := settings[name]
+	if !ok {
+		return "", false
+	}
+	typed, _ := s.typed(value)
+	return "config." + s.value + "=" + typed, true
+}
+
+// typed is v as JSON of the setting's kind, and whether v is one; when it is not, v as a
+// JSON string.
+func (s setting) typed(v string) (string, bool) {
+	var typed any = v
+	ok := true
+	switch s.kind {
+	case list:
+		items := []string{}
+		for item := range strings.SplitSeq(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				items = append(items, item)
+			}
+		}
+		typed = items
+	case number:
+		n, err := strconv.Atoi(v)
+		if ok = err == nil && strconv.Itoa(n) == v; ok {
+			typed = n
+		}
+	case boolean:
+		b, err := strconv.ParseBool(v)
+		if ok = err == nil; ok {
+			typed = b
+		}
+	}
+	js, _ := json.Marshal(typed) // strings, numbers and booleans
+	return string(js), ok
+}
+
+func (k kind) String() string { return [...]string{"text", "list", "number", "boolean"}[k] }

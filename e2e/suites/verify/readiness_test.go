@@ -1,4 +1,4 @@
-package karpenter_test
+package verify
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/karpenter"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -45,23 +45,23 @@ type heldRun struct {
 // node's checks fail for several agent rounds (Karpenter has them before it through several
 // batch windows), then all nodes but one are healed, and after more rounds that one too.
 // It asserts what nodeready does whatever Karpenter does, and returns what Karpenter did.
-func heldLaunch(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool, key string) heldRun {
+func heldLaunch(t *testing.T, fw *framework.Framework, dyn dynamic.Interface, pool, key string) heldRun {
 	ctx := t.Context()
 	const replicas = 3
 	taint := corev1.Taint{Key: key, Value: "true", Effect: corev1.TaintEffectNoSchedule}
-	useTaintKey(t, c, key)
-	f := harness.NewFleetForTest(t, c, pool)
+	useTaintKey(t, fw, key)
+	f := fw.NewFleet(pool)
 	var healed atomic.Bool // nodes adopted from then on pass their checks
-	require.NoError(t, f.Adopt(ctx, karpenter.NodePoolLabel, func(*corev1.Node) harness.NodeOptions {
-		return harness.NodeOptions{BrokenDNS: !healed.Load(), Env: map[string]string{"TAINT_KEY": key, "MAX_RETRIES": "2"}}
+	require.NoError(t, f.Adopt(ctx, karpenter.NodePoolLabel, func(*corev1.Node) framework.NodeOptions {
+		return framework.NodeOptions{BrokenDNS: !healed.Load(), Env: map[string]string{"TAINT_KEY": key, "MAX_RETRIES": "2"}}
 	}))
 	np := karpenter.NodePoolWithoutStartupTaints(pool, f.Name())
 	// Bounds what a Karpenter that takes held nodes for ready ones launches: three times
 	// the nodes needed, of 2 CPUs each.
 	require.NoError(t, unstructured.SetNestedField(np.Object, fmt.Sprint(3*replicas*2), "spec", "limits", "cpu"))
 	createNodePool(t, dyn, np)
-	tl := watchTimelineTaint(t, c, dyn, pool, pool, taint)
-	deploy(t, c, pool, pool, replicas)
+	tl := watchTimelineTaint(t, fw, dyn, pool, pool, taint)
+	deploy(t, fw, pool, pool, replicas)
 	r := heldRun{key: key, needed: replicas}
 
 	nodes := waitNodes(t, tl, replicas)[:replicas]
@@ -75,13 +75,13 @@ func heldLaunch(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool, k
 		require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 8))
 	}
 	for _, node := range nodes {
-		n := harness.RequireNode(t, c, node)
+		n := fw.Node(node)
 		assert.True(t, tl.tainted(n), "held node %s lost the taint %s: %v", node, key, n.Spec.Taints)
 		assert.Empty(t, n.Labels[wellknown.VerifiedLabel], "held node %s", node)
 		r.initializedHeld = append(r.initializedHeld, initialized(t, dyn, claimOf(tl, node).claim))
 	}
 	r.claimsHeld = len(tl.Claims())
-	r.boundHeld = len(boundPods(t, c, pool))
+	r.boundHeld = len(boundPods(t, fw, pool))
 
 	healedAt := time.Now()
 	healed.Store(true)
@@ -91,8 +91,8 @@ func heldLaunch(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool, k
 		}
 	}
 	require.NoError(t, f.WaitReleased(ctx, nodes[:replicas-1]...))
-	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
-		return len(runningPods(t, c, pool)) >= replicas-1, nil
+	err := framework.Poll(t, func(ctx context.Context) (bool, error) {
+		return len(runningPods(t, fw, pool)) >= replicas-1, nil
 	})
 	require.NoError(t, err, "pods of healed nodes not running")
 	r.healedRunning = time.Since(healedAt)
@@ -101,14 +101,14 @@ func heldLaunch(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool, k
 	require.NoError(t, err)
 	require.Equal(t, agents[stuck], agent.Name, "the stuck node's agent was restarted")
 	require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 14))
-	r.runningStuck = len(runningPods(t, c, pool))
+	r.runningStuck = len(runningPods(t, fw, pool))
 	r.claimsStuck = len(tl.Claims())
-	r.stuckTainted = tl.tainted(harness.RequireNode(t, c, stuck))
+	r.stuckTainted = tl.tainted(fw.Node(stuck))
 	r.stuckInitialized = initialized(t, dyn, claimOf(tl, stuck).claim)
 
 	f.DNS(stuck).SetBroken(false)
 	require.NoError(t, f.WaitReleased(ctx, stuck))
-	on := waitRunning(t, c, pool, replicas)
+	on := waitRunning(t, fw, pool, replicas)
 	for _, node := range nodes {
 		waitInitialized(t, dyn, claimOf(tl, node).claim)
 		requireNeverHalfReleased(t, f, tl, node)
@@ -137,8 +137,8 @@ func heldLaunch(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool, k
 // node is one it is still launching, so the pending pods get exactly their NodeClaims, none
 // is Initialized before its node's release, no pod is bound to a held node, and a node whose
 // checks keep failing stays uninitialized with its pod pending.
-func testZeroChange(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) heldRun {
-	r := heldLaunch(t, c, dyn, "zero-change", karpenter.ReadinessTaintKey)
+func testZeroChange(t *testing.T, fw *framework.Framework, dyn dynamic.Interface) heldRun {
+	r := heldLaunch(t, fw, dyn, "zero-change", karpenter.ReadinessTaintKey)
 	assert.Equal(t, r.needed, r.claimsHeld, "NodeClaims while every node was held")
 	for i, status := range r.initializedHeld {
 		assert.NotEqual(t, "True", status, "NodeClaim %d Initialized while its node was held", i)
@@ -159,8 +159,8 @@ func testZeroChange(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) hel
 // Karpenter counts a held node Initialized as soon as it is Ready, and once it does, launches
 // another node for the pod a held node was launched for. It made no extra NodeClaim while
 // every node was held (no provisioning pass ran then): that figure is only in the table.
-func testComparison(t *testing.T, c *harness.Cluster, dyn dynamic.Interface) heldRun {
-	r := heldLaunch(t, c, dyn, "comparison", wellknown.StartupTaint().Key)
+func testComparison(t *testing.T, fw *framework.Framework, dyn dynamic.Interface) heldRun {
+	r := heldLaunch(t, fw, dyn, "comparison", wellknown.StartupTaint().Key)
 	for i, status := range r.initializedHeld {
 		assert.Equal(t, "True", status, "NodeClaim %d Initialized while its node was held", i)
 	}
@@ -193,10 +193,10 @@ func logComparison(t *testing.T, runs ...heldRun) {
 }
 
 // boundPods returns the app's pods that are bound to a node.
-func boundPods(t *testing.T, c *harness.Cluster, app string) []string {
+func boundPods(t *testing.T, fw *framework.Framework, app string) []string {
 	t.Helper()
 	var out []string
-	for _, p := range appPods(t, c, app) {
+	for _, p := range appPods(t, fw, app) {
 		if p.Spec.NodeName != "" {
 			out = append(out, p.Name)
 		}
@@ -205,10 +205,10 @@ func boundPods(t *testing.T, c *harness.Cluster, app string) []string {
 }
 
 // runningPods returns the app's pods that run.
-func runningPods(t *testing.T, c *harness.Cluster, app string) []string {
+func runningPods(t *testing.T, fw *framework.Framework, app string) []string {
 	t.Helper()
 	var out []string
-	for _, p := range appPods(t, c, app) {
+	for _, p := range appPods(t, fw, app) {
 		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
 			out = append(out, p.Name)
 		}
@@ -216,9 +216,9 @@ func runningPods(t *testing.T, c *harness.Cluster, app string) []string {
 	return out
 }
 
-func appPods(t *testing.T, c *harness.Cluster, app string) []corev1.Pod {
+func appPods(t *testing.T, fw *framework.Framework, app string) []corev1.Pod {
 	t.Helper()
-	pods, err := c.Client().CoreV1().Pods(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + app})
+	pods, err := fw.Client().CoreV1().Pods(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + app})
 	require.NoError(t, err)
 	return pods.Items
 }

@@ -1,4 +1,4 @@
-package existing
+package verify
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -21,16 +21,16 @@ import (
 // DaemonSet gives it cannot fit. The real scheduler preempts for a pod whose priority
 // allows it (system-node-critical would evict the workload); the agent's PriorityClass
 // never preempts, so the agent waits Pending and the workload keeps running.
-func testPackedNode(t *testing.T, c *harness.Cluster) {
-	ctx, client := t.Context(), c.Client()
-	f := harness.NewFleetForTest(t, c, "packed")
+func testPackedNode(t *testing.T, fw *framework.Framework) {
+	ctx, client := t.Context(), fw.Client()
+	f := fw.NewFleet("packed")
 	node := f.Name() + "-0"
 	// Verified already, so the DaemonSet gives it no agent until the label goes.
-	require.NoError(t, f.AddNode(ctx, node, harness.NodeOptions{Untainted: true,
+	require.NoError(t, f.AddNode(ctx, node, framework.NodeOptions{Untainted: true,
 		Labels: map[string]string{wellknown.VerifiedLabel: "true"}}))
 
 	// The workload takes every CPU the node has, as bin-packing leaves a node.
-	n := harness.RequireNode(t, c, node)
+	n := fw.Node(node)
 	cpu := n.Status.Allocatable[corev1.ResourceCPU]
 	workload := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "packed-workload", Namespace: "default"},
@@ -48,22 +48,22 @@ func testPackedNode(t *testing.T, c *harness.Cluster) {
 		defer cancel()
 		_ = client.CoreV1().Pods("default").Delete(ctx, workload.Name, metav1.DeleteOptions{})
 	})
-	require.NoError(t, harness.Poll(t, func(ctx context.Context) (bool, error) {
+	require.NoError(t, framework.Poll(t, func(ctx context.Context) (bool, error) {
 		p, err := client.CoreV1().Pods("default").Get(ctx, workload.Name, metav1.GetOptions{})
 		return err == nil && p.Spec.NodeName == node && p.Status.Phase == corev1.PodRunning, nil
 	}), "the workload never ran on %s", node)
 
 	// The label goes (a re-verification): the DaemonSet creates an agent pod for the node.
-	_, err = c.Kubectl(ctx, "label", "node", node, wellknown.VerifiedLabel+"-")
+	_, err = fw.KubectlContext(ctx, "label", "node", node, wellknown.VerifiedLabel+"-")
 	require.NoError(t, err)
 	var agent corev1.Pod
-	require.NoError(t, harness.Poll(t, func(ctx context.Context) (bool, error) {
+	require.NoError(t, framework.Poll(t, func(ctx context.Context) (bool, error) {
 		// Not bound yet: the DaemonSet controller names the node in the pod's affinity.
-		pods, err := client.CoreV1().Pods(harness.Namespace).List(ctx, metav1.ListOptions{LabelSelector: harness.AgentSelector})
+		pods, err := client.CoreV1().Pods(framework.Namespace).List(ctx, metav1.ListOptions{LabelSelector: framework.AgentSelector})
 		if err != nil {
 			return false, nil
 		}
-		i := slices.IndexFunc(pods.Items, func(p corev1.Pod) bool { return harness.PodNode(&p) == node })
+		i := slices.IndexFunc(pods.Items, func(p corev1.Pod) bool { return framework.PodNode(&p) == node })
 		if i < 0 {
 			return false, nil
 		}
@@ -81,9 +81,9 @@ func testPackedNode(t *testing.T, c *harness.Cluster) {
 	// The scheduler's answer for the agent, and the workload as it was. The scheduler's
 	// event broadcaster writes the Event after the pod's condition, so it is waited for.
 	var events *corev1.EventList
-	require.NoError(t, harness.Poll(t, func(ctx context.Context) (bool, error) {
+	require.NoError(t, framework.Poll(t, func(ctx context.Context) (bool, error) {
 		var err error
-		events, err = client.CoreV1().Events(harness.Namespace).List(ctx, metav1.ListOptions{
+		events, err = client.CoreV1().Events(framework.Namespace).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.SelectorFromSet(fields.Set{"involvedObject.name": agent.Name, "reason": "FailedScheduling"}).String()})
 		return err == nil && len(events.Items) > 0, nil
 	}), "no FailedScheduling Event for %s", agent.Name)
@@ -99,7 +99,7 @@ func testPackedNode(t *testing.T, c *harness.Cluster) {
 
 	// Room again: the agent runs and labels the node; nothing was ever evicted for it.
 	require.NoError(t, client.CoreV1().Pods("default").Delete(ctx, workload.Name, metav1.DeleteOptions{}))
-	require.NoError(t, harness.Poll(t, func(ctx context.Context) (bool, error) {
+	require.NoError(t, framework.Poll(t, func(ctx context.Context) (bool, error) {
 		_, err := client.CoreV1().Pods("default").Get(ctx, workload.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	}))

@@ -1,4 +1,4 @@
-package karpenter_test
+package verify
 
 import (
 	"context"
@@ -14,25 +14,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/karpenter"
-	"github.com/nodeready/nodeready/e2e/framework/process"
 )
-
-// startForTest starts Karpenter for the test and stops it at cleanup; after a failure it
-// reports the end of Karpenter's log.
-func startForTest(t *testing.T, c *harness.Cluster) *karpenter.Karpenter {
-	t.Helper()
-	k, err := karpenter.Start(t.Context(), c)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		k.Stop()
-		if t.Failed() {
-			t.Logf("last lines of %s:\n%s", k.LogPath(), process.Tail(k.LogPath(), 40))
-		}
-	})
-	return k
-}
 
 // createNodePool creates the NodePool and deletes it at cleanup, and with it, through
 // Karpenter, its NodeClaims and nodes; cleanup waits a while for them to go, so the next
@@ -54,19 +38,19 @@ func createNodePool(t *testing.T, dyn dynamic.Interface, pool *unstructured.Unst
 			if err == nil && len(list.Items) == 0 {
 				return
 			}
-			time.Sleep(harness.PollInterval)
+			time.Sleep(framework.PollInterval)
 		}
 		t.Logf("cleanup: NodeClaims of NodePool %s still there after a minute", pool.GetName())
 	})
 }
 
 // deploy creates the Workload and deletes it at cleanup.
-func deploy(t *testing.T, c *harness.Cluster, app, pool string, replicas int32) {
+func deploy(t *testing.T, fw *framework.Framework, app, pool string, replicas int32) {
 	t.Helper()
-	_, err := c.Client().AppsV1().Deployments(metav1.NamespaceDefault).Create(t.Context(), karpenter.Workload(app, pool, replicas), metav1.CreateOptions{})
+	_, err := fw.Client().AppsV1().Deployments(metav1.NamespaceDefault).Create(t.Context(), karpenter.Workload(app, pool, replicas), metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		err := c.Client().AppsV1().Deployments(metav1.NamespaceDefault).Delete(context.Background(), app, metav1.DeleteOptions{
+		err := fw.Client().AppsV1().Deployments(metav1.NamespaceDefault).Delete(context.Background(), app, metav1.DeleteOptions{
 			PropagationPolicy: ptr.To(metav1.DeletePropagationForeground),
 		})
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -77,11 +61,11 @@ func deploy(t *testing.T, c *harness.Cluster, app, pool string, replicas int32) 
 
 // waitRunning waits until want pods of the app run, each on its own node, and returns the
 // node of each.
-func waitRunning(t *testing.T, c *harness.Cluster, app string, want int) map[string]string {
+func waitRunning(t *testing.T, fw *framework.Framework, app string, want int) map[string]string {
 	t.Helper()
 	var on map[string]string
-	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
-		pods, err := c.Client().CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+	err := framework.Poll(t, func(ctx context.Context) (bool, error) {
+		pods, err := fw.Client().CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
 		if err != nil {
 			return false, nil
 		}
@@ -101,7 +85,7 @@ func waitRunning(t *testing.T, c *harness.Cluster, app string, want int) map[str
 func waitNodes(t *testing.T, tl *timeline, n int) []string {
 	t.Helper()
 	var nodes []string
-	err := harness.Poll(t, func(context.Context) (bool, error) {
+	err := framework.Poll(t, func(context.Context) (bool, error) {
 		nodes = nodes[:0]
 		for _, l := range tl.Launches() {
 			if l.node != "" && !l.deleted {
@@ -142,7 +126,7 @@ func initialized(t *testing.T, dyn dynamic.Interface, claim string) string {
 func waitInitialized(t *testing.T, dyn dynamic.Interface, claim string) {
 	t.Helper()
 	var last string
-	err := harness.Poll(t, func(ctx context.Context) (bool, error) {
+	err := framework.Poll(t, func(ctx context.Context) (bool, error) {
 		last = initialized(t, dyn, claim)
 		return last == "True", nil
 	})
@@ -152,7 +136,7 @@ func waitInitialized(t *testing.T, dyn dynamic.Interface, claim string) {
 // requireNeverHalfReleased fails t when the node was ever labelled verified while it still
 // carried the startup taint, verified before Karpenter registered it, or registered without
 // the startup taint (what nodeready's wait for the registration relies on).
-func requireNeverHalfReleased(t *testing.T, f *harness.Fleet, tl *timeline, node string) {
+func requireNeverHalfReleased(t *testing.T, f *framework.Fleet, tl *timeline, node string) {
 	t.Helper()
 	// The fleet's History knows only wellknown.StartupTaint(); the timeline knows the scenario's.
 	for _, s := range f.History().States(node) {

@@ -1,4 +1,4 @@
-package karpenter_test
+package verify
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/nodeready/nodeready/e2e/framework/harness"
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/history"
 	"github.com/nodeready/nodeready/e2e/framework/karpenter"
 	"github.com/nodeready/nodeready/internal/wellknown"
@@ -58,21 +58,21 @@ type timeline struct {
 }
 
 // watchTimeline starts the watches; they end with the test.
-func watchTimeline(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool, app string) *timeline {
+func watchTimeline(t *testing.T, fw *framework.Framework, dyn dynamic.Interface, pool, app string) *timeline {
 	t.Helper()
-	return watchTimelineTaint(t, c, dyn, pool, app, wellknown.StartupTaint())
+	return watchTimelineTaint(t, fw, dyn, pool, app, wellknown.StartupTaint())
 }
 
 // watchTimelineTaint is watchTimeline for agents that remove another startup taint.
-func watchTimelineTaint(t *testing.T, c *harness.Cluster, dyn dynamic.Interface, pool, app string, taint corev1.Taint) *timeline {
+func watchTimelineTaint(t *testing.T, fw *framework.Framework, dyn dynamic.Interface, pool, app string, taint corev1.Taint) *timeline {
 	t.Helper()
 	tl := &timeline{start: time.Now(), taint: taint, launches: map[string]*launch{}, pending: map[string]time.Time{}, running: map[string]time.Time{}, podNode: map[string]string{}}
 	pooled := metav1.ListOptions{LabelSelector: karpenter.NodePoolLabel + "=" + pool}
 	claimsSrc := history.From("NodeClaims", dyn.Resource(karpenter.NodeClaims), pooled)
 	// Each history keeps the objects themselves; the timeline follows them as they come.
 	follow[*unstructured.Unstructured](t, claimsSrc, tl.claim)
-	follow[*corev1.Node](t, history.Nodes(c.Client(), pooled), tl.node)
-	follow[*corev1.Pod](t, history.Pods(c.Client(), metav1.NamespaceDefault, metav1.ListOptions{LabelSelector: "app=" + app}), tl.pod)
+	follow[*corev1.Node](t, history.Nodes(fw.Client(), pooled), tl.node)
+	follow[*corev1.Pod](t, history.Pods(fw.Client(), metav1.NamespaceDefault, metav1.ListOptions{LabelSelector: "app=" + app}), tl.pod)
 	return tl
 }
 

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"slices"
+)
+
+// benchmark is a row of the table main runs: the names -only selects it by, and what it runs.
+type benchmark struct {
+	names []string
+	run   func(ctx context.Context, b *bench) []*section
+}
+
+// benchmarks run in this order. daemonset, overhead and latency share one control plane.
+var benchmarks = []benchmark{
+	{[]string{"concurrency"}, runConcurrency},
+	{[]string{"daemonset", "overhead", "latency"}, clusterBenchmarks},
+	{[]string{"scale"}, runScale},
+	{[]string{"realnode"}, runRealNode},
+	{[]string{"joins"}, runJoins},
+}
+
+// benchmarkNames are the names -only takes, in the order they run.
+func benchmarkNames() []string {
+	var names []string
+	for _, bm := range benchmarks {
+		names = append(names, bm.names...)
+	}
+	return names
+}
+
+// bench is what every benchmark is given: the options, the machine it runs on, and the
+// progress log.
+type bench struct {
+	o    options
+	m    *machine
+	logf func(format string, args ...any)
+}
+
+// want reports whether -only selects the benchmark name.
+func (b *bench) want(name string) bool { return slices.Contains(b.o.only, name) }
+
+func runConcurrency(ctx context.Context, b *bench) []*section {
+	b.logf("concurrency: %d rounds of %d checks of %s", b.o.rounds, concurrentChecks, ms(checkDelay))
+	repo := ""
+	if b.o.goBench {
+		repo = b.o.repo
+	}
+	return []*section{benchConcurrency(ctx, b.o.rounds, repo)}
+}
+
+// runScale runs a scale run per node count and SETTLE_TIME, each on a control plane of its
+// own, and compares them when there is more than one.
+func runScale(ctx context.Context, b *bench) []*section {
+	var sections []*section
+	var results []*scaleResult
+	for _, nodes := range b.o.nodes {
+		for _, settle := range b.o.settles {
+			if ctx.Err() != nil {
+				break
+			}
+			s, r := scaleBenchmark(ctx, b.o, b.m, nodes, settle, b.logf)
+			sections = append(sections, s)
+			if r != nil {
+				results = append(results, r)
+			}
+		}
+	}
+	if len(results) > 1 {
+		sections = append(sections, compareScale(results))
+	}
+	return sections
+}
+
+func runRealNode(ctx context.Context, b *bench) []*section {
+	if ctx.Err() != nil {
+		return nil
+	}
+	b.logf("realnode: a new node on a real kubelet, containerd and runc")
+	return []*section{benchRealNode(ctx, b.o, b.logf)}
+}
+
+// runJoins runs the joins benchmark twice: as the kubelets are shipped, and with them reading
+// ConfigMaps and Secrets with Get.
+func runJoins(ctx context.Context, b *bench) []*section {
+	if ctx.Err() != nil {
+		return nil
+	}
+	b.logf("joins: %d real nodes joining a running cluster of %d", joinsCount, joinsRunning)
+	sections := []*section{benchJoins(ctx, b.o, b.logf, "")}
+	if ctx.Err() == nil {
+		b.logf("joins: the same, the kubelets reading ConfigMaps and Secrets with Get")
+		sections = append(sections, benchJoins(ctx, b.o, b.logf, "configMapAndSecretChangeDetectionStrategy: Get\n"))
+	}
+	return sections
+}
