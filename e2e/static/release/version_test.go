@@ -57,8 +57,10 @@ func TestOneVersion(t *testing.T) {
 	}
 
 	// Every other mention, in every file that users copy or read.
-	files := textFiles(t, root, "manifests", "examples", "charts/nodeready")
-	files = append(files, filepath.Join(root, "README.md"))
+	files := textFiles(t, root, "manifests", "examples", "charts/nodeready", "docs")
+	for _, f := range []string{"README.md", "CHANGELOG.md", "CONTRIBUTING.md", "SECURITY.md"} {
+		files = append(files, filepath.Join(root, f))
+	}
 	seen := map[string]int{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
