@@ -47,13 +47,13 @@ func template(t *testing.T, flags ...string) (string, error) {
 	return RunHelm(t, args...)
 }
 
-// render runs helm template with the flags and returns its objects with helmLabels checked
-// and removed.
+// render runs helm template with the flags and returns the release's objects with helmLabels
+// checked and removed; hooks and the configuration's checksum are left out (chartOwned).
 func render(t *testing.T, flags ...string) map[string]Object {
 	t.Helper()
 	out, err := template(t, flags...)
 	require.NoError(t, err)
-	objects := ParseObjects(t, "helm template", []byte(out))
+	objects := chartOwned(t, ParseObjects(t, "helm template", []byte(out)))
 	want := helmLabels(t)
 	for key, o := range objects {
 		labels, _ := o["metadata"].(map[string]any)["labels"].(map[string]any)
@@ -342,7 +342,7 @@ func TestNamespaceFollowsRelease(t *testing.T) {
 	out, err := RunHelm(t, "template", Release, Dir(t), "--namespace", ns, "--set", "replaceNode.enabled=true",
 		"--set", "config.endpointsService=backends/api", "--set", "config.clusterDNSService=dns/coredns")
 	require.NoError(t, err)
-	objects := ParseObjects(t, "helm template", []byte(out))
+	objects := chartOwned(t, ParseObjects(t, "helm template", []byte(out)))
 
 	for _, key := range []string{"v1 ServiceAccount " + ns + "/nodeready", "v1 ConfigMap " + ns + "/nodeready-config", "apps/v1 DaemonSet " + ns + "/nodeready"} {
 		assert.Contains(t, objects, key)
