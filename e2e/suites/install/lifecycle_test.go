@@ -38,7 +38,8 @@ var heldEnv = map[string]string{"TCP_TARGETS": "127.0.0.1:1"}
 //     which releases the node under the new setting;
 //   - helm uninstall, with a node held and the creation-time policy installed, leaves no node
 //     with the startup taint, no object of the release and no hook behind, and a node created
-//     afterwards gets no startup taint.
+//     afterwards gets no startup taint; with uninstall.removeNodeMarks, no node keeps the
+//     verified label, the completion annotations or the condition.
 //
 // The uninstall hook runs `nodeready uninstall --release-held` in the agent image.
 func TestHelmLifecycle(t *testing.T) {
@@ -46,7 +47,7 @@ func TestHelmLifecycle(t *testing.T) {
 	ctx := t.Context()
 	cluster := []string{"--kubeconfig", c.ControlPlane().Kubeconfig(), "--namespace", harness.Namespace}
 	values := append(chart.SetFlags(t, harness.LoopbackConfig()),
-		"--set", "startupTaintPolicy.enabled=true", "--set", "uninstall.waitForAgents=3s")
+		"--set", "startupTaintPolicy.enabled=true", "--set", "uninstall.waitForAgents=3s", "--set", "uninstall.removeNodeMarks=true")
 	helm := func(args ...string) (string, error) {
 		t.Helper()
 		return chart.RunHelm(t, append(args, cluster...)...)
@@ -155,7 +156,11 @@ func TestHelmLifecycle(t *testing.T) {
 		assert.NotContains(t, n.Labels, "example.com/verified", "a node released at uninstall was not verified")
 		harness.RequireNodeEvent(t, c, stuck[0], "ReleasedAtUninstall")
 		for _, name := range append(released, held...) {
-			assert.Equal(t, "true", harness.RequireNode(t, c, name).Labels["example.com/verified"], "%s keeps its label without uninstall.removeNodeMarks", name)
+			n := harness.RequireNode(t, c, name)
+			assert.NotContains(t, n.Labels, "example.com/verified", name)
+			assert.NotContains(t, n.Annotations, "example.com/verified-at", name)
+			assert.NotContains(t, n.Annotations, "example.com/verified-duration", name)
+			assert.Nil(t, harness.AgentCondition(n), "%s keeps the condition", name)
 		}
 		assertGone(t, c, installed)
 		for _, o := range []string{"serviceaccount/nodeready-uninstall", "job/nodeready-uninstall", "pod/nodeready-test"} {
@@ -230,8 +235,9 @@ func waitNoHeldNode(t *testing.T, c *harness.Cluster) {
 
 // TestManifestsUninstall runs the uninstall that docs/install.md gives for `kubectl apply -f
 // manifests/`, with a node held and the creation-time policy installed: no node is left with
-// the startup taint, the held node is released without the verified label, nodeready's
-// objects are gone, and a node created afterwards gets no startup taint.
+// the startup taint, the held node is released without the verified label, the verified node
+// keeps its label (no --remove-marks), nodeready's objects are gone, and a node created
+// afterwards gets no startup taint.
 func TestManifestsUninstall(t *testing.T) {
 	c := harness.StartForTest(t, harness.Options{})
 	ctx := t.Context()
