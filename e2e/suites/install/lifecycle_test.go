@@ -291,3 +291,25 @@ func TestManifestsUninstall(t *testing.T) {
 	}
 	assertNoStartupTaintOnNewNode(t, c)
 }
+
+// TestConfigMapEditNeedsRestart: installed with kubectl, an edit of nodeready-config does not
+// reach a running agent, which read its configuration at start; `kubectl rollout restart
+// ds/nodeready`, as docs/install.md says, gives the held node an agent that reads it.
+func TestConfigMapEditNeedsRestart(t *testing.T) {
+	c := harness.StartForTest(t, harness.Options{})
+	ctx := t.Context()
+	f := harness.NewFleetForTest(t, c, "edit")
+	held, err := f.AddNodes(ctx, 1, harness.NodeOptions{BrokenDNS: true})
+	require.NoError(t, err)
+	_, err = c.WaitAgentCondition(ctx, held[0], string(wellknown.ChecksFailed))
+	require.NoError(t, err)
+
+	// Without the dns check the node would pass.
+	require.NoError(t, c.ApplyConfig(ctx, map[string]string{"CHECKS": "tcp,apiserver,endpoints"}))
+	time.Sleep(5 * time.Second) // several rounds at RETRY_BACKOFF_MAX=1s
+	assert.True(t, harness.IsTainted(harness.RequireNode(t, c, held[0])), "the running agent read the edited ConfigMap")
+
+	out, err := c.Kubectl(ctx, "-n", harness.Namespace, "rollout", "restart", "ds/"+harness.DaemonSetName)
+	require.NoError(t, err, out)
+	require.NoError(t, f.WaitReleased(ctx, held[0]))
+}
