@@ -46,8 +46,13 @@ func TestHelmLifecycle(t *testing.T) {
 	c := harness.StartForTest(t, harness.Options{NoManifests: true})
 	ctx := t.Context()
 	cluster := []string{"--kubeconfig", c.ControlPlane().Kubeconfig(), "--namespace", harness.Namespace}
+	// The pod values too: the API server takes them, and the agents they make release nodes.
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	values := append(chart.SetFlags(t, harness.LoopbackConfig()),
-		"--set", "startupTaintPolicy.enabled=true", "--set", "uninstall.waitForAgents=3s", "--set", "uninstall.removeNodeMarks=true")
+		"--set", "startupTaintPolicy.enabled=true", "--set", "uninstall.waitForAgents=3s", "--set", "uninstall.removeNodeMarks=true",
+		"--set", "image.digest="+digest, "--set", "podLabels.team=infra", "--set", "podAnnotations.example\\.com/owner=infra",
+		"--set-json", `tolerations=[{"key":"dedicated","operator":"Exists"}]`,
+		"--set-json", `extraEnv=[{"name":"GODEBUG","value":"madvdontneed=1"}]`)
 	helm := func(args ...string) (string, error) {
 		t.Helper()
 		return chart.RunHelm(t, append(args, cluster...)...)
@@ -60,6 +65,14 @@ func TestHelmLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.WaitReleased(ctx, released...))
 	require.NoError(t, f.WaitAgentsGone(ctx, released...))
+	ds, err := c.Client().AppsV1().DaemonSets(harness.Namespace).Get(ctx, harness.DaemonSetName, metav1.GetOptions{})
+	require.NoError(t, err)
+	tmpl := ds.Spec.Template
+	assert.Equal(t, "ghcr.io/nodeready/nodeready@"+digest, tmpl.Spec.Containers[0].Image)
+	assert.Equal(t, "infra", tmpl.Labels["team"])
+	assert.Equal(t, "infra", tmpl.Annotations["example.com/owner"])
+	assert.Regexp(t, "^[0-9a-f]{64}$", tmpl.Annotations["checksum/config"])
+	assert.Contains(t, tmpl.Spec.Containers[0].Env, corev1.EnvVar{Name: "GODEBUG", Value: "madvdontneed=1"})
 
 	t.Run("helm test passes on a working install", func(t *testing.T) {
 		out, err := helm("test", chart.Release, "--timeout", "2m")
