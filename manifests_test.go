@@ -18,15 +18,15 @@ import (
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
-// Claims about what the agent tolerates, in the prose of the manifests, the examples and the
-// README, with the agent (or its DaemonSet) as the subject.
+// Claims about what the agent tolerates, in the prose of the manifests, the examples, the
+// README and docs/, with the agent (or its DaemonSet) as the subject.
 var (
 	claimsNotTolerated = regexp.MustCompile(`(?i)\b(the agent|the nodeready daemonset|the daemonset|nodeready)\s+(does not|doesn't|do not|cannot|can't|will not|won't)\s+tolerate`)
 	claimsAllTolerated = regexp.MustCompile(`(?i)\b(the agent|the nodeready daemonset|the daemonset|nodeready)( itself)?\s+tolerates\s+(every|all|any)\b`)
 )
 
 // TestDocsMatchTolerations reads the DaemonSet's tolerations and fails on any sentence in
-// manifests/, examples/ or README.md that says otherwise.
+// manifests/, examples/, docs/ or README.md that says otherwise.
 func TestDocsMatchTolerations(t *testing.T) {
 	ds := shippedDaemonSet(t)
 	tolerateAll := false
@@ -37,7 +37,7 @@ func TestDocsMatchTolerations(t *testing.T) {
 	}
 
 	files := []string{"README.md"}
-	for _, dir := range []string{"manifests", "examples"} {
+	for _, dir := range []string{"manifests", "examples", "docs"} {
 		require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err == nil && !d.IsDir() {
 				files = append(files, path)

@@ -112,26 +112,26 @@ func TestKubeNodeReadyConfigMapWorksUnchanged(t *testing.T) {
 	}
 }
 
-// readmeSection returns the README's text under heading, up to the next
-// heading.
+// readmeSection returns the text of the configuration reference,
+// docs/configuration.md, under heading, up to the next heading.
 func readmeSection(t *testing.T, heading string) string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/configuration.md")
 	require.NoError(t, err)
 	_, section, ok := strings.Cut(string(readme), "\n"+heading+"\n")
-	require.True(t, ok, "README has no %q", heading)
+	require.True(t, ok, "docs/configuration.md has no %q", heading)
 	if i := strings.Index(section, "\n#"); i >= 0 {
 		section = section[:i]
 	}
 	return section
 }
 
-// TestREADMEMatchesKubeNodeReadyVariables keeps the README's table of
+// TestREADMEMatchesKubeNodeReadyVariables keeps the configuration reference's table of
 // kube-node-ready's variables and KubeNodeReadyVariables in step, row by row.
 func TestREADMEMatchesKubeNodeReadyVariables(t *testing.T) {
 	row := regexp.MustCompile("(?m)^\\| `([A-Z_]+)` \\| ([a-z]+) \\| (.*) \\|$")
 	var documented []config.KubeNodeReadyVariable
-	for _, m := range row.FindAllStringSubmatch(readmeSection(t, "### Coming from kube-node-ready"), -1) {
+	for _, m := range row.FindAllStringSubmatch(readmeSection(t, "## Coming from kube-node-ready"), -1) {
 		documented = append(documented, config.KubeNodeReadyVariable{Name: m[1], Handling: config.Handling(m[2]), Note: m[3]})
 	}
 	assert.Equal(t, config.KubeNodeReadyVariables, documented)

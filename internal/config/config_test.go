@@ -88,22 +88,23 @@ func TestDryRunNeedsNoNodeName(t *testing.T) {
 	requireRefused(t, err, "NODE_NAME")
 }
 
-// TestREADMEDocumentsEveryVariable keeps the README's configuration table
-// and the code in step: every variable with its default, nothing extra.
+// TestREADMEDocumentsEveryVariable keeps the configuration reference's table
+// (docs/configuration.md) and the code in step: every variable with its
+// default, nothing extra.
 func TestREADMEDocumentsEveryVariable(t *testing.T) {
 	row := regexp.MustCompile("(?m)^\\| `([A-Z_]+)` \\|\\s*`?([^|`]*?)`?\\s*\\|")
 	documented := map[string]string{}
-	for _, m := range row.FindAllStringSubmatch(readmeSection(t, "## Configuration"), -1) {
+	for _, m := range row.FindAllStringSubmatch(readmeSection(t, "## Variables"), -1) {
 		documented[m[1]] = strings.TrimSpace(m[2])
 	}
 	for _, v := range config.Variables() {
 		def, ok := documented[v.Name]
-		if assert.True(t, ok, "README does not document %s", v.Name) {
-			assert.Equal(t, v.Default, def, "README default of %s", v.Name)
+		if assert.True(t, ok, "docs/configuration.md does not document %s", v.Name) {
+			assert.Equal(t, v.Default, def, "docs/configuration.md default of %s", v.Name)
 		}
 		delete(documented, v.Name)
 	}
-	assert.Empty(t, documented, "README documents variables the agent does not read")
+	assert.Empty(t, documented, "docs/configuration.md documents variables the agent does not read")
 }
 
 // TestEmptyValueMeansDefault: an empty value of a number, duration, boolean

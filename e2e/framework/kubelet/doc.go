@@ -2,7 +2,9 @@
 // Nodes and keeps them healthy (status heartbeat and Lease), watches the pods bound to them,
 // and runs the real nodeready binary as a process for each agent pod, with the environment,
 // credentials, probes, status reporting, restarts and graceful termination that a real
-// kubelet gives a container.
+// kubelet gives a container. A pod with restartPolicy Never or OnFailure (a Job's, a Helm
+// hook's or a Helm test's) runs to completion, Succeeded or Failed, and stays until it is
+// deleted.
 //
 // # Agent pods and simulated pods
 //

@@ -157,6 +157,7 @@ type pod struct {
 	removed     bool        // gone from the API
 	abandoned   bool        // node removed or kubelet stopped: nothing more to report
 	finished    bool        // the container ended for good; status and deletion remain
+	completed   bool        // ran to completion (restartPolicy Never or OnFailure); kept until deleted
 	deleted     bool        // the kubelet deleted the pod from the API
 	startTime   time.Time   // the kubelet took the pod on
 	restarts    int

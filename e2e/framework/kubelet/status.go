@@ -162,9 +162,9 @@ func (p *pod) status(old corev1.PodStatus, now time.Time) corev1.PodStatus {
 
 	last := len(p.ends) - 1
 	switch {
-	case p.finished && last >= 0 && p.ends[last].ExitCode == 0:
+	case (p.finished || p.completed) && last >= 0 && p.ends[last].ExitCode == 0:
 		s.Phase = corev1.PodSucceeded
-	case p.finished:
+	case p.finished || p.completed:
 		s.Phase = corev1.PodFailed
 	case started || last >= 0:
 		s.Phase = corev1.PodRunning
@@ -175,7 +175,7 @@ func (p *pod) status(old corev1.PodStatus, now time.Time) corev1.PodStatus {
 	notReady := "containers with unready status: [" + strings.Join(unready, " ") + "]"
 	podReady := condition(corev1.PodReady, ready, "ContainersNotReady", notReady)
 	containersReady := condition(corev1.ContainersReady, ready, "ContainersNotReady", notReady)
-	sandbox := condition(corev1.PodReadyToStartContainers, !p.finished, "", "")
+	sandbox := condition(corev1.PodReadyToStartContainers, !p.finished && !p.completed, "", "")
 	initDone, pending := p.initialized()
 	initialized := condition(corev1.PodInitialized, initDone, "ContainersNotInitialized",
 		"containers with incomplete status: ["+strings.Join(pending, " ")+"]")
@@ -217,7 +217,7 @@ func setCondition(conds []corev1.PodCondition, want corev1.PodCondition, now met
 func (p *pod) containerState() (corev1.ContainerState, bool, bool) {
 	last := len(p.ends) - 1
 	switch {
-	case p.finished && last >= 0:
+	case (p.finished || p.completed) && last >= 0:
 		return corev1.ContainerState{Terminated: &p.ends[last]}, false, false
 	case p.proc != nil:
 		return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(p.proc.Started).Rfc3339Copy()}}, true, p.ready

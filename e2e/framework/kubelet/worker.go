@@ -47,7 +47,9 @@ func (e *startError) Error() string { return e.err.Error() }
 func (e *startError) Unwrap() error { return e.err }
 
 // runPod drives the pod's container until the pod is deleted: start, supervise, restart
-// with back-off (restartPolicy Always, the only policy a DaemonSet allows), terminate.
+// with back-off, terminate. A DaemonSet's pod restarts Always; a pod of a Job or a Helm hook
+// (restartPolicy Never, or OnFailure once it exits 0) runs to completion and stays, Succeeded
+// or Failed, until it is deleted, as a kubelet keeps it.
 func (k *Kubelet) runPod(ctx context.Context, p *pod) {
 	api := p.latest()
 	log := k.log.With("pod", api.Namespace+"/"+api.Name, "uid", p.uid, "node", p.node)
@@ -104,6 +106,17 @@ func (k *Kubelet) runPod(ctx context.Context, p *pod) {
 		case endStopped, endAbandoned:
 			k.endPod(ctx, p, log)
 			return
+		case endCrashed:
+			if runsToCompletion(api.Spec.RestartPolicy, proc.ExitCode()) {
+				p.mu.Lock()
+				p.completed = true
+				p.mu.Unlock()
+				k.status.Add(p.uid)
+				log.Info("Pod ran to completion", "code", proc.ExitCode())
+				k.waitStop(ctx, p, -1)
+				k.endPod(ctx, p, log)
+				return
+			}
 		}
 		p.setWaiting("CrashLoopBackOff", fmt.Sprintf("back-off %s restarting failed container", backoff))
 		k.status.Add(p.uid)
@@ -204,6 +217,18 @@ func (k *Kubelet) supervise(ctx context.Context, p *pod, proc *process, log *slo
 			return endAbandoned
 		}
 	}
+}
+
+// runsToCompletion says whether a container that exited with code is done for good under
+// the pod's restart policy.
+func runsToCompletion(policy corev1.RestartPolicy, code int) bool {
+	switch policy {
+	case corev1.RestartPolicyNever:
+		return true
+	case corev1.RestartPolicyOnFailure:
+		return code == 0
+	}
+	return false
 }
 
 // waitStop waits for d (forever when d < 0), or less when the pod must stop or ctx ends.

@@ -49,13 +49,13 @@ func template(t *testing.T, flags ...string) (string, error) {
 	return chart.RunHelm(t, args...)
 }
 
-// render runs helm template with the flags and returns its objects with helmLabels checked
-// and removed.
+// render runs helm template with the flags and returns the release's objects with helmLabels
+// checked and removed; hooks and the configuration's checksum are left out (chartOwned).
 func render(t *testing.T, flags ...string) map[string]chart.Object {
 	t.Helper()
 	out, err := template(t, flags...)
 	require.NoError(t, err)
-	objects := chart.ParseObjects(t, "helm template", []byte(out))
+	objects := chartOwned(t, chart.ParseObjects(t, "helm template", []byte(out)))
 	want := helmLabels(t)
 	for key, o := range objects {
 		labels, _ := o["metadata"].(map[string]any)["labels"].(map[string]any)
@@ -345,7 +345,7 @@ func TestNamespaceFollowsRelease(t *testing.T) {
 	out, err := chart.RunHelm(t, "template", chart.Release, chart.Dir(t), "--namespace", ns, "--set", "replaceNode.enabled=true",
 		"--set", "config.endpointsService=backends/api", "--set", "config.clusterDNSService=dns/coredns")
 	require.NoError(t, err)
-	objects := chart.ParseObjects(t, "helm template", []byte(out))
+	objects := chartOwned(t, chart.ParseObjects(t, "helm template", []byte(out)))
 
 	for _, key := range []string{"v1 ServiceAccount " + ns + "/nodeready", "v1 ConfigMap " + ns + "/nodeready-config", "apps/v1 DaemonSet " + ns + "/nodeready"} {
 		assert.Contains(t, objects, key)

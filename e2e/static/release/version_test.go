@@ -57,8 +57,10 @@ func TestOneVersion(t *testing.T) {
 	}
 
 	// Every other mention, in every file that users copy or read.
-	files := textFiles(t, root, "manifests", "examples", "charts/nodeready")
-	files = append(files, filepath.Join(root, "README.md"))
+	files := textFiles(t, root, "manifests", "examples", "charts/nodeready", "docs")
+	for _, f := range []string{"README.md", "CHANGELOG.md", "CONTRIBUTING.md", "SECURITY.md"} {
+		files = append(files, filepath.Join(root, f))
+	}
 	seen := map[string]int{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -92,11 +94,12 @@ func TestOneVersion(t *testing.T) {
 		switch tag := img["tag"]; tag {
 		case version:
 		case "", nil:
-			// The tag defaults to appVersion: the DaemonSet template must say so.
-			b, err := os.ReadFile(filepath.Join(dir, "templates", "daemonset.yaml"))
+			// The tag defaults to appVersion: the image's template (nodeready.image, in
+			// templates/_pod.tpl, which every pod of the chart names) must say so.
+			b, err := os.ReadFile(filepath.Join(dir, "templates", "_pod.tpl"))
 			require.NoError(t, err)
 			assert.Regexp(t, `\.Values\.image\.tag\s*\|\s*default\s+\.Chart\.AppVersion`, string(b),
-				"values.yaml leaves image.tag empty, so templates/daemonset.yaml must default it to appVersion")
+				"values.yaml leaves image.tag empty, so templates/_pod.tpl must default it to appVersion")
 		default:
 			t.Errorf("values.yaml image.tag is %v, want %s or empty (appVersion)", tag, version)
 		}

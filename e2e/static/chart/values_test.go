@@ -1,0 +1,364 @@
+package chart_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeready/nodeready/e2e/framework/chart"
+)
+
+// checksumAnnotation is the pod template annotation that carries the checksum of the
+// configuration, so that a change rolls the agents.
+const checksumAnnotation = "checksum/config"
+
+const dsKey = "apps/v1 DaemonSet kube-system/nodeready"
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// hook is the Helm hook an object is, or "".
+func hook(o chart.Object) string {
+	meta, _ := o["metadata"].(map[string]any)
+	ann, _ := meta["annotations"].(map[string]any)
+	h, _ := ann["helm.sh/hook"].(string)
+	return h
+}
+
+// chartOwned leaves out what the chart adds to the objects of manifests/: its hooks (helm
+// test, the uninstall hook: TestHelmTestPod, TestUninstallHookIsManifests) and the DaemonSet's
+// configuration checksum, which must be there (TestConfigChecksum says what it follows).
+func chartOwned(t *testing.T, objects map[string]chart.Object) map[string]chart.Object {
+	t.Helper()
+	for k, o := range objects {
+		if hook(o) != "" {
+			delete(objects, k)
+		}
+	}
+	if ds, ok := objects[dsKey]; ok {
+		meta := ds["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)
+		ann, _ := meta["annotations"].(map[string]any)
+		assert.Regexp(t, sha256Hex, ann[checksumAnnotation], "the pod template's %s", checksumAnnotation)
+		delete(ann, checksumAnnotation)
+		if len(ann) == 0 {
+			delete(meta, "annotations")
+		}
+	}
+	return objects
+}
+
+// renderAll renders with the flags and returns every object, hooks included, unchanged.
+func renderAll(t *testing.T, flags ...string) map[string]chart.Object {
+	t.Helper()
+	out, err := template(t, flags...)
+	require.NoError(t, err)
+	return chart.ParseObjects(t, "helm template", []byte(out))
+}
+
+func daemonSet(t *testing.T, objects map[string]chart.Object) *appsv1.DaemonSet {
+	t.Helper()
+	return decode[appsv1.DaemonSet](t, objects, dsKey)
+}
+
+// TestImageDigest: image.digest pins every container the chart runs (the agent, the helm
+// test, the uninstall hook) to repository@digest, whatever image.tag says.
+func TestImageDigest(t *testing.T) {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	objects := renderAll(t, "--set", "image.repository=registry.example.com/nodeready",
+		"--set", "image.tag=ignored", "--set", "image.digest="+digest)
+	want := "registry.example.com/nodeready@" + digest
+	ds := daemonSet(t, objects)
+	assert.Equal(t, want, ds.Spec.Template.Spec.Containers[0].Image)
+	pod := decode[corev1.Pod](t, objects, "v1 Pod kube-system/nodeready-test")
+	assert.Equal(t, want, pod.Spec.Containers[0].Image)
+	job := decode[batchv1.Job](t, objects, "batch/v1 Job kube-system/nodeready-uninstall")
+	assert.Equal(t, want, job.Spec.Template.Spec.Containers[0].Image)
+
+	// Without a digest, the tag (else appVersion), as before.
+	ds = daemonSet(t, renderAll(t, "--set", "image.tag=v9.9.9"))
+	assert.Equal(t, "ghcr.io/nodeready/nodeready:v9.9.9", ds.Spec.Template.Spec.Containers[0].Image)
+}
+
+// TestPodValues: pod labels and annotations, tolerations, nodeSelector and extra environment
+// variables reach the agent pods beside what the chart gives them, and podMonitor.labels the
+// PodMonitor.
+func TestPodValues(t *testing.T) {
+	objects := render(t,
+		"--set", "podLabels.team=infra", "--set", "podAnnotations.example\\.com/owner=infra",
+		"--set-json", `tolerations=[{"key":"dedicated","operator":"Equal","value":"ci","effect":"NoSchedule"}]`,
+		"--set", "nodeSelector.example\\.com/pool=workers",
+		"--set-json", `extraEnv=[{"name":"HTTPS_PROXY","value":"http://proxy.example.com:3128"},{"name":"GODEBUG","valueFrom":{"configMapKeyRef":{"name":"site","key":"godebug"}}}]`,
+		"--set", "podMonitor.enabled=true", "--set", "podMonitor.labels.release=kube-prometheus-stack")
+	ds := daemonSet(t, objects)
+	tmpl := ds.Spec.Template
+	assert.Equal(t, map[string]string{"app.kubernetes.io/name": "nodeready", "team": "infra"}, tmpl.Labels)
+	assert.Equal(t, map[string]string{"app.kubernetes.io/name": "nodeready"}, ds.Spec.Selector.MatchLabels, "the selector stays")
+	assert.Equal(t, map[string]string{"example.com/owner": "infra"}, tmpl.Annotations)
+	assert.Equal(t, []corev1.Toleration{
+		{Operator: corev1.TolerationOpExists},
+		{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "ci", Effect: corev1.TaintEffectNoSchedule},
+	}, tmpl.Spec.Tolerations, "the agent's own toleration of every taint stays first")
+	assert.Equal(t, map[string]string{"example.com/pool": "workers"}, tmpl.Spec.NodeSelector)
+
+	env := tmpl.Spec.Containers[0].Env
+	names := make([]string, len(env))
+	for i, e := range env {
+		names[i] = e.Name
+	}
+	assert.Equal(t, []string{"NODE_NAME", "POD_NAME", "POD_NAMESPACE", "STATE_DIR", "GOMEMLIMIT", "HTTPS_PROXY", "GODEBUG"}, names)
+	assert.Equal(t, "http://proxy.example.com:3128", env[5].Value)
+	require.NotNil(t, env[6].ValueFrom)
+	assert.Equal(t, "godebug", env[6].ValueFrom.ConfigMapKeyRef.Key)
+
+	pm := objects["monitoring.coreos.com/v1 PodMonitor kube-system/nodeready"]
+	require.NotNil(t, pm)
+	assert.Equal(t, map[string]any{"app.kubernetes.io/name": "nodeready", "release": "kube-prometheus-stack"}, pm["metadata"].(map[string]any)["labels"])
+}
+
+// requiredExpressions are the DaemonSet's own node expressions, which every required term of
+// the merged affinity holds.
+func requiredExpressions(label string) []corev1.NodeSelectorRequirement {
+	return []corev1.NodeSelectorRequirement{
+		{Key: label, Operator: corev1.NodeSelectorOpDoesNotExist},
+		{Key: "kubernetes.io/os", Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}},
+		{Key: "type", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"virtual-kubelet"}},
+		{Key: "eks.amazonaws.com/compute-type", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"fargate"}},
+	}
+}
+
+// TestAffinityMerged: the user's affinity narrows the agent's nodes and never widens them:
+// each of its required terms (ORed) also holds the DaemonSet's own expressions, so no term
+// lets an agent run on a verified node; preferred terms and pod affinities pass as given.
+func TestAffinityMerged(t *testing.T) {
+	objects := render(t, "--set", "config.verifiedLabel=example.com/ready", "--set-json", `affinity={
+		"nodeAffinity": {
+			"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+				{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]},
+				{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["node-x"]}]}
+			]},
+			"preferredDuringSchedulingIgnoredDuringExecution": [
+				{"weight": 10, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]}}
+			]
+		},
+		"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+			{"weight": 1, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "x"}}}}
+		]}
+	}`)
+	aff := daemonSet(t, objects).Spec.Template.Spec.Affinity
+	own := requiredExpressions("example.com/ready")
+	assert.Equal(t, []corev1.NodeSelectorTerm{
+		{MatchExpressions: append(slices.Clone(own), corev1.NodeSelectorRequirement{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}})},
+		{MatchExpressions: own, MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"node-x"}}}},
+	}, aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms)
+	require.Len(t, aff.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution, 1)
+	assert.Equal(t, "zone", aff.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].Preference.MatchExpressions[0].Key)
+	require.NotNil(t, aff.PodAntiAffinity)
+	assert.Len(t, aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, 1)
+
+	// Preferred node affinity alone: the one required term is the agent's own.
+	aff = daemonSet(t, render(t, "--set-json", `affinity={"nodeAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":5,"preference":{"matchExpressions":[{"key":"zone","operator":"In","values":["z1"]}]}}]}}`)).Spec.Template.Spec.Affinity
+	assert.Equal(t, []corev1.NodeSelectorTerm{{MatchExpressions: requiredExpressions("node-ready/verified")}},
+		aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms)
+}
+
+// TestStartupTaintPolicyFollowsNodeSelector: with a nodeSelector, the creation-time policy
+// taints only nodes created with its labels, the nodes that get an agent.
+func TestStartupTaintPolicyFollowsNodeSelector(t *testing.T) {
+	objects := render(t, "--set", "startupTaintPolicy.enabled=true", "--set", "nodeSelector.example\\.com/pool=workers")
+	b := decode[admissionv1.MutatingAdmissionPolicyBinding](t, objects, "admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding /nodeready-startup-taint")
+	assert.Equal(t, map[string]string{"example.com/pool": "workers"}, b.Spec.MatchResources.ObjectSelector.MatchLabels)
+	assert.Contains(t, b.Spec.MatchResources.ObjectSelector.MatchExpressions, metav1LabelSelectorRequirement("node-ready/verified"), "the chart's own exceptions stay")
+}
+
+// configChecksum is the DaemonSet's checksum annotation, rendered with the flags.
+func configChecksum(t *testing.T, flags ...string) string {
+	t.Helper()
+	ds := daemonSet(t, renderAll(t, flags...))
+	sum := ds.Spec.Template.Annotations[checksumAnnotation]
+	require.Regexp(t, sha256Hex, sum)
+	return sum
+}
+
+// TestConfigChecksum: the pod template's checksum follows the ConfigMap's data and nothing
+// else, so a change of any setting rolls the agents of held nodes onto it (they read the
+// configuration once, at start) and other changes do not roll them for it.
+func TestConfigChecksum(t *testing.T) {
+	base := configChecksum(t)
+	assert.Equal(t, base, configChecksum(t), "the same values give the same checksum")
+	for _, set := range []string{"config.logLevel=debug", "config.maxRetries=7", "config.checks={dns,tcp}", "config.settleTime=3s"} {
+		assert.NotEqual(t, base, configChecksum(t, "--set", set), set)
+	}
+	for _, set := range []string{"resources.limits.memory=128Mi", "podLabels.team=infra", "image.tag=v9.9.9", "podMonitor.enabled=true"} {
+		assert.Equal(t, base, configChecksum(t, "--set", set), set)
+	}
+}
+
+// TestBadPodValuesFail: a bad pod value stops helm before anything is rendered, naming the
+// value: by the schema, or by the templates where a value would contradict what the chart
+// owns or could leave a tainted node without an agent.
+func TestBadPodValuesFail(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		want  []string
+	}{
+		{[]string{"--set", "image.digest=sha256:abc"}, []string{"/image/digest", "does not match pattern"}},
+		{[]string{"--set", "image.digest=latest"}, []string{"/image/digest", "does not match pattern"}},
+		{[]string{"--set", "podLabels.app\\.kubernetes\\.io/name=other"}, []string{"podLabels: app.kubernetes.io/name is the DaemonSet's selector"}},
+		{[]string{"--set", "podLabels.team=a b"}, []string{"/podLabels/team", "does not match pattern"}},
+		{[]string{"--set", "podAnnotations.checksum/config=x"}, []string{"podAnnotations: checksum/config is the chart's"}},
+		{[]string{"--set-json", `tolerations=[{"operator":"Sometimes"}]`}, []string{"/tolerations/0/operator", "value must be one of"}},
+		{[]string{"--set-json", `tolerations=[{"key":"a","tolerateSeconds":5}]`}, []string{"/tolerations/0", "'tolerateSeconds' not allowed"}},
+		{[]string{"--set-string", "nodeSelector.node-ready/verified=true"}, []string{"nodeSelector: node-ready/verified is config.verifiedLabel"}},
+		{[]string{"--set", "nodeSelector.kubernetes\\.io/os=windows"}, []string{"nodeSelector: kubernetes.io/os: nodeready serves Linux nodes only"}},
+		{[]string{"--set", "startupTaintPolicy.enabled=true", "--set-json", `affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"pool","operator":"Exists"}]}]}}}`},
+			[]string{"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution: with startupTaintPolicy.enabled"}},
+		{[]string{"--set-json", `affinity={"podAntiAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"topologyKey":"kubernetes.io/hostname"}]}}`},
+			[]string{"affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution: a required pod (anti-)affinity"}},
+		{[]string{"--set-json", `affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"pool","operator":"Maybe"}]}]}}}`},
+			[]string{"/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchExpressions/0/operator", "value must be one of"}},
+		{[]string{"--set-json", `affinity={"nodeAfinity":{}}`}, []string{"/affinity", "'nodeAfinity' not allowed"}},
+		{[]string{"--set-json", `extraEnv=[{"name":"TAINT_KEY","value":"x"}]`}, []string{"extraEnv[0].name: TAINT_KEY is set by the chart"}},
+		{[]string{"--set-json", `extraEnv=[{"name":"A","value":"1"},{"name":"NODE_NAME","value":"x"}]`}, []string{"extraEnv[1].name: NODE_NAME is set by the chart"}},
+		{[]string{"--set-json", `extraEnv=[{"name":"1A","value":"x"}]`}, []string{"/extraEnv/0/name", "does not match pattern"}},
+		{[]string{"--set-json", `extraEnv=[{"value":"x"}]`}, []string{"/extraEnv/0", "missing property 'name'"}},
+		{[]string{"--set-json", `extraEnv=[{"name":"A","value":"x","valueFrom":{"fieldRef":{"fieldPath":"spec.nodeName"}}}]`}, []string{"/extraEnv/0", "'not' failed"}},
+		{[]string{"--set", "podMonitor.labels.helm\\.sh/chart=x"}, []string{"podMonitor.labels: helm.sh/chart is one of the labels the chart gives every object"}},
+		{[]string{"--set", "uninstall.waitForAgents=soon"}, []string{"/uninstall/waitForAgents", "does not match pattern"}},
+		{[]string{"--set", "uninstall.timeoutSeconds=5"}, []string{"/uninstall/timeoutSeconds", "minimum: got 5, want 30"}},
+		{[]string{"--set", "uninstall.releaseHeldNodes=maybe"}, []string{"/uninstall/releaseHeldNodes", "got string, want boolean"}},
+	} {
+		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
+			out, err := template(t, tc.flags...)
+			require.Error(t, err, "rendered:\n%s", out)
+			assert.Empty(t, out)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// TestHelmTestPod: `helm test` runs the agent's network checks once, with --dry-run, as the
+// agent: its ServiceAccount, image, ConfigMap and security context, on a released node. The
+// pod is no agent pod: the DaemonSet's selector does not match it, so the DaemonSet never
+// adopts it.
+func TestHelmTestPod(t *testing.T) {
+	objects := renderAll(t, "--set", "config.checks={dns,endpoints,daemonsets,conditions}")
+	pod := decode[corev1.Pod](t, objects, "v1 Pod kube-system/nodeready-test")
+	assert.Equal(t, "test", pod.Annotations["helm.sh/hook"])
+	assert.NotEqual(t, "nodeready", pod.Labels["app.kubernetes.io/name"], "the DaemonSet would adopt the pod")
+	assert.Equal(t, "nodeready", pod.Spec.ServiceAccountName)
+	assert.Equal(t, corev1.RestartPolicyNever, pod.Spec.RestartPolicy)
+	assert.Empty(t, pod.Spec.Tolerations, "the test runs on a released node, not a held one")
+	c := pod.Spec.Containers[0]
+	assert.Equal(t, []string{"--dry-run"}, c.Args)
+	assert.Equal(t, "nodeready-config", c.EnvFrom[0].ConfigMapRef.Name)
+	assert.Equal(t, corev1.EnvVar{Name: "CHECKS", Value: "dns,endpoints"}, c.Env[0], "the network checks only: a gate would judge the test pod's node")
+	ds := daemonSet(t, objects)
+	assert.Equal(t, ds.Spec.Template.Spec.SecurityContext, pod.Spec.SecurityContext)
+	assert.Equal(t, ds.Spec.Template.Spec.Containers[0].SecurityContext, c.SecurityContext)
+
+	pod = decode[corev1.Pod](t, renderAll(t, "--set", "config.checks={conditions}"), "v1 Pod kube-system/nodeready-test")
+	assert.Equal(t, corev1.EnvVar{Name: "CHECKS", Value: "apiserver"}, pod.Spec.Containers[0].Env[0], "never empty, which would mean the default checks")
+}
+
+// stripHelm removes what the chart adds to an object of manifests/uninstall/: the hook
+// annotations and Helm's labels.
+func stripHelm(o chart.Object) {
+	meta := o["metadata"].(map[string]any)
+	delete(meta, "annotations")
+	labels, _ := meta["labels"].(map[string]any)
+	for _, k := range []string{"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "helm.sh/chart"} {
+		delete(labels, k)
+	}
+}
+
+// TestUninstallHookIsManifests: helm uninstall's pre-delete hook is manifests/uninstall/ (the
+// objects `kubectl apply -f manifests/uninstall/` makes), RBAC before the Job, each deleted
+// once the Job succeeded; in another namespace it follows the release, and the values set the
+// Job's deadline, wait and --remove-marks.
+func TestUninstallHookIsManifests(t *testing.T) {
+	hooks := map[string]chart.Object{}
+	for k, o := range renderAll(t) {
+		if hook(o) == "pre-delete" {
+			ann := o["metadata"].(map[string]any)["annotations"].(map[string]any)
+			assert.Equal(t, "before-hook-creation,hook-succeeded", ann["helm.sh/hook-delete-policy"], k)
+			if o["kind"] == "Job" {
+				assert.Equal(t, "0", ann["helm.sh/hook-weight"], k)
+			} else {
+				assert.Equal(t, "-10", ann["helm.sh/hook-weight"], "%s comes before the Job", k)
+			}
+			stripHelm(o)
+			hooks[k] = o
+		}
+	}
+	assertSameObjects(t, chart.ManifestObjects(t, "uninstall/*.yaml"), hooks)
+
+	// The uninstaller's ServiceAccount is no parameter of the own-node policies, whose
+	// bindings select ServiceAccounts by this label: they would hold it to one node.
+	for k, o := range hooks {
+		labels := o["metadata"].(map[string]any)["labels"].(map[string]any)
+		assert.NotEqual(t, "nodeready", labels["app.kubernetes.io/name"], k)
+	}
+
+	out, err := chart.RunHelm(t, "template", chart.Release, chart.Dir(t), "--namespace", "nodeready-system",
+		"--set", "uninstall.removeNodeMarks=true", "--set", "uninstall.waitForAgents=2m", "--set", "uninstall.timeoutSeconds=600")
+	require.NoError(t, err)
+	objects := chart.ParseObjects(t, "helm template", []byte(out))
+	job := decode[batchv1.Job](t, objects, "batch/v1 Job nodeready-system/nodeready-uninstall")
+	assert.Equal(t, []string{"uninstall", "--release-held", "--daemonset=nodeready-system/nodeready",
+		"--creation-policy-binding=nodeready-startup-taint", "--wait-for-agents=2m", "--remove-marks"}, job.Spec.Template.Spec.Containers[0].Args)
+	assert.EqualValues(t, 600, *job.Spec.ActiveDeadlineSeconds)
+	assert.Contains(t, objects, "rbac.authorization.k8s.io/v1 Role nodeready-system/nodeready-uninstall")
+
+	for k, o := range renderAll(t, "--set", "uninstall.releaseHeldNodes=false") {
+		assert.NotEqual(t, "pre-delete", hook(o), "%s with uninstall.releaseHeldNodes=false", k)
+	}
+}
+
+// leafValues lists the dotted paths of values.yaml's values: maps are walked, except the
+// free-form ones, whose path is one value.
+func leafValues(prefix string, v any, out *[]string) {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) == 0 || prefix == "resources" {
+		*out = append(*out, prefix)
+		return
+	}
+	for k, sub := range m {
+		p := k
+		if prefix != "" {
+			p = prefix + "." + k
+		}
+		leafValues(p, sub, out)
+	}
+}
+
+// TestChartREADMEListsEveryValue: the chart's README has a row for every value of
+// values.yaml, and none for a value that does not exist.
+func TestChartREADMEListsEveryValue(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(chart.Dir(t), "values.yaml"))
+	require.NoError(t, err)
+	var values map[string]any
+	require.NoError(t, yaml.Unmarshal(data, &values))
+	var want []string
+	leafValues("", values, &want)
+
+	readme, err := os.ReadFile(filepath.Join(chart.Dir(t), "README.md"))
+	require.NoError(t, err)
+	row := regexp.MustCompile("(?m)^\\| `([A-Za-z0-9_.]+)` \\|")
+	var documented []string
+	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
+		documented = append(documented, m[1])
+	}
+	assert.ElementsMatch(t, want, documented, "every value once")
+}
