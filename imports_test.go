@@ -17,13 +17,14 @@ const module = "github.com/nodeready/nodeready"
 // "prometheus" where it may use Prometheus. A package of the module that is not
 // listed may import none of the module's.
 var importRules = map[string][]string{
-	"":                           {"agent", "internal/config", "internal/wiring", "internal/wiring/sigterm", "prometheus"},
+	"":                           {"agent", "internal/config", "internal/uninstall", "internal/wiring", "internal/wiring/sigterm", "prometheus"},
 	"agent":                      {"checks", "nodepatch", "internal/config", "internal/report", "internal/wellknown", "prometheus"},
 	"checks":                     {"internal/envvar"},
 	"nodepatch":                  {"internal/wellknown"},
 	"internal/config":            {"checks", "internal/envvar", "internal/wellknown"},
 	"internal/config/configtest": {"internal/config"},
 	"internal/report":            {"internal/wellknown"},
+	"internal/uninstall":         {"nodepatch", "internal/config", "internal/wellknown"},
 	"internal/wiring":            {"agent", "internal/config"},
 }
 

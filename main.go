@@ -56,6 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 			return copyBinary(args[1:], stderr)
 		case "probe":
 			return probe(args[1:], stderr)
+		case "uninstall":
+			return uninstallCommand(ctx, args[1:], stderr, newClient)
 		}
 	}
 	fs := flag.NewFlagSet("nodeready", flag.ContinueOnError)
@@ -63,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 	dryRun := fs.Bool("dry-run", false, "run every check that can run from here once, print a table, write nothing")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: nodeready [--dry-run | --version | noop | copy-binary PATH | probe healthz|readyz]\n\n"+
+		fmt.Fprintf(stderr, "Usage: nodeready [--dry-run | --version | noop | copy-binary PATH | probe healthz|readyz | uninstall -h]\n\n"+
 			"Verifies this node and releases it for workloads. Configured through environment\n"+
 			"variables only:\n\n")
 		config.PrintVariables(stderr)

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodeready/nodeready/internal/wellknown"
@@ -120,4 +122,26 @@ func TestSetConditionBoundsTheMessage(t *testing.T) {
 	wrote, err = p.SetCondition(t.Context(), c)
 	require.NoError(t, err)
 	assert.False(t, wrote, "the same long condition again is not written")
+}
+
+// TestUntaint: the uninstall's write takes every startup taint off and nothing else, adds
+// no label, and does nothing on a node without them.
+func TestUntaint(t *testing.T) {
+	extra := corev1.Taint{Key: "readiness.k8s.io/nodeready", Effect: corev1.TaintEffectNoSchedule}
+	other := corev1.Taint{Key: "example.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
+	spec := Spec{Taints: []corev1.Taint{wellknown.StartupTaint(), extra}, LabelKey: wellknown.VerifiedLabel, LabelValue: "true"}
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", ResourceVersion: "1"},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{wellknown.StartupTaint(), other, extra}}})
+	p := New(client, "node-a", spec)
+
+	wrote, err := p.Untaint(t.Context(), wellknown.UninstallFieldManager)
+	require.NoError(t, err)
+	assert.True(t, wrote)
+	n := getNode(t, client)
+	assert.Equal(t, []corev1.Taint{other}, n.Spec.Taints)
+	assert.NotContains(t, n.Labels, wellknown.VerifiedLabel)
+
+	wrote, err = p.Untaint(t.Context(), wellknown.UninstallFieldManager)
+	require.NoError(t, err)
+	assert.False(t, wrote, "nothing to take off: no write")
 }

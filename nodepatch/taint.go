@@ -2,6 +2,7 @@ package nodepatch
 
 import (
 	"context"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,4 +45,34 @@ func (p *Patcher) Taint(ctx context.Context) (bool, error) {
 		return nil
 	})
 	return tainted, err
+}
+
+// Untaint removes the startup taints from a node that nodeready will not
+// release: the uninstall's, for a node still held when its agent is gone. It
+// adds no label (the node was not verified) and writes nothing when the node
+// carries none of the taints; it reports whether it wrote. Every other taint
+// stays, under the same lock as Release: a test of the whole taint list as read.
+func (p *Patcher) Untaint(ctx context.Context, fieldManager string) (bool, error) {
+	wrote := false
+	err := p.retry(ctx, func() error {
+		node, err := p.get(ctx)
+		if err != nil {
+			return err
+		}
+		kept := slices.DeleteFunc(slices.Clone(node.Spec.Taints), p.matches)
+		if len(kept) == len(node.Spec.Taints) {
+			return nil
+		}
+		ops := []operation{
+			{Op: "test", Path: "/spec/taints", Value: node.Spec.Taints},
+			{Op: "replace", Path: "/spec/taints", Value: kept},
+		}
+		if _, err := p.client.CoreV1().Nodes().Patch(ctx, p.node, types.JSONPatchType, mustJSON(ops),
+			metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+			return p.classify("untaint", err)
+		}
+		wrote = true
+		return nil
+	})
+	return wrote, err
 }

@@ -56,6 +56,13 @@ func Annotations(label string) []string {
 // own-node admission policy names it too.
 const FieldManager = "nodeready"
 
+// The uninstall (`nodeready uninstall`) writes under a name of its own, and
+// reports as a controller of its own: it is not the agent.
+const (
+	UninstallFieldManager = "nodeready-uninstall"
+	UninstallController   = "nodeready.io/uninstall"
+)
+
 // ConditionType is the Node condition nodeready owns. kube-state-metrics
 // exports it as kube_node_status_condition{condition="node-ready/Verified"}.
 const ConditionType corev1.NodeConditionType = "node-ready/Verified"
@@ -86,6 +93,7 @@ const (
 	ReplacingNode        Reason = "ReplacingNode"        // the node's NodeClaim or Node was deleted
 	ReplaceFailed        Reason = "ReplaceFailed"        // replace-node did not delete the node
 	Reverifying          Reason = "Reverifying"          // the startup taint put back for a re-verification
+	ReleasedAtUninstall  Reason = "ReleasedAtUninstall"  // the uninstall removed the startup taint of a node still held, unverified
 )
 
 // MaxMessage bounds the condition's message and an Event's note, in bytes:
