@@ -215,8 +215,8 @@ func TestDryRunWithoutKubeconfig(t *testing.T) {
 		code   int
 		result string
 	}{
-		{"reachable target passes", ln.Addr().String(), exitOK, "1 passed, 0 failed, 2 skipped"},
-		{"refused target fails", closedAddr, exitFailed, "0 passed, 1 failed, 2 skipped"},
+		{"reachable target passes", ln.Addr().String(), exitOK, "1 passed, 0 failed, 0 misconfigured, 2 skipped"},
+		{"refused target fails", closedAddr, exitFailed, "0 passed, 1 failed, 0 misconfigured, 2 skipped"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -243,5 +243,5 @@ func TestDryRunConnectivityMatrix(t *testing.T) {
 	code := run(t.Context(), []string{"--dry-run"}, &stdout, &stderr, newClient, time.Now())
 	assert.Equal(t, exitOK, code, "stderr: %s", stderr.String())
 	assert.Regexp(t, `(?m)^podnetwork\s+kube-system/kube-dns\s+skip\s.*no kubeconfig`, stdout.String())
-	assert.Contains(t, stdout.String(), "0 passed, 0 failed, 2 skipped")
+	assert.Contains(t, stdout.String(), "0 passed, 0 failed, 0 misconfigured, 2 skipped")
 }

@@ -16,7 +16,8 @@ import (
 
 // DryRun runs every check that can run from here once, prints a table to
 // out, and returns the exit code: 0 when every check that ran passed, 1
-// otherwise. It never writes to a cluster: it has no patcher at all. client
+// otherwise: a check failed here, or the cluster or the configuration stands
+// in its way (misconfigured). It never writes to a cluster: it has no patcher at all. client
 // may be nil, and then the API checks are shown as skipped.
 func DryRun(ctx context.Context, cfg config.Config, client kubernetes.Interface, out io.Writer) int {
 	return printDryRun(out, checks.RunAll(ctx, buildChecks(cfg, client), cfg.CheckTimeout))
@@ -36,8 +37,8 @@ func printDryRun(out io.Writer, results []checks.Result) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, r.Target, r.Status(), r.Duration.Round(time.Millisecond/10), detail)
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(out, "%d passed, %d failed, %d skipped\n", counts["pass"], counts["fail"], counts["skip"])
-	if counts["fail"] > 0 {
+	fmt.Fprintf(out, "%d passed, %d failed, %d misconfigured, %d skipped\n", counts["pass"], counts["fail"], counts["misconfigured"], counts["skip"])
+	if counts["fail"]+counts["misconfigured"] > 0 {
 		return 1
 	}
 	return 0

@@ -20,5 +20,5 @@ func TestDryRunTable(t *testing.T) {
 	assert.Regexp(t, `(?m)^dns\s+ok\.test\.\s+pass\s`, out.String())
 	assert.Regexp(t, `(?m)^command\s+/bin/false\s+fail\s.*exit status 1`, out.String())
 	assert.Regexp(t, `(?m)^apiserver\s+-\s+skip\s.*no kubeconfig`, out.String())
-	assert.Contains(t, out.String(), "1 passed, 1 failed, 1 skipped")
+	assert.Contains(t, out.String(), "1 passed, 1 failed, 0 misconfigured, 1 skipped")
 }
