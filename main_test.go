@@ -242,6 +242,6 @@ func TestDryRunConnectivityMatrix(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(t.Context(), []string{"--dry-run"}, &stdout, &stderr, newClient, time.Now())
 	assert.Equal(t, exitOK, code, "stderr: %s", stderr.String())
-	assert.Regexp(t, `(?m)^podnetwork\s+kube-system/kube-dns\s+skip\s.*no kubeconfig`, stdout.String())
+	assert.Regexp(t, `(?m)^podnetwork\s+pods of the cluster DNS Service\s+skip\s.*no kubeconfig`, stdout.String())
 	assert.Contains(t, stdout.String(), "0 passed, 0 failed, 0 misconfigured, 2 skipped")
 }

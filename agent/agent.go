@@ -280,7 +280,8 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) result {
 	a.timeline.checked, a.unread = time.Now(), false
 	a.metrics.recordRound(results)
 	var r result
-	var notChecked, reached []string
+	var notChecked []string
+	var said reports
 	unchecked := map[wellknown.Reason][]string{} // the Event's reason -> the checks it tells of
 	for _, res := range results {
 		ev := log.Debug()
@@ -297,9 +298,9 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) result {
 			ev = log.Warn()
 			r.failing = append(r.failing, problem)
 		}
-		if len(res.Reached) > 0 {
-			ev = ev.Strs("reached", res.Reached)
-			reached = append(reached, fmt.Sprintf("%s reached %s", res.Name, strings.Join(res.Reached, ", ")))
+		if !res.Report.Empty() {
+			ev = ev.Strs("reached", res.Report.Reached).Strs("not_proven", res.Report.NotProven).Strs("unreachable", res.Report.Unreachable)
+			said.add(res)
 		}
 		ev.Str("check", res.Name).Str("target", res.Target).Str("result", res.Status()).
 			Float64("duration_seconds", res.Duration.Seconds()).AnErr("error", res.Err).Msg("Ran check")
@@ -330,9 +331,7 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) result {
 	if p := unchecked[wellknown.PodNetworkNotChecked]; len(p) > 0 {
 		log.Warn().Strs("not_checked", p).Msg("No pod of the Service runs on another node, releasing without the podnetwork check")
 	}
-	if len(reached) > 0 {
-		msg += "; " + strings.Join(reached, "; ")
-	}
+	msg += said.message()
 	if a.state.failed {
 		msg += " after a failed verification"
 	}
@@ -349,6 +348,7 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) result {
 			a.events.Eventf(reason, "Released without the %s check: %s", strings.SplitN(p[0], " ", 2)[0], strings.Join(p, "; "))
 		}
 	}
+	said.tell(a.events)
 	return result{verdict: released}
 }
 

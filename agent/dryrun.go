@@ -33,6 +33,11 @@ func printDryRun(out io.Writer, results []checks.Result) int {
 		detail := ""
 		if r.Err != nil {
 			detail = strings.ReplaceAll(r.Err.Error(), "\n", " ")
+		} else if !r.Report.Empty() {
+			// What was reached, with the sizes and directions proven, and what was not.
+			var said reports
+			said.add(r)
+			detail = strings.TrimPrefix(said.message(), "; ")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, r.Target, r.Status(), r.Duration.Round(time.Millisecond/10), detail)
 	}

@@ -59,15 +59,35 @@ type Result struct {
 	Target   string
 	Err      error // nil on pass; wraps ErrSkipped when the check did not run
 	Duration time.Duration
-	// Reached is what a passing check reached, when it says (Reporter): for
-	// people, in the log and the Verified Event.
+	// Report is what a passing check says beyond "passed", when it says
+	// (Reporter): for people, in the log, the condition and the Events.
+	Report Report
+}
+
+// Report is what a passing check reached and proved, what it could not prove,
+// and what off this node it found broken. A pass never claims what Report
+// says was not proven.
+type Report struct {
+	// Reached names what the check reached, with what it proved there: "10.244.1.3
+	// on node-b, 1450-byte packets both ways".
 	Reached []string
+	// NotProven says what the check could not prove, and why: "full-size packets:
+	// this pod may not open a ping socket".
+	NotProven []string
+	// Unreachable names peers off this node that did not answer while others did:
+	// their fault, not this node's, named so that they can be found.
+	Unreachable []string
+}
+
+// Empty reports whether the report says nothing.
+func (r Report) Empty() bool {
+	return len(r.Reached)+len(r.NotProven)+len(r.Unreachable) == 0
 }
 
 // Reporter is a check that says what its last passing run reached, such as
 // the pods of PodNetwork.
 type Reporter interface {
-	Reached() []string
+	Report() Report
 }
 
 // Passed reports whether the check ran and passed.
@@ -129,7 +149,7 @@ func Execute(ctx context.Context, c Check, timeout time.Duration) (res Result) {
 	}
 	res.Err = err
 	if r, ok := c.(Reporter); ok && err == nil {
-		res.Reached = r.Reached()
+		res.Report = r.Report()
 	}
 	return res
 }

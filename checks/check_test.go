@@ -172,7 +172,7 @@ func TestNames(t *testing.T) {
 		checks.NameHTTP:       checks.NewHTTP("http://127.0.0.1:1/", checks.StatusMatcher{}, nil),
 		checks.NameAPIServer:  checks.NewAPIServer(nil, checks.APIServerReadyz, ""),
 		checks.NameEndpoints:  checks.NewEndpoints(nil, "default", "kubernetes", false, nil),
-		checks.NamePodNetwork: checks.NewPodNetwork(nil, "node-a", "kube-system", "kube-dns", 1, checks.PodProbe{}),
+		checks.NamePodNetwork: checks.NewPodNetwork(nil, "node-a", kubeDNS, 1, checks.PodProbe{}),
 		checks.NameDaemonSets: checks.NewDaemonSets(nil, "node-a", checks.DaemonSetsWant{}),
 		checks.NameConditions: checks.NewNodeCondition(nil, "node-a", checks.ConditionWant{Type: "Ready", Status: "True"}),
 		checks.NameResources:  checks.NewResource(nil, "node-a", checks.ResourceMinimum{Name: "nvidia.com/gpu"}),

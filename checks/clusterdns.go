@@ -29,13 +29,13 @@ var _ Check = (*UnlessNoClusterDNS)(nil)
 // down excuses it.
 type UnlessNoClusterDNS struct {
 	Check
-	client             kubernetes.Interface
-	namespace, service string
+	client  kubernetes.Interface
+	service *DNSService
 }
 
-// NewUnlessNoClusterDNS wraps dns with the cluster DNS Service namespace/service.
-func NewUnlessNoClusterDNS(dns Check, client kubernetes.Interface, namespace, service string) *UnlessNoClusterDNS {
-	return &UnlessNoClusterDNS{Check: dns, client: client, namespace: namespace, service: service}
+// NewUnlessNoClusterDNS wraps dns with the cluster DNS Service.
+func NewUnlessNoClusterDNS(dns Check, client kubernetes.Interface, service *DNSService) *UnlessNoClusterDNS {
+	return &UnlessNoClusterDNS{Check: dns, client: client, service: service}
 }
 
 // lookupDelay is how long the query has to answer before the Service is looked at beside
@@ -88,8 +88,12 @@ func (c *UnlessNoClusterDNS) Run(ctx context.Context) error {
 // down reports whether the Service is known to have no ready endpoint: it has
 // EndpointSlices and none holds one. A failed lookup knows nothing.
 func (c *UnlessNoClusterDNS) down(ctx context.Context) (bool, string) {
-	ready, n, err := readyEndpoints(ctx, c.client, c.namespace, c.service)
-	return err == nil && n > 0 && !ready, fmt.Sprintf("%s/%s has no ready endpoint", c.namespace, c.service)
+	svc, err := c.service.Get(ctx)
+	if err != nil {
+		return false, ""
+	}
+	ready, n, err := readyEndpoints(ctx, c.client, svc.Namespace, svc.Name)
+	return err == nil && n > 0 && !ready, fmt.Sprintf("%s has no ready endpoint", svc)
 }
 
 // lookupBudget bounds the EndpointSlices lookup after a DNS query that used up

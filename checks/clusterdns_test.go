@@ -63,7 +63,7 @@ func TestUnlessNoClusterDNS(t *testing.T) {
 			if tt.forbidden {
 				client.PrependReactor("list", "endpointslices", forbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}))
 			}
-			c := checks.NewUnlessNoClusterDNS(stubDNS{tt.dns}, client, "kube-system", "kube-dns")
+			c := checks.NewUnlessNoClusterDNS(stubDNS{tt.dns}, client, kubeDNS)
 			assert.Equal(t, "dns", c.Name())
 			assert.Equal(t, "kubernetes.default.svc.cluster.local", c.Target())
 
@@ -120,7 +120,7 @@ func TestUnlessNoClusterDNSAfterTheDeadline(t *testing.T) {
 	t.Cleanup(srv.Close)
 	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
 	require.NoError(t, err)
-	c := checks.NewUnlessNoClusterDNS(blockingDNS{}, client, "kube-system", "kube-dns")
+	c := checks.NewUnlessNoClusterDNS(blockingDNS{}, client, kubeDNS)
 
 	res := checks.Execute(t.Context(), c, 200*time.Millisecond)
 	assert.ErrorIs(t, res.Err, checks.ErrNoClusterDNS, "excused after the deadline")
@@ -163,7 +163,7 @@ func TestUnlessNoClusterDNSBesideASlowQuery(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset(tt.slice)
 			dns := endingDNS{ended: make(chan error, 1)}
-			res := checks.Execute(t.Context(), checks.NewUnlessNoClusterDNS(dns, client, "kube-system", "kube-dns"), tt.timeout)
+			res := checks.Execute(t.Context(), checks.NewUnlessNoClusterDNS(dns, client, kubeDNS), tt.timeout)
 			assert.ErrorIs(t, <-dns.ended, tt.ended, "how the query ended")
 			assert.Equal(t, tt.excused, errors.Is(res.Err, checks.ErrNoClusterDNS), "excused: %v", res.Err)
 			assert.Len(t, client.Actions(), 1, "lookups of the Service")
@@ -187,7 +187,7 @@ func (d deafDNS) Run(context.Context) error {
 func TestUnlessNoClusterDNSDoesNotWaitForADeafQuery(t *testing.T) {
 	dns := deafDNS{released: make(chan struct{})}
 	t.Cleanup(func() { close(dns.released) })
-	c := checks.NewUnlessNoClusterDNS(dns, fake.NewClientset(kubeDNSSlice()), "kube-system", "kube-dns")
+	c := checks.NewUnlessNoClusterDNS(dns, fake.NewClientset(kubeDNSSlice()), kubeDNS)
 	done := make(chan checks.Result, 1)
 	go func() { done <- checks.Execute(t.Context(), c, time.Minute) }()
 	select {

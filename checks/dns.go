@@ -80,11 +80,15 @@ func NewResolver(nameserver string) *net.Resolver {
 type DNSOptions struct {
 	Domains    envvar.List `envconfig:"DNS_TEST_DOMAINS" default:"kubernetes.default.svc.cluster.local" desc:"dns: names that must resolve"`
 	Nameserver string      `envconfig:"DNS_NAMESERVER" desc:"dns: host:port of the nameserver to ask; empty for the pod's resolv.conf"`
-	ClusterDNS string      `envconfig:"CLUSTER_DNS_SERVICE" default:"kube-system/kube-dns" desc:"dns: namespace/name of the cluster DNS Service; while its EndpointSlices have no ready endpoint anywhere, a failing dns check is reported as not checkable instead of holding the node (no node could pass it, and DNS pods may need a released node to run on); empty turns this off"`
+	ClusterDNS string      `envconfig:"CLUSTER_DNS_SERVICE" default:"auto" desc:"dns: namespace/name of the cluster DNS Service; while its EndpointSlices have no ready endpoint anywhere, a failing dns check is reported as not checkable instead of holding the node (no node could pass it, and DNS pods may need a released node to run on); auto finds it whatever its name, from the nameserver of the pod's resolv.conf; empty turns this off"`
 
 	// ClusterDNSService is CLUSTER_DNS_SERVICE as Validate read it; the zero
-	// value when it is empty.
+	// value when it is empty or auto (FindClusterDNS).
 	ClusterDNSService types.NamespacedName `ignored:"true"`
+	// Find is whether the Service is found (CLUSTER_DNS_SERVICE=auto).
+	Find bool `ignored:"true"`
+
+	found *DNSService // the one DNSService of the checks built with one client
 }
 
 // Validate implements KindOptions.
@@ -113,28 +117,48 @@ func (o *DNSOptions) Validate(_ *Options, use Use) error {
 		}
 	}
 	var err error
-	o.ClusterDNSService, err = o.clusterDNS()
+	o.ClusterDNSService, o.Find, err = o.clusterDNS()
 	return err
 }
 
 // clusterDNS is CLUSTER_DNS_SERVICE, a bare name in kube-system; the zero
-// value when it is empty.
-func (o *DNSOptions) clusterDNS() (types.NamespacedName, error) {
-	if o.ClusterDNS == "" {
-		return types.NamespacedName{}, nil
+// value when it is empty or auto, and then find says whether it is found.
+func (o *DNSOptions) clusterDNS() (nn types.NamespacedName, find bool, err error) {
+	switch o.ClusterDNS {
+	case "":
+		return nn, false, nil
+	case FindClusterDNS:
+		return nn, true, nil
 	}
-	return envvar.Service("CLUSTER_DNS_SERVICE", o.ClusterDNS, "kube-system", "kube-system/kube-dns, or leave it empty")
+	nn, err = envvar.Service("CLUSTER_DNS_SERVICE", o.ClusterDNS, "kube-system", "kube-system/kube-dns, auto to find it, or leave it empty")
+	return nn, false, err
 }
+
+// service is the cluster DNS Service of the checks built with env, nil when
+// CLUSTER_DNS_SERVICE is empty: one for all of them, so it is found once.
+func (o *DNSOptions) service(env Env) *DNSService {
+	switch {
+	case o.found != nil && o.found.client == env.Client:
+	case o.ClusterDNSService.Name != "":
+		o.found = NamedDNSService(o.ClusterDNSService)
+	case o.Find:
+		o.found = FindDNSService(env.Client, resolvConf)
+	}
+	return o.found
+}
+
+// resolvConf is where the kubelet writes the pod's nameservers.
+const resolvConf = "/etc/resolv.conf"
 
 // Checks implements KindOptions: one check per name.
 func (o *DNSOptions) Checks(_ *Options, env Env) []Check {
 	resolver := NewResolver(o.Nameserver)
-	svc := o.ClusterDNSService
+	svc := o.service(env)
 	var list []Check
 	for _, d := range o.Domains {
 		var dns Check = NewDNS(d, resolver)
-		if svc.Name != "" && env.Client != nil {
-			dns = NewUnlessNoClusterDNS(dns, env.Client, svc.Namespace, svc.Name)
+		if svc != nil && env.Client != nil {
+			dns = NewUnlessNoClusterDNS(dns, env.Client, svc)
 		}
 		list = append(list, dns)
 	}

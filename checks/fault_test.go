@@ -47,7 +47,7 @@ func TestWhoseFault(t *testing.T) {
 			return checks.NewDNS("svc.nodeready.test.", checks.NewResolver(srv.Addr()))
 		}, "fail"},
 		{"dns", "no cluster DNS runs anywhere", func(t *testing.T) checks.Check {
-			return checks.NewUnlessNoClusterDNS(stubDNS{errors.New("i/o timeout")}, fake.NewClientset(kubeDNSSlice(endpoint("10.244.0.2", new(false)))), "kube-system", "kube-dns")
+			return checks.NewUnlessNoClusterDNS(stubDNS{errors.New("i/o timeout")}, fake.NewClientset(kubeDNSSlice(endpoint("10.244.0.2", new(false)))), kubeDNS)
 		}, "skip"},
 		{"tcp", "the connection is refused", func(*testing.T) checks.Check { return checks.NewTCP(closed, nil) }, "fail"},
 		{"http", "the connection is refused", func(*testing.T) checks.Check {
@@ -94,11 +94,11 @@ func TestWhoseFault(t *testing.T) {
 		{"podnetwork", "refused", func(*testing.T) checks.Check {
 			c := fake.NewClientset()
 			c.PrependReactor("list", "endpointslices", forbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}))
-			return checks.NewPodNetwork(c, "node-self", "kube-system", "kube-dns", 3, checks.PodProbe{})
+			return checks.NewPodNetwork(c, "node-self", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
 		}, "misconfigured"},
 		{"podnetwork", "the pod on another node cannot be reached", func(t *testing.T) checks.Check {
 			c := fake.NewClientset(podSlice(t, "a1", closed, "node-a1", "", corev1.ProtocolTCP))
-			return checks.NewPodNetwork(c, "node-self", "kube-system", "kube-dns", 3, checks.PodProbe{})
+			return checks.NewPodNetwork(c, "node-self", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
 		}, "fail"},
 		{"daemonsets", "a named DaemonSet does not exist", func(*testing.T) checks.Check {
 			want := dsOptions()

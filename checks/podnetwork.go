@@ -1,27 +1,25 @@
 package checks
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/nodeready/nodeready/internal/envvar"
 )
@@ -32,33 +30,40 @@ var (
 )
 
 // ErrNoPodsElsewhere marks a pod-network check that cannot be checked: the Service has no
-// ready endpoint on another node (the first node of a cluster, a one-node cluster). No node
-// could pass it then, so it never holds a node, as the cluster-DNS bootstrap rule.
+// ready endpoint anywhere, or every one is on this node (the first node of a cluster, a
+// one-node cluster). No node could pass it then, so it never holds a node, as the
+// cluster-DNS bootstrap rule. A Service the check cannot use is a Misconfiguration instead.
 var ErrNoPodsElsewhere = fmt.Errorf("%w: cannot be checked: no ready endpoint on another node", ErrSkipped)
 
 // PodNetwork reaches pods on other nodes directly by pod IP: ready endpoints of a Service
 // that run on other nodes, one on each of up to Nodes nodes, spread over zones, probed at
 // once. No Service address and no kube-proxy rule is on the way, only this node's pod
 // network to theirs (the CNI's routes, tunnels and policies), which a node whose CNI agent
-// runs and which is Ready may not have yet. Dual-stack endpoints are probed in each family;
-// a family this pod has an address of but the Service lists no pod in (a single-stack Service
-// on a dual-stack node) cannot be probed, and a pass says so.
+// runs and which is Ready may not have yet. Each pod reached gets a don't-fragment ping of
+// the route's full size, whose reply is as large: an overlay that drops large packets fails
+// here although a small query crosses (see PodProbe.FullSize).
+//
+// A pod that does not answer is replaced by one on another node: a broken peer is not a
+// broken node. Each address family passes when this node reaches at least as many nodes as
+// it cannot (and one at least); the peers that did not answer are named in the Report.
+// A family this pod has an address of but the Service lists no pod in (a single-stack
+// Service on a dual-stack node) cannot be probed, and the Report says so.
 type PodNetwork struct {
-	client             kubernetes.Interface
-	node               string
-	namespace, service string
-	probe              PodProbe
-	nodes              int
+	client  kubernetes.Interface
+	node    string
+	service *DNSService
+	probe   PodProbe
+	nodes   int
 
-	mu      sync.Mutex
-	reached []string // the pods the last pass reached, as "IP on node"
+	mu     sync.Mutex
+	report Report
 }
 
 // PodProbe is how each pod is probed.
 type PodProbe struct {
-	// DNSName, when set, is asked of each pod (a DNS query over UDP): any answer, NXDOMAIN
-	// included, proves the path. Otherwise each pod gets a TCP connection, or with HTTPPath an
-	// HTTP GET that any status answers.
+	// DNSName, when set, is asked of each pod (a DNS query over UDP, or TCP to a TCP port):
+	// any answer, NXDOMAIN, SERVFAIL and REFUSED included, proves the path. Otherwise each pod
+	// gets a TCP connection, or with HTTPPath an HTTP GET that any status answers.
 	DNSName  string
 	HTTPPath string
 	// Port is the port's name or number in the EndpointSlices; empty for the first port of
@@ -69,21 +74,28 @@ type PodProbe struct {
 	// LocalAddrs lists this pod's addresses, whose families a pass compares with the
 	// Service's; net.InterfaceAddrs when nil.
 	LocalAddrs func() ([]net.Addr, error)
+	// FullSize proves that packets of the route's full size cross to ip and back, and returns
+	// that size; PingFullSize when nil. Where it returns ErrFullSizeNotChecked, a DNS or HTTP
+	// probe sends one full TCP segment to the pod instead, which proves the way out only.
+	FullSize func(ctx context.Context, ip netip.Addr) (int, error)
 }
 
-// NewPodNetwork returns a check, run on node, of the pods of namespace/service on up to
-// nodes other nodes.
-func NewPodNetwork(client kubernetes.Interface, node, namespace, service string, nodes int, p PodProbe) *PodNetwork {
+// NewPodNetwork returns a check, run on node, of the pods of service on up to nodes other
+// nodes.
+func NewPodNetwork(client kubernetes.Interface, node string, service *DNSService, nodes int, p PodProbe) *PodNetwork {
 	if p.Dialer == nil {
 		p.Dialer = &net.Dialer{}
 	}
 	if p.LocalAddrs == nil {
 		p.LocalAddrs = net.InterfaceAddrs
 	}
+	if p.FullSize == nil {
+		p.FullSize = PingFullSize
+	}
 	if p.DNSName != "" && !strings.HasSuffix(p.DNSName, ".") {
 		p.DNSName += "." // asked as written: the pod's search list would send several questions
 	}
-	return &PodNetwork{client: client, node: node, namespace: namespace, service: service, nodes: max(nodes, 1), probe: p}
+	return &PodNetwork{client: client, node: node, service: service, nodes: max(nodes, 1), probe: p}
 }
 
 // Name implements Check.
@@ -91,212 +103,198 @@ func (c *PodNetwork) Name() string { return string(NamePodNetwork) }
 
 // Target implements Check.
 func (c *PodNetwork) Target() string {
-	return fmt.Sprintf("pods of %s/%s on up to %d other nodes", c.namespace, c.service, c.nodes)
+	return fmt.Sprintf("pods of %s on up to %d other nodes", c.service, c.nodes)
 }
 
-// Reached lists the pods the last passing run reached, as "IP on node", and last, when this
-// pod has an address of a family the Service lists no pod on another node in, that the
-// family was not checked.
-func (c *PodNetwork) Reached() []string {
+// Report implements Reporter: the pods the last passing run reached, with the sizes proven
+// there, what it could not prove, and the peers that did not answer.
+func (c *PodNetwork) Report() Report {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Clone(c.reached)
+	return Report{Reached: slices.Clone(c.report.Reached), NotProven: slices.Clone(c.report.NotProven), Unreachable: slices.Clone(c.report.Unreachable)}
 }
-
-// podTarget is one pod IP to probe.
-type podTarget struct {
-	addr, node, zone string
-	port             int32
-}
-
-func (t podTarget) String() string { return t.addr + " on " + t.node }
 
 // Run implements Check.
 func (c *PodNetwork) Run(ctx context.Context) error {
-	list, err := c.client.DiscoveryV1().EndpointSlices(c.namespace).List(ctx, metav1.ListOptions{
-		LabelSelector:   labels.Set{discoveryv1.LabelServiceName: c.service}.String(),
-		ResourceVersion: "0", // the watch cache: see Endpoints.Run
-	})
-	if err != nil {
-		return fmt.Errorf("list EndpointSlices of %s/%s: %w", c.namespace, c.service, apiError(err))
-	}
-	targets, err := c.choose(list.Items)
+	svc, err := c.service.Get(ctx)
 	if err != nil {
 		return err
 	}
-	errs := make([]error, len(targets))
-	var wg sync.WaitGroup
-	for i, t := range targets {
-		wg.Go(func() { errs[i] = c.reach(ctx, t) })
+	list, err := c.client.DiscoveryV1().EndpointSlices(svc.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector:   labels.Set{discoveryv1.LabelServiceName: svc.Name}.String(),
+		ResourceVersion: "0", // the watch cache: see Endpoints.Run
+	})
+	if err != nil {
+		return fmt.Errorf("list EndpointSlices of %s: %w", svc, apiError(err))
 	}
-	wg.Wait()
-	var failed []string
-	reached := make([]string, 0, len(targets))
-	for i, t := range targets {
-		if errs[i] != nil {
-			failed = append(failed, fmt.Sprintf("%s: %v", t, errs[i]))
-		} else {
-			reached = append(reached, t.String())
+	ts, err := c.findTargets(svc.String(), list.Items)
+	if err != nil {
+		return err
+	}
+	var report Report
+	var errs []error
+	for _, family := range families {
+		candidates := ts.of(family)
+		if len(candidates) == 0 {
+			if c.hasGlobal(family) {
+				report.NotProven = append(report.NotProven, fmt.Sprintf("%s: %s lists no %s address of a pod on another node, and this pod has one",
+					family, svc, family))
+			}
+			continue
+		}
+		if err := c.probeFamily(ctx, candidates, &report); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", family, err))
 		}
 	}
-	if len(failed) > 0 {
-		return fmt.Errorf("cannot reach %d of %d pods of %s/%s on other nodes: %s",
-			len(failed), len(targets), c.namespace, c.service, strings.Join(failed, "; "))
-	}
-	if family := c.unprobedFamily(targets); family != "" {
-		reached = append(reached, fmt.Sprintf("%s not checked: %s/%s lists no %s address of a pod on another node, and this pod has one",
-			family, c.namespace, c.service, family))
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	c.mu.Lock()
-	c.reached = reached
+	c.report = report
 	c.mu.Unlock()
 	return nil
 }
 
-// unprobedFamily returns "IPv4" or "IPv6" when this pod has a global address of that family
-// and no target is of it, else "". Without its addresses it says nothing.
-func (c *PodNetwork) unprobedFamily(targets []podTarget) string {
+// families are the address families, in the order they are told.
+var families = []string{"IPv4", "IPv6"}
+
+// probeFamily probes the pods of one family: the first c.nodes in this agent's order, and as
+// many more as there are spares (up to c.nodes), at once. Once one has answered, the others
+// have straggle to answer too: a healthy pod answers in milliseconds. The family passes when the pods reached are at least
+// as many as those that did not answer, and one at least: then those are peers at fault,
+// named in the report. Otherwise every failure is this node's, and the error names them.
+func (c *PodNetwork) probeFamily(ctx context.Context, candidates []podTarget, report *Report) error {
+	candidates = candidates[:min(len(candidates), 2*c.nodes)]
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan int, len(candidates))
+	outcomes := make([]outcome, len(candidates))
+	for i, t := range candidates {
+		go func() {
+			o := c.probeTarget(ctx, t)
+			if o.err != nil && errors.Is(context.Cause(ctx), errLate) {
+				o.err = context.Cause(ctx) // cut short once enough pods answered: that is why
+			}
+			outcomes[i] = o
+			done <- i
+		}()
+	}
+	reached, decided := 0, 0
+	var late <-chan time.Time
+	for decided < len(candidates) {
+		select {
+		case i := <-done:
+			decided++
+			if outcomes[i].err == nil {
+				reached++
+			}
+			if reached == 1 {
+				late = time.After(straggle)
+			}
+		case <-late:
+			cancel(fmt.Errorf("%w within %s while %d other pods answered", errLate, straggle, reached))
+			late = nil
+		}
+	}
+	var ok, failed []string
+	notProven := map[string][]string{} // what was not proven, and why -> the pods
+	for i, o := range outcomes {
+		t := candidates[i]
+		switch {
+		case o.err != nil:
+			failed = append(failed, fmt.Sprintf("%s: %v", t, o.err))
+		case o.both > 0:
+			ok = append(ok, fmt.Sprintf("%s, %d-byte packets both ways", t, o.both))
+		case o.out > 0:
+			ok = append(ok, fmt.Sprintf("%s, %d-byte packets out", t, o.out))
+			notProven["full-size packets back: "+o.notProven] = append(notProven["full-size packets back: "+o.notProven], t.String())
+		default:
+			ok = append(ok, t.String())
+			notProven["full-size packets: "+o.notProven] = append(notProven["full-size packets: "+o.notProven], t.String())
+		}
+	}
+	slices.Sort(ok)
+	slices.Sort(failed)
+	if len(ok) == 0 || len(failed) > len(ok) {
+		return fmt.Errorf("this node reaches %d of %d pods on other nodes: %s", len(ok), len(candidates), strings.Join(failed, "; "))
+	}
+	for _, what := range slices.Sorted(maps.Keys(notProven)) {
+		kind, why, _ := strings.Cut(what, ": ")
+		report.NotProven = append(report.NotProven, fmt.Sprintf("%s with %s: %s", kind, strings.Join(notProven[what], ", "), why))
+	}
+	report.Reached = append(report.Reached, ok...)
+	report.Unreachable = append(report.Unreachable, failed...)
+	return nil
+}
+
+// straggle is how long pods still probed may take to answer once one has: time for a
+// full-size ping to be tried again (pingTries, pingWait), so that a slow peer is named for
+// what it did, not for being late.
+const straggle = 2 * time.Second
+
+// errLate is the error of a pod that had not answered straggle after another had.
+var errLate = errors.New("no answer")
+
+// outcome is what probing one pod proved.
+type outcome struct {
+	err       error  // the pod was not reached, or not with full-size packets
+	both      int    // the size of the packets proven both ways, in bytes
+	out       int    // else the size of the TCP segments proven from this pod to it
+	notProven string // why full size was not proven both ways
+}
+
+// probeTarget reaches one pod, then proves full size with it: both ways by FullSize, else
+// the way out with one full TCP segment.
+func (c *PodNetwork) probeTarget(ctx context.Context, t podTarget) outcome {
+	if err := c.reach(ctx, t); err != nil {
+		return outcome{err: err}
+	}
+	ip, err := netip.ParseAddr(t.addr)
+	if err != nil {
+		return outcome{err: err}
+	}
+	size, err := c.probe.FullSize(ctx, ip)
+	switch {
+	case err == nil:
+		return outcome{both: size}
+	case errors.Is(err, ErrFullSizeLost):
+		return outcome{err: err}
+	case !errors.Is(err, ErrFullSizeNotChecked):
+		return outcome{notProven: err.Error()} // an error of the probe here, not of the path
+	}
+	why := strings.TrimPrefix(err.Error(), ErrFullSizeNotChecked.Error()+": ")
+	out, serr := c.segment(ctx, t)
+	switch {
+	case errors.Is(serr, errNoSegment):
+		return outcome{notProven: why}
+	case serr != nil:
+		return outcome{err: fmt.Errorf("%w: %w (and no ping: %s)", ErrFullSizeLost, serr, why)}
+	}
+	return outcome{out: out, notProven: why}
+}
+
+// hasGlobal reports whether this pod has a global address of the family. Without its
+// addresses it says no.
+func (c *PodNetwork) hasGlobal(family string) bool {
 	addrs, err := c.probe.LocalAddrs()
 	if err != nil {
-		return ""
-	}
-	probed := map[bool]bool{} // is IPv6 -> a target of that family
-	for _, t := range targets {
-		if a, err := netip.ParseAddr(t.addr); err == nil {
-			probed[a.Unmap().Is6()] = true
-		}
+		return false
 	}
 	for _, addr := range addrs {
 		p, err := netip.ParsePrefix(addr.String())
-		if err != nil || !p.Addr().IsGlobalUnicast() {
-			continue
-		}
-		if v6 := p.Addr().Unmap().Is6(); !probed[v6] {
-			return map[bool]string{false: "IPv4", true: "IPv6"}[v6]
+		if err == nil && p.Addr().IsGlobalUnicast() && familyOf(p.Addr().String()) == family {
+			return true
 		}
 	}
-	return ""
+	return false
 }
 
-// choose picks the pods to probe: ready endpoints on other nodes, the nodes taken in turn
-// from each zone so that up to c.nodes of them spread over the zones, and on each chosen
-// node one endpoint of each address family.
-func (c *PodNetwork) choose(items []discoveryv1.EndpointSlice) ([]podTarget, error) {
-	byNode := map[string][]podTarget{} // node -> one target per address family
-	for i := range items {
-		s := &items[i]
-		port, ok := c.port(s)
-		if !ok {
-			continue
-		}
-		for _, ep := range s.Endpoints {
-			if len(ep.Addresses) == 0 || ep.NodeName == nil || *ep.NodeName == c.node ||
-				(ep.Conditions.Ready != nil && !*ep.Conditions.Ready) {
-				continue
-			}
-			node := *ep.NodeName
-			if slices.ContainsFunc(byNode[node], func(t podTarget) bool { return sameFamily(t.addr, ep.Addresses[0]) }) {
-				continue
-			}
-			byNode[node] = append(byNode[node], podTarget{addr: ep.Addresses[0], node: node, zone: ptr.Deref(ep.Zone, ""), port: port})
-		}
+// familyOf is "IPv4" or "IPv6".
+func familyOf(addr string) string {
+	if a, err := netip.ParseAddr(addr); err == nil && a.Unmap().Is6() {
+		return "IPv6"
 	}
-	if len(byNode) == 0 {
-		return nil, fmt.Errorf("%w (%s/%s, this node %s)", ErrNoPodsElsewhere, c.namespace, c.service, c.node)
-	}
-	zones := map[string][]string{}
-	for node, ts := range byNode {
-		zones[ts[0].zone] = append(zones[ts[0].zone], node)
-	}
-	order := slices.Sorted(func(yield func(string) bool) {
-		for z := range zones {
-			if !yield(z) {
-				return
-			}
-		}
-	})
-	for _, z := range order {
-		slices.Sort(zones[z])
-	}
-	var chosen []podTarget
-	for n := 0; n < c.nodes && len(order) > 0; {
-		for _, z := range slices.Clone(order) {
-			if n == c.nodes {
-				break
-			}
-			nodes := zones[z]
-			chosen = append(chosen, byNode[nodes[0]]...)
-			n++
-			if zones[z] = nodes[1:]; len(zones[z]) == 0 {
-				order = slices.DeleteFunc(order, func(o string) bool { return o == z })
-			}
-		}
-	}
-	slices.SortFunc(chosen, func(a, b podTarget) int { return cmp.Or(cmp.Compare(a.node, b.node), cmp.Compare(a.addr, b.addr)) })
-	return chosen, nil
-}
-
-// port finds the slice's port for the probe: by name or number when one is set, else the
-// first of the probe's protocol.
-func (c *PodNetwork) port(s *discoveryv1.EndpointSlice) (int32, bool) {
-	protocol := corev1.ProtocolTCP
-	if c.probe.DNSName != "" {
-		protocol = corev1.ProtocolUDP
-	}
-	for _, p := range s.Ports {
-		if p.Port == nil || cmp.Or(ptr.Deref(p.Protocol, ""), corev1.ProtocolTCP) != protocol {
-			continue
-		}
-		if c.probe.Port == "" || c.probe.Port == ptr.Deref(p.Name, "") || c.probe.Port == strconv.Itoa(int(*p.Port)) {
-			return *p.Port, true
-		}
-	}
-	if n, err := strconv.Atoi(c.probe.Port); err == nil && n > 0 && n < 65536 {
-		return int32(n), true // a port by number that the slice does not list: a targetPort
-	}
-	return 0, false
-}
-
-// reach probes one pod.
-func (c *PodNetwork) reach(ctx context.Context, t podTarget) error {
-	addr := net.JoinHostPort(t.addr, strconv.Itoa(int(t.port)))
-	switch {
-	case c.probe.DNSName != "":
-		r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return c.probe.Dialer.DialContext(ctx, network, addr)
-		}}
-		_, err := r.LookupHost(ctx, c.probe.DNSName)
-		if dnsErr := (*net.DNSError)(nil); errors.As(err, &dnsErr) {
-			if dnsErr.IsNotFound {
-				return nil // an answer: the pod was reached
-			}
-			// The resolver names the server of the agent's resolv.conf (the cluster DNS
-			// Service), which Dial replaced with the pod: name the pod's address.
-			dnsErr.Server = addr
-		}
-		return err
-	case c.probe.HTTPPath != "":
-		client := &http.Client{Transport: &http.Transport{DialContext: c.probe.Dialer.DialContext, DisableKeepAlives: true}}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+c.probe.HTTPPath, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		return resp.Body.Close()
-	default:
-		conn, err := dialTCP(ctx, c.probe.Dialer, addr)
-		if err != nil {
-			return err
-		}
-		return conn.Close()
-	}
-}
-
-func sameFamily(a, b string) bool {
-	return strings.Contains(a, ":") == strings.Contains(b, ":")
+	return "IPv4"
 }
 
 // PodNetworkOptions are the podnetwork check's variables. By default it reaches
@@ -308,7 +306,8 @@ type PodNetworkOptions struct {
 	Nodes    int    `envconfig:"POD_NETWORK_NODES" default:"3" desc:"podnetwork: how many other nodes to reach a pod on, taken in turn from each zone (topology.kubernetes.io/zone)"`
 
 	// Target and Probe are what Validate read: the Service whose pods are
-	// reached, and how each is probed.
+	// reached (the zero name for the cluster DNS Service, found), and how each
+	// is probed.
 	Target types.NamespacedName `ignored:"true"`
 	Probe  PodProbe             `ignored:"true"`
 }
@@ -337,11 +336,11 @@ func (o *PodNetworkOptions) Validate(all *Options, use Use) (err error) {
 	if o.HTTPPath != "" {
 		return &envvar.Error{Var: "POD_NETWORK_HTTP_PATH", Value: o.HTTPPath, Accepted: "applies to the pods of POD_NETWORK_SERVICE; the cluster DNS pods are asked a DNS query: set POD_NETWORK_SERVICE too, or leave it empty"}
 	}
-	clusterDNS, _ := all.DNS.clusterDNS()
-	if clusterDNS.Name == "" && use.Selected {
+	clusterDNS, find, _ := all.DNS.clusterDNS()
+	if clusterDNS.Name == "" && !find && use.Selected {
 		return envvar.Required("POD_NETWORK_SERVICE", "CHECKS has podnetwork and CLUSTER_DNS_SERVICE is empty: namespace/name of a Service with pods on other nodes")
 	}
-	o.Target = clusterDNS
+	o.Target = clusterDNS // the zero name when it is found
 	o.Probe.DNSName = podQueryName
 	for _, d := range all.DNS.Domains {
 		if _, err := netip.ParseAddr(d); err != nil { // an IP address is no question to ask
@@ -356,9 +355,13 @@ func (o *PodNetworkOptions) Validate(all *Options, use Use) (err error) {
 const podQueryName = "kubernetes.default.svc.cluster.local"
 
 // Checks implements KindOptions.
-func (o *PodNetworkOptions) Checks(_ *Options, env Env) []Check {
-	if env.Client == nil {
-		return []Check{Skip(NamePodNetwork, o.Target.String(), noKubeconfig)}
+func (o *PodNetworkOptions) Checks(all *Options, env Env) []Check {
+	svc := NamedDNSService(o.Target)
+	if o.Target.Name == "" {
+		svc = all.DNS.service(env)
 	}
-	return []Check{NewPodNetwork(env.Client, env.Node, o.Target.Namespace, o.Target.Name, o.Nodes, o.Probe)}
+	if env.Client == nil {
+		return []Check{Skip(NamePodNetwork, "pods of "+svc.String(), noKubeconfig)}
+	}
+	return []Check{NewPodNetwork(env.Client, env.Node, svc, o.Nodes, o.Probe)}
 }

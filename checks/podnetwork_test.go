@@ -1,45 +1,72 @@
 package checks_test
 
 import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/dns/dnsmessage"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodeready/nodeready/checks"
 	"github.com/nodeready/nodeready/checks/dnstest"
 )
 
+var kubeDNS = checks.NamedDNSService(types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"})
+
 // podSlice is an EndpointSlice of kube-system/kube-dns with one endpoint, the pod at addr
 // (host:port) on node in zone, its port named like CoreDNS's.
 func podSlice(t *testing.T, name, addr, node, zone string, protocol corev1.Protocol) *discoveryv1.EndpointSlice {
 	t.Helper()
-	host, p, err := net.SplitHostPort(addr)
-	require.NoError(t, err)
-	port, err := strconv.Atoi(p)
-	require.NoError(t, err)
+	host, port := splitPort(t, addr)
 	ep := endpoint(host, new(true))
 	ep.NodeName = new(node)
 	if zone != "" {
 		ep.Zone = new(zone)
 	}
 	portName := map[corev1.Protocol]string{corev1.ProtocolUDP: "dns", corev1.ProtocolTCP: "dns-tcp"}[protocol]
-	s := endpointSlice(name, "kube-dns", []discoveryv1.EndpointPort{{Name: new(portName), Port: new(int32(port)), Protocol: new(protocol)}}, ep)
+	s := endpointSlice(name, "kube-dns", []discoveryv1.EndpointPort{{Name: new(portName), Port: new(port), Protocol: new(protocol)}}, ep)
 	s.Namespace = "kube-system"
 	if netip.MustParseAddr(host).Is6() {
 		s.AddressType = discoveryv1.AddressTypeIPv6
 	}
 	return s
+}
+
+// coreDNSSlice is podSlice with CoreDNS's two ports: dns (UDP) at udp and dns-tcp (TCP) at tcp.
+func coreDNSSlice(t *testing.T, name, udp, tcp, node string) *discoveryv1.EndpointSlice {
+	t.Helper()
+	s := podSlice(t, name, udp, node, "", corev1.ProtocolUDP)
+	_, port := splitPort(t, tcp)
+	s.Ports = append(s.Ports, discoveryv1.EndpointPort{Name: new("dns-tcp"), Port: new(port), Protocol: new(corev1.ProtocolTCP)})
+	return s
+}
+
+func splitPort(t *testing.T, addr string) (string, int32) {
+	t.Helper()
+	host, p, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(p)
+	require.NoError(t, err)
+	return host, int32(port)
 }
 
 func dnsPod(t *testing.T) *dnstest.Server {
@@ -52,9 +79,19 @@ func dnsPod(t *testing.T) *dnstest.Server {
 
 func queried(s *dnstest.Server) int64 { n, _ := s.Queries(); return n }
 
-// TestPodNetworkReachesPodsOnOtherNodes: the check asks a DNS query of one CoreDNS pod on
-// each of up to N other nodes, taken in turn from each zone, never its own node's pod; it
-// names the pods it reached.
+// fullSize stands for the full-size ping: every pod answers packets of size both ways.
+func fullSize(size int) func(context.Context, netip.Addr) (int, error) {
+	return func(context.Context, netip.Addr) (int, error) { return size, nil }
+}
+
+// fullSizeErr stands for a full-size ping that proves no size.
+func fullSizeErr(err error) func(context.Context, netip.Addr) (int, error) {
+	return func(context.Context, netip.Addr) (int, error) { return 0, err }
+}
+
+// TestPodNetworkReachesPodsOnOtherNodes: the check asks a DNS query of CoreDNS pods on other
+// nodes, taken in turn from each zone, never its own node's pod, and proves full-size
+// packets with each; it names the pods it reached and the size proven.
 func TestPodNetworkReachesPodsOnOtherNodes(t *testing.T) {
 	own, a1, a2, b1 := dnsPod(t), dnsPod(t), dnsPod(t), dnsPod(t)
 	client := fake.NewClientset(
@@ -63,55 +100,227 @@ func TestPodNetworkReachesPodsOnOtherNodes(t *testing.T) {
 		podSlice(t, "a2", a2.Addr(), "node-a2", "zone-a", corev1.ProtocolUDP),
 		podSlice(t, "b1", b1.Addr(), "node-b1", "zone-b", corev1.ProtocolUDP),
 	)
-	c := checks.NewPodNetwork(client, "node-self", "kube-system", "kube-dns", 2, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local",
-		LocalAddrs: podAddrs("10.244.0.5/24")})
-	requireIdentity(t, c, "podnetwork", "pods of kube-system/kube-dns on up to 2 other nodes")
+	// One node wanted, and a spare: the first node of each zone in this agent's order.
+	c := checks.NewPodNetwork(client, "node-self", kubeDNS, 1, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local",
+		LocalAddrs: podAddrs("10.244.0.5/24"), FullSize: fullSize(1450)})
+	requireIdentity(t, c, "podnetwork", "pods of kube-system/kube-dns on up to 1 other nodes")
 
 	res := checks.Execute(t.Context(), c, 5*time.Second)
 	require.NoError(t, res.Err)
-	assert.Equal(t, []string{"127.0.0.1 on node-a1", "127.0.0.1 on node-b1"}, c.Reached(), "one node of each zone")
-	assert.Positive(t, queried(a1))
-	assert.Positive(t, queried(b1))
-	assert.Zero(t, queried(a2), "a third node with N=2")
+	assert.Positive(t, queried(b1), "the node of zone b")
+	assert.Equal(t, int64(1), queried(a1)+queried(a2), "one node of zone a")
 	assert.Zero(t, queried(own), "its own node's pod")
+	require.Len(t, res.Report.Reached, 2)
+	assert.Contains(t, res.Report.Reached, "127.0.0.1 on node-b1, 1450-byte packets both ways")
+	assert.Empty(t, res.Report.NotProven)
+	assert.Empty(t, res.Report.Unreachable)
 }
 
-// TestPodNetworkNamesUnreachablePods: a pod that does not answer fails the check, which
-// names its IP and node; an NXDOMAIN answer is an answer (the path works).
-func TestPodNetworkNamesUnreachablePods(t *testing.T) {
-	silent, other := dnsPod(t), dnsPod(t)
+// TestPodNetworkAgentsSpreadOverPeers: agents of different nodes take the pods of one zone in
+// different orders, so that a scale-up does not probe the same pods from every new node.
+func TestPodNetworkAgentsSpreadOverPeers(t *testing.T) {
+	var objects []runtime.Object
+	for i := range 6 {
+		objects = append(objects, podSlice(t, fmt.Sprint("p", i), dnsPod(t).Addr(), fmt.Sprint("old-", i), "zone-a", corev1.ProtocolUDP))
+	}
+	client := fake.NewClientset(objects...)
+	first := map[string]bool{}
+	for i := range 20 {
+		c := checks.NewPodNetwork(client, fmt.Sprint("new-", i), kubeDNS, 1, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSize(1450)})
+		res := checks.Execute(t.Context(), c, 5*time.Second)
+		require.NoError(t, res.Err)
+		first[res.Report.Reached[0]] = true
+	}
+	assert.Greater(t, len(first), 2, "20 new nodes begin with more than two of the 6 old ones: %v", first)
+}
+
+// TestPodNetworkBrokenPeerIsNotABrokenNode: a pod that does not answer is replaced by a pod
+// on another node; the check passes while this node reaches at least as many pods as it
+// cannot, and names the pod that did not answer, with its node, as another node's fault.
+// When it reaches fewer, the failure is this node's.
+func TestPodNetworkBrokenPeerIsNotABrokenNode(t *testing.T) {
+	silent, b, c1 := dnsPod(t), dnsPod(t), dnsPod(t)
 	silent.SetSilent(true)
 	client := fake.NewClientset(
-		podSlice(t, "silent", silent.Addr(), "node-b", "", corev1.ProtocolUDP),
-		podSlice(t, "other", other.Addr(), "node-c", "", corev1.ProtocolUDP),
+		podSlice(t, "silent", silent.Addr(), "node-broken", "", corev1.ProtocolUDP),
+		podSlice(t, "b", b.Addr(), "node-b", "", corev1.ProtocolUDP),
+		podSlice(t, "c", c1.Addr(), "node-c", "", corev1.ProtocolUDP),
 	)
-	c := checks.NewPodNetwork(client, "node-a", "kube-system", "kube-dns", 3, checks.PodProbe{DNSName: "no-such-name.cluster.local"})
-	res := checks.Execute(t.Context(), c, time.Second)
+	c := checks.NewPodNetwork(client, "node-new", kubeDNS, 2, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSize(1450)})
+	res := checks.Execute(t.Context(), c, 5*time.Second)
+	require.NoError(t, res.Err)
+	assert.Len(t, res.Report.Reached, 2)
+	require.Len(t, res.Report.Unreachable, 1)
+	assert.Contains(t, res.Report.Unreachable[0], "127.0.0.1 on node-broken: no answer within 2s while 2 other pods answered")
+
+	// Two of three peers broken: this node is the likelier fault.
+	b.SetSilent(true)
+	res = checks.Execute(t.Context(), c, 2*time.Second)
 	require.Error(t, res.Err)
 	assert.Equal(t, "fail", res.Status())
-	assert.Contains(t, res.Err.Error(), "cannot reach 1 of 2 pods of kube-system/kube-dns on other nodes: 127.0.0.1 on node-b: ")
-	assert.NotContains(t, res.Err.Error(), "node-c", "the pod that answered NXDOMAIN")
-	// The pod is the server asked, not the agent's resolv.conf's (a real node's cluster DNS).
-	assert.Contains(t, res.Err.Error(), "on "+silent.Addr()+":", "the server named in the lookup error")
+	assert.Contains(t, res.Err.Error(), "IPv4: this node reaches 1 of 3 pods on other nodes: ")
+	assert.Contains(t, res.Err.Error(), "127.0.0.1 on node-broken: ")
+	assert.Contains(t, res.Err.Error(), "127.0.0.1 on node-b: ")
+	// The pod is the server asked, not the agent's resolv.conf's.
+	assert.Contains(t, res.Err.Error(), "at "+silent.Addr()+": ", "the pod named as the server asked")
 }
 
-// TestPodNetworkNotCheckableAlone: with no ready endpoint on another node (the first node,
-// a one-node cluster), the check cannot be checked: a skip, never a failure that holds the
-// node for good. A not-ready endpoint elsewhere does not count.
-func TestPodNetworkNotCheckableAlone(t *testing.T) {
+// TestPodNetworkFullSize: packets of the route's full size lost to every pod while queries
+// pass (an MTU blackhole) fail the check with the size; where no ping can be sent, one full
+// TCP segment proves the way out, and the pass says the way back was not checked; where
+// neither can be sent, it says full size was not checked. A pass never claims a size it
+// did not send.
+func TestPodNetworkFullSize(t *testing.T) {
+	srv := dnsPod(t)
+	client := fake.NewClientset(coreDNSSlice(t, "b", srv.Addr(), srv.Addr(), "node-b"))
+	probe := func(fs func(context.Context, netip.Addr) (int, error)) *checks.PodNetwork {
+		return checks.NewPodNetwork(client, "node-a", kubeDNS, 1, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fs, LocalAddrs: podAddrs("10.244.0.5/24")})
+	}
+
+	lost := checks.Execute(t.Context(), probe(fullSizeErr(fmt.Errorf("%w: no answer to 1450-byte pings with don't-fragment set, while 84-byte ones are answered", checks.ErrFullSizeLost))), 5*time.Second)
+	require.Error(t, lost.Err)
+	assert.Equal(t, "fail", lost.Status())
+	assert.ErrorContains(t, lost.Err, "127.0.0.1 on node-b: full-size packets lost: no answer to 1450-byte pings")
+
+	noPing := fmt.Errorf("%w: this pod may not open a ping socket", checks.ErrFullSizeNotChecked)
+	before := queried(srv)
+	out := checks.Execute(t.Context(), probe(fullSizeErr(noPing)), 5*time.Second)
+	require.NoError(t, out.Err)
+	assert.Equal(t, int64(2), queried(srv)-before, "the query, and the padded query over TCP")
+	require.Len(t, out.Report.Reached, 1)
+	assert.Regexp(t, `^127\.0\.0\.1 on node-b, [0-9]+-byte packets out$`, out.Report.Reached[0])
+	assert.Equal(t, []string{"full-size packets back with 127.0.0.1 on node-b: this pod may not open a ping socket"}, out.Report.NotProven)
+
+	// The TCP port takes the padded query and never answers: the way out loses full size.
+	silent := silentTCP(t)
+	lostOut := checks.NewPodNetwork(fake.NewClientset(coreDNSSlice(t, "b", srv.Addr(), silent, "node-b")), "node-a", kubeDNS, 1,
+		checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSizeErr(noPing)})
+	res := checks.Execute(t.Context(), lostOut, time.Second)
+	require.Error(t, res.Err)
+	assert.ErrorContains(t, res.Err, "full-size packets lost: no answer to a ")
+
+	// A TCP connection alone sends nothing a full segment could be part of.
+	tcp := checks.NewPodNetwork(fake.NewClientset(podSlice(t, "b", silent, "node-b", "", corev1.ProtocolTCP)), "node-a", kubeDNS, 1,
+		checks.PodProbe{FullSize: fullSizeErr(noPing), LocalAddrs: podAddrs("10.244.0.5/24")})
+	res = checks.Execute(t.Context(), tcp, time.Second)
+	require.NoError(t, res.Err)
+	assert.Equal(t, []string{"127.0.0.1 on node-b"}, res.Report.Reached)
+	assert.Equal(t, []string{"full-size packets with 127.0.0.1 on node-b: this pod may not open a ping socket"}, res.Report.NotProven)
+}
+
+// TestPodNetworkTCPSegmentOverHTTP: the HTTP probe's full segment is a GET with a padding
+// header, whose answer proves the way out.
+func TestPodNetworkTCPSegmentOverHTTP(t *testing.T) {
+	var sizes []int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sizes = append(sizes, len(r.Header.Get("X-Padding")))
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	client := fake.NewClientset(podSlice(t, "web", srv.Listener.Addr().String(), "node-b", "", corev1.ProtocolTCP))
+	c := checks.NewPodNetwork(client, "node-a", kubeDNS, 1, checks.PodProbe{HTTPPath: "/healthz",
+		FullSize: fullSizeErr(fmt.Errorf("%w: no ping", checks.ErrFullSizeNotChecked))})
+	res := checks.Execute(t.Context(), c, 5*time.Second)
+	require.NoError(t, res.Err)
+	require.Len(t, sizes, 2, "the GET, and the padded GET")
+	assert.Zero(t, sizes[0])
+	assert.Greater(t, sizes[1], 1000, "padded to a full segment of loopback")
+}
+
+// TestPodNetworkAnswersAreAnswers: any DNS answer proves the path, SERVFAIL and REFUSED
+// included; an HTTP redirect is an answer, never followed.
+func TestPodNetworkAnswersAreAnswers(t *testing.T) {
+	for _, rcode := range []dnsmessage.RCode{dnsmessage.RCodeServerFailure, dnsmessage.RCodeRefused, dnsmessage.RCodeNameError} {
+		t.Run(rcode.String(), func(t *testing.T) {
+			addr := rcodeServer(t, rcode)
+			c := checks.NewPodNetwork(fake.NewClientset(podSlice(t, "b", addr, "node-b", "", corev1.ProtocolUDP)), "node-a", kubeDNS, 1,
+				checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSize(1450)})
+			require.NoError(t, checks.Execute(t.Context(), c, 2*time.Second).Err)
+		})
+	}
+	t.Run("redirect", func(t *testing.T) {
+		srv := httptest.NewServer(http.RedirectHandler("http://192.0.2.1/unreachable", http.StatusFound))
+		t.Cleanup(srv.Close)
+		c := checks.NewPodNetwork(fake.NewClientset(podSlice(t, "web", srv.Listener.Addr().String(), "node-b", "", corev1.ProtocolTCP)), "node-a", kubeDNS, 1,
+			checks.PodProbe{HTTPPath: "/", FullSize: fullSize(1450)})
+		require.NoError(t, checks.Execute(t.Context(), c, 2*time.Second).Err)
+	})
+}
+
+// rcodeServer answers every UDP query with rcode, and returns its address.
+func rcodeServer(t *testing.T, rcode dnsmessage.RCode) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			var m dnsmessage.Message
+			if m.Unpack(buf[:n]) != nil {
+				continue
+			}
+			m.Header.Response, m.Header.RCode = true, rcode
+			if b, err := m.Pack(); err == nil {
+				_, _ = pc.WriteTo(b, from)
+			}
+		}
+	}()
+	return pc.LocalAddr().String()
+}
+
+// TestPodNetworkDNSOverTCP: POD_NETWORK_PORT=dns-tcp, CoreDNS's TCP port, sends the DNS
+// query over TCP to it.
+func TestPodNetworkDNSOverTCP(t *testing.T) {
+	srv := dnsPod(t)
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0") // the UDP port reads and never answers
+	require.NoError(t, err)
+	t.Cleanup(func() { pc.Close() })
+	client := fake.NewClientset(coreDNSSlice(t, "b", pc.LocalAddr().String(), srv.Addr(), "node-b"))
+	c := checks.NewPodNetwork(client, "node-a", kubeDNS, 1, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", Port: "dns-tcp", FullSize: fullSize(1450)})
+	require.NoError(t, checks.Execute(t.Context(), c, 2*time.Second).Err)
+	assert.Positive(t, queried(srv))
+}
+
+// TestPodNetworkWhatCannotBeChecked: "no ready endpoint on another node" is a skip only when
+// the Service's slices carry the port and no ready endpoint is elsewhere (the first node, a
+// cluster whose DNS runs nowhere yet). A Service with no slices, no such port, or ready
+// endpoints that do not name their node is the configuration's fault: misconfigured, named.
+func TestPodNetworkWhatCannotBeChecked(t *testing.T) {
 	own := dnsPod(t)
 	notReady := podSlice(t, "b", "127.0.0.1:53", "node-b", "", corev1.ProtocolUDP)
 	notReady.Endpoints[0].Conditions.Ready = new(false)
-	for name, objects := range map[string][]runtime.Object{
-		"no slices":           nil,
-		"only its own pod":    {podSlice(t, "own", own.Addr(), "node-a", "", corev1.ProtocolUDP)},
-		"not ready elsewhere": {notReady},
+	empty := podSlice(t, "b", "127.0.0.1:53", "node-b", "", corev1.ProtocolUDP)
+	empty.Endpoints = nil
+	noNode := podSlice(t, "b", "127.0.0.1:53", "node-b", "", corev1.ProtocolUDP)
+	noNode.Endpoints[0].NodeName = nil
+	for _, tt := range []struct {
+		name    string
+		port    string
+		objects []runtime.Object
+		status  string
+		says    string
+	}{
+		{"only its own pod", "", []runtime.Object{podSlice(t, "own", own.Addr(), "node-a", "", corev1.ProtocolUDP)}, "skip", "this node node-a"},
+		{"not ready elsewhere", "", []runtime.Object{notReady}, "skip", "has no ready endpoint anywhere"},
+		{"no endpoint yet", "", []runtime.Object{empty}, "skip", "has no ready endpoint anywhere"},
+		{"no slices", "", nil, "misconfigured", "kube-system/kube-dns has no EndpointSlices: no such Service, or it selects no pod"},
+		{"no such port", "metrics", []runtime.Object{notReady}, "misconfigured", "have no UDP port metrics"},
+		{"endpoints without nodeName", "", []runtime.Object{noNode}, "misconfigured", "do not name their node"},
 	} {
-		t.Run(name, func(t *testing.T) {
-			c := checks.NewPodNetwork(fake.NewClientset(objects...), "node-a", "kube-system", "kube-dns", 3, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local"})
+		t.Run(tt.name, func(t *testing.T) {
+			c := checks.NewPodNetwork(fake.NewClientset(tt.objects...), "node-a", kubeDNS, 3,
+				checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", Port: tt.port, FullSize: fullSize(1450)})
 			res := checks.Execute(t.Context(), c, time.Second)
-			assert.ErrorIs(t, res.Err, checks.ErrNoPodsElsewhere)
-			assert.True(t, res.Skipped())
+			assert.Equal(t, tt.status, res.Status())
+			assert.ErrorContains(t, res.Err, tt.says)
+			if tt.status == "skip" {
+				assert.ErrorIs(t, res.Err, checks.ErrNoPodsElsewhere)
+			}
 		})
 	}
 }
@@ -127,11 +336,11 @@ func TestPodNetworkTCPAndHTTP(t *testing.T) {
 	t.Cleanup(srv.Close)
 	client := fake.NewClientset(podSlice(t, "web", srv.Listener.Addr().String(), "node-b", "", corev1.ProtocolTCP))
 
-	tcp := checks.NewPodNetwork(client, "node-a", "kube-system", "kube-dns", 3, checks.PodProbe{})
+	tcp := checks.NewPodNetwork(client, "node-a", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
 	require.NoError(t, checks.Execute(t.Context(), tcp, time.Second).Err)
 	assert.Empty(t, paths, "a TCP connection only")
 
-	web := checks.NewPodNetwork(client, "node-a", "kube-system", "kube-dns", 3, checks.PodProbe{HTTPPath: "/healthz", Port: "dns-tcp"})
+	web := checks.NewPodNetwork(client, "node-a", kubeDNS, 3, checks.PodProbe{HTTPPath: "/healthz", Port: "dns-tcp", FullSize: fullSize(1450)})
 	require.NoError(t, checks.Execute(t.Context(), web, time.Second).Err)
 	assert.Equal(t, []string{"/healthz"}, paths)
 
@@ -153,14 +362,15 @@ func TestPodNetworkDualStack(t *testing.T) {
 		podSlice(t, "v4", v4, "node-b", "", corev1.ProtocolTCP),
 		podSlice(t, "v6", v6, "node-b", "", corev1.ProtocolTCP),
 	)
-	c := checks.NewPodNetwork(client, "node-a", "kube-system", "kube-dns", 1, checks.PodProbe{LocalAddrs: podAddrs("10.244.0.5/24", "fd00:10:244::5/64")})
-	require.NoError(t, checks.Execute(t.Context(), c, time.Second).Err)
-	assert.Equal(t, []string{"127.0.0.1 on node-b", "::1 on node-b"}, c.Reached())
+	c := checks.NewPodNetwork(client, "node-a", kubeDNS, 1, checks.PodProbe{LocalAddrs: podAddrs("10.244.0.5/24", "fd00:10:244::5/64"), FullSize: fullSize(1450)})
+	res := checks.Execute(t.Context(), c, time.Second)
+	require.NoError(t, res.Err)
+	assert.Equal(t, []string{"127.0.0.1 on node-b, 1450-byte packets both ways", "::1 on node-b, 1450-byte packets both ways"}, res.Report.Reached)
 }
 
 // TestPodNetworkSaysWhichFamilyWasNotChecked: on a dual-stack pod, a Service whose
 // EndpointSlices list only IPv4 (a single-stack kube-dns on a dual-stack cluster) passes on
-// its IPv4 pods, and the pass says IPv6 was not checked; an IPv4-only pod, or link-local and
+// its IPv4 pods, and the pass says IPv6 was not proven; an IPv4-only pod, or link-local and
 // loopback IPv6 addresses, do not make it say so.
 func TestPodNetworkSaysWhichFamilyWasNotChecked(t *testing.T) {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -171,13 +381,64 @@ func TestPodNetworkSaysWhichFamilyWasNotChecked(t *testing.T) {
 		want  []string
 	}{
 		{[]string{"10.244.0.5/24", "fd00:10:244::5/64", "fe80::1/64", "::1/128"},
-			[]string{"127.0.0.1 on node-b", "IPv6 not checked: kube-system/kube-dns lists no IPv6 address of a pod on another node, and this pod has one"}},
-		{[]string{"10.244.0.5/24", "fe80::1/64", "::1/128"}, []string{"127.0.0.1 on node-b"}},
+			[]string{"IPv6: kube-system/kube-dns lists no IPv6 address of a pod on another node, and this pod has one"}},
+		{[]string{"10.244.0.5/24", "fe80::1/64", "::1/128"}, nil},
 	} {
-		c := checks.NewPodNetwork(client, "node-a", "kube-system", "kube-dns", 1, checks.PodProbe{LocalAddrs: podAddrs(tt.addrs...)})
-		require.NoError(t, checks.Execute(t.Context(), c, time.Second).Err)
-		assert.Equal(t, tt.want, c.Reached(), "pod addresses %v", tt.addrs)
+		c := checks.NewPodNetwork(client, "node-a", kubeDNS, 1, checks.PodProbe{LocalAddrs: podAddrs(tt.addrs...), FullSize: fullSize(1450)})
+		res := checks.Execute(t.Context(), c, time.Second)
+		require.NoError(t, res.Err)
+		assert.Equal(t, []string{"127.0.0.1 on node-b, 1450-byte packets both ways"}, res.Report.Reached)
+		assert.Equal(t, tt.want, res.Report.NotProven, "pod addresses %v", tt.addrs)
 	}
+}
+
+// TestDNSServiceIsFound: the cluster DNS Service is found whatever its name: from the
+// IPAddress of the resolv.conf's nameserver, else from the EndpointSlices labelled
+// k8s-app=kube-dns in kube-system, else taken for kube-system/kube-dns.
+func TestDNSServiceIsFound(t *testing.T) {
+	resolv := filepath.Join(t.TempDir(), "resolv.conf")
+	require.NoError(t, os.WriteFile(resolv, []byte("search default.svc.cluster.local\nnameserver 10.43.0.10\noptions ndots:5\n"), 0o644))
+	ip := &networkingv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "10.43.0.10"},
+		Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: "kube-system", Name: "rke2-coredns-rke2-coredns"}}}
+	labelled := endpointSlice("dns-default-x", "dns-default", nil)
+	labelled.Namespace, labelled.Labels["k8s-app"] = "kube-system", "kube-dns"
+	for _, tt := range []struct {
+		name    string
+		objects []runtime.Object
+		want    string
+	}{
+		{"by its address", []runtime.Object{ip, labelled}, "kube-system/rke2-coredns-rke2-coredns"},
+		{"by its label", []runtime.Object{labelled}, "kube-system/dns-default"},
+		{"neither", nil, "kube-system/kube-dns"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := checks.FindDNSService(fake.NewClientset(tt.objects...), resolv).Get(t.Context())
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got.String())
+		})
+	}
+}
+
+// silentTCP accepts connections, reads them and never answers, as a pod whose replies are
+// lost; it returns its address.
+func silentTCP(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				_, _ = io.Copy(io.Discard, bufio.NewReader(conn))
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
 
 // podAddrs stands for the agent pod's interface addresses.

@@ -35,7 +35,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, []checks.Name{checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints}, cfg.Checks)
 	assert.Equal(t, []string{"10.96.0.1:443"}, cfg.Options.TCP.Addresses, "tcp defaults to the API server's service IP")
 	assert.Equal(t, "default/kubernetes", cfg.Options.Endpoints.Target.String())
-	assert.Equal(t, "kube-system/kube-dns", cfg.Options.DNS.ClusterDNSService.String())
+	assert.True(t, cfg.Options.DNS.Find, "the cluster DNS Service found (CLUSTER_DNS_SERVICE=auto)")
 	assert.Equal(t, "2xx", cfg.Options.HTTP.Expect.String())
 	assert.NotNil(t, cfg.Options.HTTP.Client)
 	assert.True(t, cfg.Options.DaemonSets.Selection.Empty())
@@ -343,7 +343,7 @@ func TestHTTPCAFileReadOnce(t *testing.T) {
 // by TCP or HTTP; every bad value stops the agent naming its variable.
 func TestPodNetwork(t *testing.T) {
 	cfg := defaultConfig(t)
-	assert.Equal(t, types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}, cfg.Options.PodNetwork.Target)
+	assert.Equal(t, types.NamespacedName{}, cfg.Options.PodNetwork.Target, "the cluster DNS Service, found")
 	assert.Equal(t, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local"}, cfg.Options.PodNetwork.Probe)
 	assert.Equal(t, 3, cfg.Options.PodNetwork.Nodes)
 

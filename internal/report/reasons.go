@@ -26,6 +26,8 @@ var kinds = map[wellknown.Reason]kind{
 	wellknown.VerificationFailed:   {corev1.EventTypeWarning, "Verify", true},
 	wellknown.DNSNotChecked:        {corev1.EventTypeWarning, "Verify", false},
 	wellknown.PodNetworkNotChecked: {corev1.EventTypeWarning, "Verify", false},
+	wellknown.NotProven:            {corev1.EventTypeWarning, "Verify", false},
+	wellknown.PeerUnreachable:      {corev1.EventTypeWarning, "Verify", false},
 	wellknown.ReplacingNode:        {corev1.EventTypeWarning, "Replace", true},
 	wellknown.ReplaceFailed:        {corev1.EventTypeWarning, "Replace", false},
 	wellknown.Reverifying:          {corev1.EventTypeNormal, "Taint", false},

@@ -90,6 +90,8 @@ const (
 	VerificationFailed   Reason = "VerificationFailed"   // retries or the initial timeout ran out; names the failure action
 	DNSNotChecked        Reason = "DNSNotChecked"        // released without the dns check: no cluster DNS runs anywhere
 	PodNetworkNotChecked Reason = "PodNetworkNotChecked" // released without the podnetwork check: no pod elsewhere
+	NotProven            Reason = "NotProven"            // released; a passing check could not prove all it probes (full size, a family)
+	PeerUnreachable      Reason = "PeerUnreachable"      // released; pods on other nodes did not answer while more did: their fault
 	ReplacingNode        Reason = "ReplacingNode"        // the node's NodeClaim or Node was deleted
 	ReplaceFailed        Reason = "ReplaceFailed"        // replace-node did not delete the node
 	Reverifying          Reason = "Reverifying"          // the startup taint put back for a re-verification
