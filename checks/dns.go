@@ -2,10 +2,12 @@ package checks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -43,17 +45,34 @@ func (c *DNS) Name() string { return string(NameDNS) }
 // Target implements Check.
 func (c *DNS) Target() string { return c.name }
 
-// Run implements Check.
+// Run implements Check. A lookup that gets no answer within firstAttempt is made again,
+// with twice the time each time, until ctx ends. Each lookup sends from new sockets, so
+// kube-proxy may send it to another backend of the DNS Service: a CoreDNS pod on a node whose
+// pod network broke stays Ready (the kubelet probes it from its own node), and a query that
+// lands on it must cost a joining node a second, not its verification. Workloads see the
+// same: their resolver asks again after its timeout.
 func (c *DNS) Run(ctx context.Context) error {
-	addrs, err := c.resolver.LookupHost(ctx, c.name)
-	if err != nil {
-		return fmt.Errorf("resolve %q: %w", c.name, err)
+	wait := firstAttempt
+	for {
+		attempt, cancel := context.WithTimeout(ctx, wait)
+		addrs, err := c.resolver.LookupHost(attempt, c.name)
+		cancel()
+		var dnsErr *net.DNSError
+		switch {
+		case err == nil && len(addrs) == 0:
+			return fmt.Errorf("resolve %q: no addresses", c.name)
+		case err == nil:
+			return nil
+		case ctx.Err() != nil || !errors.As(err, &dnsErr) || !dnsErr.IsTimeout:
+			return fmt.Errorf("resolve %q: %w", c.name, err)
+		}
+		wait *= 2
 	}
-	if len(addrs) == 0 {
-		return fmt.Errorf("resolve %q: no addresses", c.name)
-	}
-	return nil
 }
+
+// firstAttempt is how long the first lookup waits for an answer: a working cluster DNS
+// answers in milliseconds, an upstream for a name outside the cluster in tens.
+const firstAttempt = time.Second
 
 // NewResolver returns the resolver for DNS checks. An empty nameserver means
 // the system resolver (resolv.conf, which in a pod is the cluster DNS).

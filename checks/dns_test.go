@@ -1,9 +1,11 @@
 package checks_test
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,4 +84,27 @@ func TestDNSServerNeverAnswers(t *testing.T) {
 
 func TestNewResolverDefault(t *testing.T) {
 	assert.Same(t, net.DefaultResolver, checks.NewResolver(""))
+}
+
+// TestDNSAsksAgainWhenABackendIsSilent: the cluster DNS Service with a backend that never
+// answers (a CoreDNS pod on a node whose pod network broke, Ready all the same), which
+// kube-proxy picks for some lookups: the check asks again from new sockets, reaches a backend
+// that answers, and passes, within its timeout.
+func TestDNSAsksAgainWhenABackendIsSilent(t *testing.T) {
+	silent, working := dnsPod(t), dnsPod(t)
+	silent.SetSilent(true)
+	var dials atomic.Int32
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		backend := working.Addr() // kube-proxy's pick for this lookup's sockets: the silent one first
+		if dials.Add(1) <= 2 {
+			backend = silent.Addr()
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, backend)
+	}}
+	res := checks.Execute(t.Context(), checks.NewDNS("kubernetes.default.svc.cluster.local.", r), 5*time.Second)
+	require.NoError(t, res.Err)
+	assert.GreaterOrEqual(t, res.Duration, time.Second, "the first lookup waited its second")
+	q, _ := working.Queries()
+	assert.Positive(t, q)
 }

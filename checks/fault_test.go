@@ -96,6 +96,18 @@ func TestWhoseFault(t *testing.T) {
 			c.PrependReactor("list", "endpointslices", forbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}))
 			return checks.NewPodNetwork(c, "node-self", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
 		}, "misconfigured"},
+		{"podnetwork", "POD_NETWORK_SERVICE names no Service", func(*testing.T) checks.Check {
+			return checks.NewPodNetwork(fake.NewClientset(), "node-self", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
+		}, "misconfigured"},
+		{"podnetwork", "its ready endpoints do not name their node", func(t *testing.T) checks.Check {
+			s := podSlice(t, "a1", closed, "node-a1", "", corev1.ProtocolTCP)
+			s.Endpoints[0].NodeName = nil
+			return checks.NewPodNetwork(fake.NewClientset(s), "node-self", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
+		}, "misconfigured"},
+		{"podnetwork", "full-size packets lost while small ones cross", func(t *testing.T) checks.Check {
+			c := fake.NewClientset(podSlice(t, "a1", dnsPod(t).Addr(), "node-a1", "", corev1.ProtocolUDP))
+			return checks.NewPodNetwork(c, "node-self", kubeDNS, 3, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSizeErr(checks.ErrFullSizeLost)})
+		}, "fail"},
 		{"podnetwork", "the pod on another node cannot be reached", func(t *testing.T) checks.Check {
 			c := fake.NewClientset(podSlice(t, "a1", closed, "node-a1", "", corev1.ProtocolTCP))
 			return checks.NewPodNetwork(c, "node-self", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})

@@ -76,11 +76,13 @@ func newPinger(ip netip.Addr) (*pinger, error) {
 	ip = ip.Unmap()
 	p := &pinger{header: 20 + 8, request: ipv4.ICMPTypeEcho, proto: 1}
 	family, proto, level, opt, probe := unix.AF_INET, unix.IPPROTO_ICMP, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_PROBE
-	var sa unix.Sockaddr = &unix.SockaddrInet4{Addr: ip.As4()}
+	var sa unix.Sockaddr
 	if ip.Is6() {
 		p.v6, p.header, p.request, p.proto = true, 40+8, ipv6.ICMPTypeEchoRequest, 58
 		family, proto, level, opt, probe = unix.AF_INET6, unix.IPPROTO_ICMPV6, unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_PROBE
 		sa = &unix.SockaddrInet6{Addr: ip.As16()}
+	} else {
+		sa = &unix.SockaddrInet4{Addr: ip.As4()}
 	}
 	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, proto)
 	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EPROTONOSUPPORT) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,12 +172,18 @@ func (c *PodNetwork) probeFamily(ctx context.Context, candidates []podTarget, re
 	outcomes := make([]outcome, len(candidates))
 	for i, t := range candidates {
 		go func() {
-			o := c.probeTarget(ctx, t)
+			var o outcome
+			defer func() {
+				if p := recover(); p != nil { // Execute recovers the check's own goroutine only
+					o = outcome{err: fmt.Errorf("panic: %v\n%s", p, debug.Stack())}
+				}
+				outcomes[i] = o
+				done <- i
+			}()
+			o = c.probeTarget(ctx, t)
 			if o.err != nil && errors.Is(context.Cause(ctx), errLate) {
 				o.err = context.Cause(ctx) // cut short once enough pods answered: that is why
 			}
-			outcomes[i] = o
-			done <- i
 		}()
 	}
 	reached, decided := 0, 0

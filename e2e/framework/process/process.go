@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -66,7 +67,7 @@ func Start(cmd *exec.Cmd, opts Options) (*Process, error) {
 	}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := startOnSpawner(cmd); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -171,4 +172,31 @@ func Tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// Pdeathsig is sent when the thread that forked the child exits, not the process (see
+// prctl(2)): a test that locks a goroutine to its thread and lets it end (to enter a pod's
+// network namespace, say) ends that thread, and would kill every daemon the thread had forked.
+// So every process is forked on one thread that never ends.
+var spawns = make(chan spawn)
+
+type spawn struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func init() {
+	go func() {
+		runtime.LockOSThread() // never unlocked: this goroutine, and so its thread, never ends
+		for s := range spawns {
+			s.done <- s.cmd.Start()
+		}
+	}()
+}
+
+// startOnSpawner starts cmd on the spawning thread.
+func startOnSpawner(cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	spawns <- spawn{cmd, done}
+	return <-done
 }

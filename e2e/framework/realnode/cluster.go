@@ -183,6 +183,11 @@ func (c *Cluster) Install(ctx context.Context) error {
 	return err
 }
 
+// RepoFile is the path of a file of the repository, such as manifests/replace-node.
+func (c *Cluster) RepoFile(elem ...string) string {
+	return filepath.Join(append([]string{c.repo}, elem...)...)
+}
+
 // Kubectl runs kubectl as the cluster admin and returns its output; the error holds it too.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 	return c.CP.Kubectl(ctx, nil, args...)

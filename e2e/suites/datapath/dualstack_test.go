@@ -3,6 +3,7 @@ package datapath
 import (
 	"context"
 	"net/netip"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func TestDualStackJoiningNodeChecksBothFamilies(t *testing.T) {
 	require.NoError(t, joining.InNetns(append([]string{"ip6tables", "-D"}, drop...)...))
 	released := waitVerified(t, c, joining.Name())
 	t.Logf("released: %s", framework.AgentCondition(released).Message)
-	assert.Contains(t, framework.AgentCondition(released).Message, "podnetwork reached "+v4+" on "+dns.Spec.NodeName+", "+v6+" on "+dns.Spec.NodeName)
+	assert.Regexp(t, "podnetwork reached "+reached(v4, dns.Spec.NodeName)+"; "+reached(v6, dns.Spec.NodeName), framework.AgentCondition(released).Message)
 
 	// kube-dns single-stack: its IPv6 slice goes. The same break, and a re-verification once
 	// the agent is gone (until then its settle window would put a removed label back).
@@ -87,7 +88,7 @@ func TestDualStackJoiningNodeChecksBothFamilies(t *testing.T) {
 	require.NoError(t, joining.InNetns(append([]string{"ip6tables", "-I"}, drop...)...))
 	_, err = c.Kubectl(ctx, "label", "node", joining.Name(), wellknown.VerifiedLabel+"-")
 	require.NoError(t, err)
-	const notChecked = "IPv6 not checked: kube-system/kube-dns lists no IPv6 address of a pod on another node, and this pod has one"
+	const notChecked = "podnetwork did not prove IPv6: kube-system/kube-dns lists no IPv6 address of a pod on another node, and this pod has one"
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		n, err := client.CoreV1().Nodes().Get(ctx, joining.Name(), metav1.GetOptions{})
 		if err != nil {
@@ -99,7 +100,7 @@ func TestDualStackJoiningNodeChecksBothFamilies(t *testing.T) {
 	})
 	require.NoError(t, err, "re-verified on IPv4 alone, saying IPv6 was not checked; condition %+v", cond)
 	t.Logf("re-verified: %s", cond.Message)
-	assert.Contains(t, cond.Message, "podnetwork reached "+v4+" on "+dns.Spec.NodeName+", "+notChecked)
+	assert.Regexp(t, "podnetwork reached "+reached(v4, dns.Spec.NodeName)+"; "+regexp.QuoteMeta(notChecked), cond.Message)
 }
 
 // waitDNSFamilies waits until the kube-dns EndpointSlices have a ready endpoint in exactly

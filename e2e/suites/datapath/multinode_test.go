@@ -2,20 +2,15 @@ package datapath
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"runtime"
-	"strconv"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/net/dns/dnsmessage"
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -138,7 +133,7 @@ func TestJoiningNodeReachesPodsElsewhere(t *testing.T) {
 		assert.NotEqual(t, "node-ready/unverified", taint.Key, "the startup taint removed")
 	}
 	cond := framework.AgentCondition(node)
-	assert.Equal(t, "All 5 checks passed; podnetwork reached "+dnsIP+" on "+dnsNode, cond.Message)
+	assert.Regexp(t, "^All 5 checks passed; podnetwork reached "+reached(dnsIP, dnsNode)+"$", cond.Message)
 	// The agent sends its Events asynchronously: the Verified one may follow the label.
 	var verified []string
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -157,14 +152,14 @@ func TestJoiningNodeReachesPodsElsewhere(t *testing.T) {
 	require.NoError(t, err, "no Verified Event about %s", joining.Name())
 	require.Len(t, verified, 1)
 	t.Logf("Verified: %s", verified[0])
-	assert.Contains(t, verified[0], "podnetwork reached "+dnsIP, "the CoreDNS pod on %s reached by pod IP", dnsNode)
+	assert.Regexp(t, "podnetwork reached "+reached(dnsIP, dnsNode), verified[0], "the CoreDNS pod on %s reached by pod IP, the size proven both ways", dnsNode)
 }
 
 // TestJoiningNodeReachesPodsAcrossZones: the podnetwork check spreads its pods over zones as
 // the EndpointSlice controller reports them from the nodes' topology.kubernetes.io/zone labels.
-// Three CoreDNS pods run on three nodes, two of them in zone a and one in zone b; asked for two
-// nodes (POD_NETWORK_NODES=2), the joining node's agent reaches the pod in zone b and one in
-// zone a, not two in zone a.
+// Three CoreDNS pods run on three nodes, two of them in zone a and one in zone b; asked for one
+// node (POD_NETWORK_NODES=1), and so one spare, the joining node's agent reaches the pod in
+// zone b and one in zone a, not two in zone a.
 func TestJoiningNodeReachesPodsAcrossZones(t *testing.T) {
 	c := startNodes(t, 4, 3, 3)
 	ctx := t.Context()
@@ -173,31 +168,10 @@ func TestJoiningNodeReachesPodsAcrossZones(t *testing.T) {
 		_, err := c.Kubectl(ctx, "label", "node", c.Nodes[i].Name(), "topology.kubernetes.io/zone="+zone)
 		require.NoError(t, err)
 	}
-	// One CoreDNS pod on each running node.
-	_, err := c.Kubectl(ctx, "-n", "kube-system", "patch", "deployment", "coredns", "--type=merge", `-p={"spec":{"replicas":3,`+
-		`"template":{"spec":{"affinity":{"podAntiAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[`+
-		`{"labelSelector":{"matchLabels":{"k8s-app":"kube-dns"}},"topologyKey":"kubernetes.io/hostname"}]}}}}}}`)
-	require.NoError(t, err)
-	pods := map[string]string{} // node → CoreDNS pod IP
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := c.CP.Client().CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
-		if err != nil {
-			return false, nil
-		}
-		clear(pods)
-		for _, p := range list.Items {
-			for _, cs := range p.Status.ContainerStatuses {
-				if cs.Ready && p.DeletionTimestamp == nil {
-					pods[p.Spec.NodeName] = p.Status.PodIP
-				}
-			}
-		}
-		return len(pods) == 3, nil
-	})
-	require.NoError(t, err, "a ready CoreDNS pod on each running node: %v", pods)
+	pods := coreDNSOnEveryNode(t, c, 3) // one CoreDNS pod on each running node
 	installWithPodNetwork(t, c, 3)
-	_, err = c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
-		`-p={"data":{"POD_NETWORK_NODES":"2"}}`)
+	_, err := c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
+		`-p={"data":{"POD_NETWORK_NODES":"1"}}`)
 	require.NoError(t, err)
 
 	require.NoError(t, c.StartNodeAt(ctx, 3))
@@ -256,7 +230,7 @@ func TestJoiningNodeWithoutPodNetworkIsHeld(t *testing.T) {
 	t.Logf("held: %s; condition: %s", held, cond.Message)
 	assert.Contains(t, cond.Message, "podnetwork")
 	assert.Contains(t, cond.Message, dnsIP+" on "+dnsNode, "the unreachable CoreDNS pod named")
-	assert.Contains(t, cond.Message, "on "+dnsIP+":1053:", "the pod named as the server asked")
+	assert.Contains(t, cond.Message, "at "+dnsIP+":1053: ", "the pod named as the server asked")
 
 	require.NoError(t, joining.InNetns(append([]string{"iptables", "-D"}, drop...)...))
 	fixed := time.Now()
@@ -296,82 +270,6 @@ func readyCoreDNS(t *testing.T, c *realnode.Cluster) (ip, node string) {
 	require.NoError(t, err, "CoreDNS ready on a running node")
 	t.Logf("CoreDNS %s on %s", ip, node)
 	return ip, node
-}
-
-// queryFromNetns asks the DNS server at addr (TCP) for name's A records from a socket made in
-// the network namespace of pid: the thread that makes it enters that namespace and is thrown
-// away after (it stays locked), the socket stays in the namespace it was made in.
-func queryFromNetns(pid int, addr, name string) ([]string, error) {
-	type result struct {
-		conn net.Conn
-		err  error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/net")
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- result{err: fmt.Errorf("setns: %w", err)}
-			return
-		}
-		conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
-		ch <- result{conn, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		return nil, r.err
-	}
-	defer r.conn.Close()
-	_ = r.conn.SetDeadline(time.Now().Add(3 * time.Second))
-	q, err := (&dnsmessage.Message{
-		Header:    dnsmessage.Header{ID: 7, RecursionDesired: true},
-		Questions: []dnsmessage.Question{{Name: dnsmessage.MustNewName(name), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}},
-	}).Pack()
-	if err != nil {
-		return nil, err
-	}
-	if _, err := r.conn.Write(append([]byte{byte(len(q) >> 8), byte(len(q))}, q...)); err != nil {
-		return nil, err
-	}
-	var size [2]byte
-	if _, err := readFull(r.conn, size[:]); err != nil {
-		return nil, err
-	}
-	buf := make([]byte, int(size[0])<<8|int(size[1]))
-	if _, err := readFull(r.conn, buf); err != nil {
-		return nil, err
-	}
-	var m dnsmessage.Message
-	if err := m.Unpack(buf); err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, a := range m.Answers {
-		if rr, ok := a.Body.(*dnsmessage.AResource); ok {
-			out = append(out, netip.AddrFrom4(rr.A).String())
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no A record in the answer: %+v", m.Header)
-	}
-	return out, nil
-}
-
-func readFull(c net.Conn, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		k, err := c.Read(b[n:])
-		n += k
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // TestJoiningNodeReleasedWithoutTheCheck is the evidence of what the podnetwork check
@@ -453,7 +351,7 @@ func TestFirstNodesBootstrap(t *testing.T) {
 	require.Equal(t, first.Name, dnsNode, "CoreDNS on the first released node")
 	require.NoError(t, c.StartNodeAt(ctx, 1))
 	second := waitVerified(t, c, c.Nodes[1].Name())
-	assert.Equal(t, "All 5 checks passed; podnetwork reached "+dnsIP+" on "+dnsNode, framework.AgentCondition(second).Message)
+	assert.Regexp(t, "^All 5 checks passed; podnetwork reached "+reached(dnsIP, dnsNode)+"$", framework.AgentCondition(second).Message)
 }
 
 // waitVerified waits until the node carries the verified label and its condition, and returns it.
@@ -489,4 +387,10 @@ func runningPod(t *testing.T, c *realnode.Cluster, ns string, pod *corev1.Pod) *
 	})
 	require.NoError(t, err, "pod %s/%s running with an IP: %+v", ns, pod.Name, created.Status)
 	return created
+}
+
+// reached is the pattern of a pod the podnetwork check reached, with full-size packets both
+// ways (TestMTUBlackholeIsHeld compares the size with the pods' MTU).
+func reached(ip, node string) string {
+	return regexp.QuoteMeta(ip+" on "+node+", ") + "[0-9]+-byte packets both ways"
 }
