@@ -22,3 +22,17 @@ func TestDryRunTable(t *testing.T) {
 	assert.Regexp(t, `(?m)^apiserver\s+-\s+skip\s.*no kubeconfig`, out.String())
 	assert.Contains(t, out.String(), "1 passed, 1 failed, 0 misconfigured, 1 skipped")
 }
+
+// TestDryRunSaysWhatWasProven: with a kubeconfig the podnetwork row names the pods reached
+// on other nodes, with what was proven there (the size, or that it was not), in its DETAIL.
+func TestDryRunSaysWhatWasProven(t *testing.T) {
+	client := newCluster(externalNode(), coreDNSPod(t, "node-b"))
+	cfg := loadConfig(t, with(fast, map[string]string{"CHECKS": "podnetwork"}), true)
+	var out strings.Builder
+	code := DryRun(t.Context(), cfg, client, &out)
+
+	assert.Equal(t, 0, code, out.String())
+	// Full size is proven both ways where this test may open ping sockets, else said not to be.
+	assert.Regexp(t, `(?m)^podnetwork\s+pods of kube-system/kube-dns on up to 3 other nodes\s+pass\s.*podnetwork reached 127\.0\.0\.1 on node-b`+
+		`(, [0-9]+-byte packets both ways|; podnetwork did not prove full-size packets with 127\.0\.0\.1 on node-b: )`, out.String())
+}

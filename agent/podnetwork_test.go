@@ -103,7 +103,7 @@ func TestPodNetworkNotCheckableAlone(t *testing.T) {
 			client.waitEvent(t, wellknown.Verified)
 			e := client.waitEvent(t, wellknown.PodNetworkNotChecked)
 			assert.Equal(t, corev1.EventTypeWarning, e.Type)
-			assert.True(t, strings.HasPrefix(e.Note, "Released without the podnetwork check: podnetwork pods of the cluster DNS Service on up to 3 other nodes: skipped: cannot be checked: no ready endpoint on another node"), e.Note)
+			assert.True(t, strings.HasPrefix(e.Note, "Released without the podnetwork check: podnetwork pods of kube-system/kube-dns on up to 3 other nodes: skipped: cannot be checked: no ready endpoint on another node"), e.Note)
 			node := client.node(t)
 			assert.Contains(t, node.Status.Conditions[0].Message, "0 of 1 checks passed, podnetwork")
 		})

@@ -118,12 +118,13 @@ func (r Result) Status() string {
 // Execute runs c once, bounded by timeout, and records how long it took. A
 // panic in the check becomes a failed result instead of a crashed agent.
 func Execute(ctx context.Context, c Check, timeout time.Duration) (res Result) {
-	res = Result{Name: c.Name(), Target: c.Target()}
+	res = Result{Name: c.Name()}
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, timeoutError{timeout})
 	defer cancel()
 	start := time.Now()
 	defer func() {
 		res.Duration = time.Since(start)
+		res.Target = c.Target() // after the run: a check may learn its target (the cluster DNS Service found)
 		if p := recover(); p != nil {
 			res.Err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
 		}

@@ -36,7 +36,8 @@ type DNSService struct {
 	resolvConf string
 
 	mu    sync.Mutex
-	found types.NamespacedName
+	found types.NamespacedName // kept for the agent's life
+	last  types.NamespacedName // what the last Get returned, for String
 }
 
 // NamedDNSService is the Service namespace/name, never looked for.
@@ -55,8 +56,8 @@ func (s *DNSService) String() string {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.found.Name != "" {
-		return s.found.String()
+	if s.last.Name != "" {
+		return s.last.String()
 	}
 	return "the cluster DNS Service"
 }
@@ -69,17 +70,20 @@ func (s *DNSService) Get(ctx context.Context) (types.NamespacedName, error) {
 	s.mu.Lock()
 	found := s.found
 	s.mu.Unlock()
-	if found.Name != "" {
-		return found, nil
-	}
-	found, err := s.find(ctx)
-	if err != nil || found.Name == "" {
-		return defaultDNSService, err
+	if found.Name == "" {
+		var err error
+		if found, err = s.find(ctx); err != nil {
+			return types.NamespacedName{}, err
+		}
 	}
 	s.mu.Lock()
-	s.found = found
-	s.mu.Unlock()
-	return found, nil
+	defer s.mu.Unlock()
+	if found.Name == "" {
+		s.last = defaultDNSService // looked for again next time
+	} else {
+		s.found, s.last = found, found
+	}
+	return s.last, nil
 }
 
 // find looks for the Service: by the IPAddress of a nameserver, then by the EndpointSlices
