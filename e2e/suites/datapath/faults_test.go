@@ -145,7 +145,7 @@ func TestBrokenPeerHoldsNoJoiningNode(t *testing.T) {
 		_, err := client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
 		assert.NoError(t, err, "node %s not deleted", n)
 	}
-	assert.Empty(t, nodeEvents(t, c, joining.Name(), wellknown.ReplacingNode), "nothing replaced")
+	assert.Empty(t, listEvents(t, c, joining.Name(), wellknown.ReplacingNode), "nothing replaced")
 }
 
 // TestUnreachableFromOtherNodesIsNotProven is the limit of what the podnetwork check proves
@@ -183,8 +183,8 @@ func TestUnreachableFromOtherNodesIsNotProven(t *testing.T) {
 	}
 	require.Error(t, err, "a pod on %s connects to the agent's pod on %s", c.Nodes[0].Name(), joining.Name())
 	t.Logf("pod on %s → agent pod %s on %s: %v", c.Nodes[0].Name(), metrics, joining.Name(), err)
-	out, err := c.Kubectl(ctx, "get", "--raw", "/api/v1/namespaces/kube-system/pods/"+agent.Name+":8080/proxy/healthz")
-	t.Logf("the API server's proxy to the agent's pod: %q, %v", out, err)
+	body, err := c.CP.Client().CoreV1().Pods("kube-system").ProxyGet("http", agent.Name, "8080", "/healthz", nil).DoRaw(ctx)
+	t.Logf("the API server's proxy to the agent's pod: %q, %v", body, err)
 
 	node := waitVerified(t, c, joining.Name())
 	cond := framework.AgentCondition(node)
@@ -301,20 +301,25 @@ func agentPod(t *testing.T, c *realnode.Cluster, node string) *corev1.Pod {
 	return pod
 }
 
-// nodeEvents returns the Events of the reason about the node.
+// nodeEvents returns the Events of the reason about the node, once there is one: the agent
+// writes its Events in the background, and they may follow the release.
 func nodeEvents(t *testing.T, c *realnode.Cluster, node string, reason wellknown.Reason) []corev1.Event {
 	t.Helper()
 	var out []corev1.Event
 	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		events, err := c.CP.Client().CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + node + ",reason=" + string(reason)})
-		if err != nil {
-			return false, nil
-		}
-		out = events.Items
-		return true, nil
+		out = listEvents(t, c, node, reason)
+		return len(out) > 0, nil
 	})
-	require.NoError(t, err)
+	require.NoError(t, err, "a %s Event about %s", reason, node)
 	return out
+}
+
+// listEvents returns the Events of the reason about the node there are now.
+func listEvents(t *testing.T, c *realnode.Cluster, node string, reason wellknown.Reason) []corev1.Event {
+	t.Helper()
+	events, err := c.CP.Client().CoreV1().Events("").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + node + ",reason=" + string(reason)})
+	require.NoError(t, err)
+	return events.Items
 }
 
 // coreDNSOnEveryNode runs one CoreDNS pod on each of the first n nodes and returns their
