@@ -2,12 +2,10 @@ package checks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -45,53 +43,41 @@ func (c *DNS) Name() string { return string(NameDNS) }
 // Target implements Check.
 func (c *DNS) Target() string { return c.name }
 
-// Run implements Check. A lookup that gets no answer within firstAttempt is made again,
-// with twice the time each time, until ctx ends. Each lookup sends from new sockets, so
-// kube-proxy may send it to another backend of the DNS Service: a CoreDNS pod on a node whose
-// pod network broke stays Ready (the kubelet probes it from its own node), and a query that
-// lands on it must cost a joining node a second, not its verification. Workloads see the
-// same: their resolver asks again after its timeout.
+// Run implements Check.
 func (c *DNS) Run(ctx context.Context) error {
-	wait := firstAttempt
-	for {
-		attempt, cancel := context.WithTimeout(ctx, wait)
-		addrs, err := c.resolver.LookupHost(attempt, c.name)
-		cancel()
-		var dnsErr *net.DNSError
-		switch {
-		case err == nil && len(addrs) == 0:
-			return fmt.Errorf("resolve %q: no addresses", c.name)
-		case err == nil:
-			return nil
-		case ctx.Err() != nil || !errors.As(err, &dnsErr) || !dnsErr.IsTimeout:
-			return fmt.Errorf("resolve %q: %w", c.name, err)
-		}
-		wait *= 2
+	addrs, err := c.resolver.LookupHost(ctx, c.name)
+	if err != nil {
+		return fmt.Errorf("resolve %q: %w", c.name, err)
 	}
+	if len(addrs) == 0 {
+		return fmt.Errorf("resolve %q: no addresses", c.name)
+	}
+	return nil
 }
 
-// firstAttempt is how long the first lookup waits for an answer: a working cluster DNS
-// answers in milliseconds, an upstream for a name outside the cluster in tens.
-const firstAttempt = time.Second
-
 // NewResolver returns the resolver for DNS checks. An empty nameserver means
-// the system resolver (resolv.conf, which in a pod is the cluster DNS).
+// the system configuration (resolv.conf, which in a pod is the cluster DNS).
 // Otherwise nameserver is a "host:port" that receives every query, over UDP or
 // TCP as the resolver asks (TCP after a truncated UDP answer), while the
 // search list, ndots and /etc/hosts still come from the system configuration.
 // A lookup error then names the resolv.conf server, because the Go resolver
-// reports the address it meant to dial, not the one Dial chose.
+// reports the address it meant to dial, not the one Dial chose. Either way a
+// query over UDP that gets no answer soon is sent again (hedgedDialer).
 func NewResolver(nameserver string) *net.Resolver {
-	if nameserver == "" {
-		return net.DefaultResolver
-	}
 	var d net.Dialer
-	return &net.Resolver{
-		PreferGo: true,
-		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+	dial := d.DialContext
+	if nameserver != "" {
+		dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return d.DialContext(ctx, network, nameserver)
-		},
+		}
 	}
+	return NewResolverWith(dial)
+}
+
+// NewResolverWith is NewResolver dialing each socket with dial: tests stand for kube-proxy
+// with it.
+func NewResolverWith(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *net.Resolver {
+	return &net.Resolver{PreferGo: true, Dial: hedgedDialer{dial: dial, after: hedgeAfter}.DialContext}
 }
 
 // DNSOptions are the dns check's variables. CLUSTER_DNS_SERVICE is the cluster

@@ -82,29 +82,47 @@ func TestDNSServerNeverAnswers(t *testing.T) {
 	assert.Less(t, res.Duration, timeout+time.Second)
 }
 
+// TestNewResolverDefault: without DNS_NAMESERVER the resolver dials the server resolv.conf
+// names, which it is given.
 func TestNewResolverDefault(t *testing.T) {
-	assert.Same(t, net.DefaultResolver, checks.NewResolver(""))
+	srv := dnsPod(t)
+	r := checks.NewResolver("")
+	require.True(t, r.PreferGo)
+	conn, err := r.Dial(t.Context(), "udp", srv.Addr())
+	require.NoError(t, err)
+	defer conn.Close()
+	assert.Equal(t, srv.Addr(), conn.RemoteAddr().String())
 }
 
 // TestDNSAsksAgainWhenABackendIsSilent: the cluster DNS Service with a backend that never
 // answers (a CoreDNS pod on a node whose pod network broke, Ready all the same), which
-// kube-proxy picks for some lookups: the check asks again from new sockets, reaches a backend
-// that answers, and passes, within its timeout.
+// kube-proxy picks for some sockets: every query that gets no answer in half a second is
+// sent again from a new socket, which reaches a backend that answers, and the check passes.
+// A name under the search list asks several questions, each of which lands on the silent
+// backend first here.
 func TestDNSAsksAgainWhenABackendIsSilent(t *testing.T) {
 	silent, working := dnsPod(t), dnsPod(t)
 	silent.SetSilent(true)
-	var dials atomic.Int32
-	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		backend := working.Addr() // kube-proxy's pick for this lookup's sockets: the silent one first
-		if dials.Add(1) <= 2 {
+	var sockets atomic.Int32
+	pick := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		backend := working.Addr() // kube-proxy's pick for a new socket: the silent backend every other time
+		if sockets.Add(1)%2 == 1 {
 			backend = silent.Addr()
 		}
 		var d net.Dialer
 		return d.DialContext(ctx, network, backend)
-	}}
+	}
+	r := checks.NewResolverWith(pick)
 	res := checks.Execute(t.Context(), checks.NewDNS("kubernetes.default.svc.cluster.local.", r), 5*time.Second)
 	require.NoError(t, res.Err)
-	assert.GreaterOrEqual(t, res.Duration, time.Second, "the first lookup waited its second")
 	q, _ := working.Queries()
 	assert.Positive(t, q)
+	s, _ := silent.Queries()
+	assert.Positive(t, s, "the silent backend was asked first")
+
+	// No backend answers: a failure, within the check's timeout.
+	working.SetSilent(true)
+	res = checks.Execute(t.Context(), checks.NewDNS("kubernetes.default.svc.cluster.local.", r), 2*time.Second)
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Err.Error(), "timed out after 2s")
 }
