@@ -59,7 +59,7 @@ vet: ## go vet both modules, check formatting and the import rules of DESIGN.md,
 # The chart's optional parts, all on: make vet lints the chart with them too.
 CHART_SWITCHES := --set gates.daemonSets.enabled=true --set gates.csi.enabled=true --set gates.dra.enabled=true \
 	--set replaceNode.enabled=true --set startupTaintPolicy.enabled=true --set labelToTaintPolicy.enabled=true \
-	--set podMonitor.enabled=true --set alerts.enabled=true
+	--set podMonitor.enabled=true --set alerts.enabled=true --set grafanaDashboard.enabled=true
 
 .PHONY: tools
 tools: ## Build the test-only tools the e2e tests run (Helm) from the Go module proxy into .cache/tools
