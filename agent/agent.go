@@ -178,7 +178,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.awaitStop(ctx)
 	a.log.Info().Str("reason", cause(ctx)).Msg("Stopped after verification")
-	a.awaitFinalScrape(stopped())
+	a.awaitFinalScrape(ctx, stopped())
 	return nil
 }
 

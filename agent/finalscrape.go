@@ -56,9 +56,10 @@ func whenDone(ctx context.Context) func() time.Time {
 }
 
 // awaitFinalScrape waits, on a released node, for the final scrape: at most
-// METRICS_FINAL_SCRAPE_TIMEOUT from the SIGTERM (stopped). Then it stops the
-// metrics server, which lets the scrape's answer finish being written.
-func (a *Agent) awaitFinalScrape(stopped time.Time) {
+// METRICS_FINAL_SCRAPE_TIMEOUT from the SIGTERM (stopped), which has ended
+// ctx already. Then it stops the metrics server, which lets the scrape's
+// answer finish being written.
+func (a *Agent) awaitFinalScrape(ctx context.Context, stopped time.Time) {
 	f := a.metrics.final
 	if !a.cfg.EnableMetrics || a.cfg.FinalScrapeTimeout <= 0 || !f.final.Load() || f.shutdown == nil {
 		return
@@ -71,7 +72,7 @@ func (a *Agent) awaitFinalScrape(stopped time.Time) {
 	case <-timer.C:
 		a.log.Info().Dur("timeout", a.cfg.FinalScrapeTimeout).Msg("No scrape read the final metrics in METRICS_FINAL_SCRAPE_TIMEOUT, stopped waiting")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), report.ServerStopBudget)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), report.ServerStopBudget)
 	defer cancel()
 	_ = f.shutdown(ctx)
 }
