@@ -50,6 +50,7 @@ vet: ## go vet both modules, check formatting and the import rules of DESIGN.md,
 	helm="$$(scripts/build-tools.sh helm)/helm" && $$helm lint --strict charts/nodeready && \
 		$$helm lint --strict charts/nodeready $(CHART_SWITCHES)
 	cd e2e/build/tools/promtool && go mod verify >/dev/null
+	cd e2e/build/tools/prometheus && go mod verify >/dev/null
 	mkdir -p .cache && cd e2e && go run ./cmd/rulesfile ../manifests/monitoring/prometheusrule.yaml >$(CURDIR)/.cache/prometheusrule-groups.yaml
 	"$$(scripts/build-tools.sh promtool)/promtool" check rules .cache/prometheusrule-groups.yaml
 	@# Not `tee /dev/stderr`: tee truncates a log file that stderr is redirected to.
@@ -59,11 +60,11 @@ vet: ## go vet both modules, check formatting and the import rules of DESIGN.md,
 # The chart's optional parts, all on: make vet lints the chart with them too.
 CHART_SWITCHES := --set gates.daemonSets.enabled=true --set gates.csi.enabled=true --set gates.dra.enabled=true \
 	--set replaceNode.enabled=true --set startupTaintPolicy.enabled=true --set labelToTaintPolicy.enabled=true \
-	--set podMonitor.enabled=true --set alerts.enabled=true
+	--set podMonitor.enabled=true --set alerts.enabled=true --set grafanaDashboard.enabled=true
 
 .PHONY: tools
-tools: ## Build the test-only tools the e2e tests run (Helm) from the Go module proxy into .cache/tools
-	scripts/build-tools.sh helm >/dev/null
+tools: ## Build the test-only tools the e2e tests run (Helm, Prometheus) from the Go module proxy into .cache/tools
+	scripts/build-tools.sh helm prometheus >/dev/null
 
 .PHONY: control-plane
 control-plane: control-plane-current ## Build etcd and the Kubernetes components (v1.36.3 from e2e/build/k8s/go.mod; v1.32.5, the oldest supported, from e2e/build/k8s-1.32/go.mod; v1.37.2, the newest, from e2e/build/k8s-1.37/go.mod) from the Go module proxy, once per machine

@@ -124,16 +124,17 @@ func New(cfg config.Config, log zerolog.Logger, clients Clients, build BuildInfo
 	}
 	p := nodepatch.New(clients.Kube, cfg.NodeName, spec)
 	write, events, shutdown := writers(cfg, log, clients.Kube, p, spec)
+	m := newMetrics(build, first)
 	return &Agent{
 		cfg:       cfg,
 		log:       log,
 		checks:    list,
-		read:      p,
+		read:      holdReader{nodeReader: p, hold: m.hold},
 		write:     write,
 		dynamic:   clients.Dynamic,
 		events:    events,
 		condition: report.NewConditionWriter(write),
-		metrics:   newMetrics(build),
+		metrics:   m,
 		started:   first,
 		policy:    policyOf(cfg),
 		shutdown:  shutdown,
@@ -149,6 +150,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.shutdown != nil {
 		defer a.shutdown()
 	}
+	stopped := whenDone(ctx)
 	// The probes are answered until Run returns, through the release's settle
 	// window after the SIGTERM: a server that stopped at the SIGTERM would fail
 	// the liveness probe and leave Warning Events on every verified node.
@@ -176,6 +178,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.awaitStop(ctx)
 	a.log.Info().Str("reason", cause(ctx)).Msg("Stopped after verification")
+	a.awaitFinalScrape(ctx, stopped())
 	return nil
 }
 

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"runtime"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -24,6 +25,10 @@ type metrics struct {
 	verified       prometheus.Gauge
 	timeToVerified prometheus.Gauge
 	misconfigured  prometheus.Gauge
+	// hold is the node's hold time; final tells when a scrape has read the
+	// final numbers (METRICS_FINAL_SCRAPE_TIMEOUT).
+	hold  *hold
+	final *finalScrape
 }
 
 // BuildInfo identifies the binary; main sets it from -ldflags.
@@ -31,8 +36,12 @@ type BuildInfo struct {
 	Version, Revision string
 }
 
-func newMetrics(build BuildInfo) *metrics {
+// newMetrics makes the agent's metrics; started is the agent's first start in
+// its pod, from which a re-verification's hold counts.
+func newMetrics(build BuildInfo, started time.Time) *metrics {
 	m := &metrics{
+		hold:     newHold(started),
+		final:    newFinalScrape(),
 		registry: prometheus.NewRegistry(),
 		checkDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "nodeready_check_duration_seconds",
@@ -79,10 +88,17 @@ func newMetrics(build BuildInfo) *metrics {
 	})
 	buildInfo.Set(1)
 	m.registry.MustRegister(m.checkDuration, m.checkSuccess, m.checksTotal, m.rounds, m.failures,
-		m.patches, m.verified, m.timeToVerified, m.misconfigured, buildInfo,
+		m.patches, m.verified, m.timeToVerified, m.misconfigured, m.hold, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// released records the release, at: the hold ends there.
+func (m *metrics) released(at time.Time) { m.hold.released(at) }
+
+// finalNumbers marks the numbers final: the node is released and
+// nodeready_verified is 1. A scrape from now on is the final scrape.
+func (m *metrics) finalNumbers() { m.final.final.Store(true) }
 
 // recordRound records the results of one completed round.
 func (m *metrics) recordRound(results []checks.Result) {

@@ -13,7 +13,7 @@ import (
 )
 
 func TestMetricsFollowConventions(t *testing.T) {
-	m := newMetrics(BuildInfo{Version: "v1", Revision: "abc"})
+	m := newMetrics(BuildInfo{Version: "v1", Revision: "abc"}, time.Now())
 	m.recordRound([]checks.Result{{Name: "dns", Duration: time.Millisecond}, {Name: "tcp", Err: errors.New("refused")}})
 	problems, err := testutil.GatherAndLint(m.registry)
 	require.NoError(t, err)

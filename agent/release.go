@@ -156,6 +156,7 @@ func (a *Agent) releasedLate(ctx context.Context, log zerolog.Logger) bool {
 func (a *Agent) finish(ctx context.Context, log zerolog.Logger, r releaseAttempt, outcome nodepatch.Outcome) {
 	a.told.release = ""
 	a.timeline.released = time.Now()
+	a.metrics.released(a.timeline.released)
 	a.metrics.patches.WithLabelValues(string(outcome)).Inc()
 	log.Info().Str("outcome", string(outcome)).Str("taint", a.taint()).Str("label", a.cfg.VerifiedLabel).
 		Msg("Released node")
@@ -182,6 +183,7 @@ func (a *Agent) finish(ctx context.Context, log zerolog.Logger, r releaseAttempt
 	a.verified.Store(true)
 	a.metrics.verified.Set(1)
 	a.metrics.timeToVerified.Set(a.timeline.released.Sub(a.started).Seconds())
+	a.metrics.finalNumbers()
 	ev := log.Info()
 	switch {
 	case r.cond.Reason != wellknown.Verified: // released with failing checks (fail-open): nothing recovered

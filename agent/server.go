@@ -32,13 +32,14 @@ func (a *Agent) serve(ctx context.Context) (addr string, err error) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	if a.cfg.EnableMetrics {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.registry, promhttp.HandlerOpts{Registry: a.metrics.registry}))
+		mux.Handle("GET /metrics", a.metrics.final.instrument(promhttp.HandlerFor(a.metrics.registry, promhttp.HandlerOpts{Registry: a.metrics.registry})))
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(int(a.cfg.MetricsPort))))
 	if err != nil {
 		return "", fmt.Errorf("listen for metrics and probes (METRICS_PORT): %w", err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	a.metrics.final.shutdown = srv.Shutdown
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.log.Error().Err(err).Msg("Metrics server stopped")

@@ -3,6 +3,7 @@ package nodepatch
 import (
 	"context"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -21,6 +22,8 @@ type State struct {
 	// VerifiedBefore: the node carries nodeready's completion record, so
 	// nodeready released it once.
 	VerifiedBefore bool
+	// Created is the node's creationTimestamp (whole seconds).
+	Created time.Time
 }
 
 // taintNames lists the startup taints as key=value:effect, for messages.
@@ -54,6 +57,7 @@ func (p *Patcher) state(node *corev1.Node) State {
 		Labelled:       p.labelled(node),
 		Registered:     registered(node),
 		VerifiedBefore: record,
+		Created:        node.CreationTimestamp.Time,
 	}
 }
 

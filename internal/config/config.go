@@ -43,6 +43,9 @@ type Config struct {
 	CheckTimeout     time.Duration `envconfig:"CHECK_TIMEOUT" default:"10s" desc:"Time limit of one check in one round"`
 	SettleTime       time.Duration "envconfig:\"SETTLE_TIME\" default:\"2s\" desc:\"After the release, watch the own node this long and release it again if the startup taint comes back or the label goes (so a `kubectl label node NODE node-ready/verified-` in that window is undone: re-verify once the agent pod is gone); 0 turns it off; keep it well below the pod's terminationGracePeriodSeconds\""
 
+	// FinalScrapeTimeout is in Config, not Serving: `nodeready probe` does not wait for scrapes.
+	FinalScrapeTimeout time.Duration `envconfig:"METRICS_FINAL_SCRAPE_TIMEOUT" default:"0s" desc:"After the release, once the SIGTERM has come, keep serving /metrics until one scrape has read the agent's final numbers (the node's hold time, nodeready_verified 1), at most this long; set it where Prometheus scrapes the agents (the chart does with podMonitor.enabled), so that no node's hold time is lost to the scrape interval; 0s ends the agent after its settle window; at most 24s, inside the pod's terminationGracePeriodSeconds; no effect with ENABLE_METRICS=false"`
+
 	CheckNames envvar.List `envconfig:"CHECKS" default:"dns,tcp,apiserver,endpoints" desc:"Checks to run, comma-separated: dns, tcp, http, apiserver, endpoints, podnetwork, and the gates daemonsets, conditions, resources, csi, dra, command"`
 
 	StateDir    string        `envconfig:"STATE_DIR" desc:"Directory that outlives a container restart (an emptyDir of the pod): the agent records its first start there, so INITIAL_TIMEOUT, FAIL_OPEN_AFTER and MIN_HOLD_TIME count from the pod's first start, not the container's; empty counts from the process start"`
@@ -93,6 +96,12 @@ const (
 // MaxSettleTime keeps the settle window, which a SIGTERM does not cut short,
 // inside the DaemonSet's 30 s termination grace period with room to spare.
 const MaxSettleTime = 15 * time.Second
+
+// MaxFinalScrapeTimeout bounds METRICS_FINAL_SCRAPE_TIMEOUT, counted from the
+// SIGTERM: what follows it (the Events' last flush, the metrics server's
+// shutdown, the exit) fits in the rest of the 30 s termination grace period
+// (report.FinalScrapeBudget holds them together).
+const MaxFinalScrapeTimeout = 24 * time.Second
 
 // ExternalTaint reports whether another controller removes the startup taint
 // (TAINT_OWNER=external): nodeready's condition is then what releases the node.

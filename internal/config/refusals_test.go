@@ -40,6 +40,8 @@ func TestRefusals(t *testing.T) {
 		{map[string]string{"CHECK_TIMEOUT": "0s"}, "CHECK_TIMEOUT"},
 		{map[string]string{"SETTLE_TIME": "20s"}, "SETTLE_TIME"},
 		{map[string]string{"SETTLE_TIME": "-1s"}, "SETTLE_TIME"},
+		{map[string]string{"METRICS_FINAL_SCRAPE_TIMEOUT": "25s"}, "METRICS_FINAL_SCRAPE_TIMEOUT"},
+		{map[string]string{"METRICS_FINAL_SCRAPE_TIMEOUT": "-1s"}, "METRICS_FINAL_SCRAPE_TIMEOUT"},
 		{map[string]string{"CHECKS": "dns,dsn"}, "CHECKS"},
 		{map[string]string{"CHECKS": "dns,dns"}, "CHECKS"},
 		{map[string]string{"CHECKS": ","}, "CHECKS"},

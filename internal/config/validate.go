@@ -85,6 +85,12 @@ func (c *Config) validate(dryRun bool) error {
 			}
 			return nil
 		},
+		func() error {
+			if c.FinalScrapeTimeout < 0 || c.FinalScrapeTimeout > MaxFinalScrapeTimeout {
+				return refuse("METRICS_FINAL_SCRAPE_TIMEOUT", c.FinalScrapeTimeout.String(), "must be from 0s (off) to "+MaxFinalScrapeTimeout.String()+", inside the pod's termination grace period after the SIGTERM")
+			}
+			return nil
+		},
 		c.parseChecks,
 		func() error {
 			if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {

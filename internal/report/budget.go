@@ -43,3 +43,17 @@ func ReleaseBudget(settle time.Duration) time.Duration {
 func mustSendBudget(settle time.Duration) time.Duration {
 	return TerminationGracePeriod - ReleaseBudget(settle) - exitMargin
 }
+
+// ServerStopBudget bounds the metrics server's shutdown after the final
+// scrape: a scrape under way finishes its answer within it.
+const ServerStopBudget = 1 * time.Second
+
+// FinalScrapeBudget is the longest wait for the final scrape, counted from
+// the SIGTERM (config.MaxFinalScrapeTimeout): the server's shutdown, the
+// Events' last flush and the exit margin follow it inside the grace period.
+// Events that matter are waited for to their own budget from their emission
+// (mustSendBudget), which ends by the margin after the release's start, and
+// the release starts before the SIGTERM it brings: within it too.
+func FinalScrapeBudget() time.Duration {
+	return TerminationGracePeriod - exitMargin - flushBudget - ServerStopBudget
+}

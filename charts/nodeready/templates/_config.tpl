@@ -52,6 +52,7 @@ REVERIFY_TAINT: {{ $c.reverifyTaint | quote }}
 DRY_RUN: {{ $c.dryRun | quote }}
 ENABLE_METRICS: {{ $c.enableMetrics | quote }}
 METRICS_PORT: {{ $c.metricsPort | int64 | quote }}
+METRICS_FINAL_SCRAPE_TIMEOUT: {{ $c.metricsFinalScrapeTimeout | default (ternary "24s" "0s" .Values.podMonitor.enabled) | quote }}
 LOG_LEVEL: {{ $c.logLevel | quote }}
 LOG_FORMAT: {{ $c.logFormat | quote }}
 {{- end -}}

@@ -28,6 +28,9 @@ at start (exit 2); the chart refuses them at install, naming the value.
 {{- if gt (include "nodeready.seconds" $c.settleTime | float64) 15.0 -}}
 {{- fail (printf "config.settleTime: %s: must be at most 15s, below the pod's termination grace period" $c.settleTime) -}}
 {{- end -}}
+{{- if gt (include "nodeready.seconds" $c.metricsFinalScrapeTimeout | float64) 24.0 -}}
+{{- fail (printf "config.metricsFinalScrapeTimeout: %s: must be at most 24s, inside the pod's termination grace period after the SIGTERM" $c.metricsFinalScrapeTimeout) -}}
+{{- end -}}
 {{- if lt (include "nodeready.seconds" $c.retryBackoffMax | float64) (include "nodeready.seconds" $c.retryBackoffBase | float64) -}}
 {{- fail (printf "config.retryBackoffMax: %s: must not be shorter than config.retryBackoffBase (%s)" $c.retryBackoffMax $c.retryBackoffBase) -}}
 {{- end -}}

@@ -1,6 +1,7 @@
 package chart_test
 
 import (
+	"encoding/json"
 	"github.com/nodeready/nodeready/e2e/framework/chart"
 
 	"maps"
@@ -99,19 +100,31 @@ func TestSwitches(t *testing.T) {
 		{"labelToTaintPolicy", []string{"--set", "labelToTaintPolicy.enabled=true"}, []string{"label-to-taint/label-to-taint.yaml"}},
 		{"podMonitor", []string{"--set", "podMonitor.enabled=true"}, []string{"monitoring/podmonitor.yaml"}},
 		{"alerts", []string{"--set", "alerts.enabled=true"}, []string{"monitoring/prometheusrule.yaml"}},
+		{"grafanaDashboard", []string{"--set", "grafanaDashboard.enabled=true"}, []string{"monitoring/grafana-dashboard.yaml"}},
 		{"all", allSwitches, []string{"gates/*.yaml", "replace-node/*.yaml", "node-creation/*.yaml", "label-to-taint/*.yaml", "monitoring/*.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assertSameObjects(t, chart.ManifestObjects(t, append([]string{"*.yaml"}, tc.files...)...), render(t, tc.flags...))
+			want := chart.ManifestObjects(t, append([]string{"*.yaml"}, tc.files...)...)
+			if slices.Contains(tc.flags, "podMonitor.enabled=true") {
+				// The agents are scraped: they wait for a last scrape once released, as the
+				// monitoring component sets (TestOverlays holds it).
+				want["v1 ConfigMap kube-system/nodeready-config"]["data"].(map[string]any)["METRICS_FINAL_SCRAPE_TIMEOUT"] = monitoringFinalScrape
+			}
+			assertSameObjects(t, want, render(t, tc.flags...))
 		})
 	}
 }
+
+// monitoringFinalScrape is METRICS_FINAL_SCRAPE_TIMEOUT where the agents are scraped: the
+// chart's with podMonitor.enabled, the monitoring component's.
+const monitoringFinalScrape = "24s"
 
 // allSwitches turns on every optional part.
 var allSwitches = []string{
 	"--set", "gates.daemonSets.enabled=true", "--set", "gates.csi.enabled=true", "--set", "gates.dra.enabled=true",
 	"--set", "replaceNode.enabled=true", "--set", "startupTaintPolicy.enabled=true",
 	"--set", "labelToTaintPolicy.enabled=true", "--set", "podMonitor.enabled=true", "--set", "alerts.enabled=true",
+	"--set", "grafanaDashboard.enabled=true",
 }
 
 // TestLint: helm lint --strict passes with the defaults and with every switch on.
@@ -247,7 +260,7 @@ func TestLabelAndTaintFollowValues(t *testing.T) {
 		"--set", "config.taintEffect="+string(taint.Effect), "--set", "startupTaintPolicy.enabled=true",
 		"--set", "config.extraTaints={readiness.k8s.io/nodeready-unverified=true:NoSchedule,startup-taint.cluster-autoscaler.kubernetes.io/nodeready:NoSchedule}",
 		"--set", "labelToTaintPolicy.enabled=true",
-		"--set", "alerts.enabled=true")
+		"--set", "alerts.enabled=true", "--set", "grafanaDashboard.enabled=true")
 
 	cm := decode[corev1.ConfigMap](t, objects, "v1 ConfigMap kube-system/nodeready-config")
 	assert.Equal(t, label, cm.Data["VERIFIED_LABEL"])
@@ -297,6 +310,29 @@ func TestLabelAndTaintFollowValues(t *testing.T) {
 	for _, old := range []string{wellknown.StartupTaint().Key, wellknown.VerifiedLabel + "-", "node_ready_verified"} {
 		assert.NotContains(t, string(rule), old)
 	}
+
+	// So do the dashboard's queries.
+	cm = decode[corev1.ConfigMap](t, objects, "v1 ConfigMap kube-system/nodeready-dashboard")
+	dashboard := cm.Data["nodeready.json"]
+	require.True(t, json.Valid([]byte(dashboard)), "the dashboard is JSON")
+	assert.Contains(t, dashboard, `kube_node_spec_taint{key=\"example.com/unready\", effect=\"NoExecute\"}`)
+	assert.Contains(t, dashboard, `kube_node_labels{label_example_com_ready=~\"yes|failed-open\"}`, "Not verified")
+	assert.Contains(t, dashboard, `kube_node_labels{label_example_com_ready=\"failed-open\"}`, "Failed open")
+	for _, old := range []string{wellknown.StartupTaint().Key, "node_ready_verified"} {
+		assert.NotContains(t, dashboard, old)
+	}
+}
+
+// TestGrafanaDashboardPlacement: the dashboard's ConfigMap goes where the sidecar looks, with
+// the labels and annotations it selects by.
+func TestGrafanaDashboardPlacement(t *testing.T) {
+	objects := render(t, "--set", "grafanaDashboard.enabled=true", "--set", "grafanaDashboard.namespace=monitoring",
+		"--set", "grafanaDashboard.labels.grafana_dashboard=nodeready", "--set", "grafanaDashboard.annotations.grafana_folder=Nodes")
+	cm := objects["v1 ConfigMap monitoring/nodeready-dashboard"]
+	require.NotNil(t, cm, "the dashboard in grafanaDashboard.namespace")
+	meta := cm["metadata"].(map[string]any)
+	assert.Equal(t, map[string]any{"app.kubernetes.io/name": "nodeready", "grafana_dashboard": "nodeready"}, meta["labels"])
+	assert.Equal(t, map[string]any{"grafana_folder": "Nodes"}, meta["annotations"])
 }
 
 // TestLabelToTaintRules: labelToTaintPolicy.rules, a list, becomes the policy's rules

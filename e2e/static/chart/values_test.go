@@ -195,10 +195,11 @@ func configChecksum(t *testing.T, flags ...string) string {
 func TestConfigChecksum(t *testing.T) {
 	base := configChecksum(t)
 	assert.Equal(t, base, configChecksum(t), "the same values give the same checksum")
-	for _, set := range []string{"config.logLevel=debug", "config.maxRetries=7", "config.checks={dns,tcp}", "config.settleTime=3s"} {
+	// podMonitor.enabled sets METRICS_FINAL_SCRAPE_TIMEOUT: scraped agents wait for a last scrape.
+	for _, set := range []string{"config.logLevel=debug", "config.maxRetries=7", "config.checks={dns,tcp}", "config.settleTime=3s", "podMonitor.enabled=true"} {
 		assert.NotEqual(t, base, configChecksum(t, "--set", set), set)
 	}
-	for _, set := range []string{"resources.limits.memory=128Mi", "podLabels.team=infra", "image.tag=v9.9.9", "podMonitor.enabled=true"} {
+	for _, set := range []string{"resources.limits.memory=128Mi", "podLabels.team=infra", "image.tag=v9.9.9", "alerts.enabled=true"} {
 		assert.Equal(t, base, configChecksum(t, "--set", set), set)
 	}
 }
@@ -327,10 +328,12 @@ func TestUninstallHookIsManifests(t *testing.T) {
 }
 
 // leafValues lists the dotted paths of values.yaml's values: maps are walked, except the
-// free-form ones, whose path is one value.
+// free-form ones (resources, and labels and annotations with defaults), whose path is one
+// value.
 func leafValues(prefix string, v any, out *[]string) {
 	m, ok := v.(map[string]any)
-	if !ok || len(m) == 0 || prefix == "resources" {
+	last := prefix[strings.LastIndex(prefix, ".")+1:]
+	if !ok || len(m) == 0 || prefix == "resources" || last == "labels" || last == "annotations" {
 		*out = append(*out, prefix)
 		return
 	}

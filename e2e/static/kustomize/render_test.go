@@ -90,6 +90,12 @@ func TestOverlays(t *testing.T) {
 		}
 		want = append(want, ids(decodeFile(t, filepath.Join(repo, "manifests", "node-creation", "startup-taint.yaml")))...)
 		assert.ElementsMatch(t, want, ids(objs))
+		// The monitoring component has the scraped agents wait for a last scrape.
+		cm := find(t, objs, "ConfigMap", "nodeready-config")
+		wait, _, _ := unstructured.NestedString(cm.Object, "data", "METRICS_FINAL_SCRAPE_TIMEOUT")
+		assert.Equal(t, "24s", wait)
+		base, _, _ := unstructured.NestedString(find(t, render(t, filepath.Join(repo, "manifests")), "ConfigMap", "nodeready-config").Object, "data", "METRICS_FINAL_SCRAPE_TIMEOUT")
+		assert.Equal(t, "0s", base, "not scraped, the agents do not wait")
 	})
 	t.Run("example: image, namespace and keys with the optional parts", func(t *testing.T) {
 		objs := render(t, filepath.Join(overlays, "example"))
