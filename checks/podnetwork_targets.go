@@ -36,23 +36,26 @@ type targets struct {
 // ready endpoints that do not say their node is the configuration's (a typo in
 // POD_NETWORK_SERVICE or POD_NETWORK_PORT, a DNS Service of another name) and a
 // Misconfiguration; no ready endpoint anywhere (the cluster DNS of a new cluster, whose
-// nodes are all held) or every ready one on this node (the first node) cannot be checked
-// by any node, ErrNoPodsElsewhere.
+// nodes are all held: the EndpointSlice controller then keeps one slice with no endpoint
+// and no port) or every ready one on this node (the first node) cannot be checked by any
+// node, ErrNoPodsElsewhere.
 func (c *PodNetwork) findTargets(svc string, items []discoveryv1.EndpointSlice) (targets, error) {
 	if len(items) == 0 {
 		return targets{}, Misconfiguration(fmt.Errorf("%s has no EndpointSlices: no such Service, or it selects no pod", svc))
 	}
 	ts := targets{byNode: map[string][]podTarget{}}
-	withPort, ready, withoutNode := false, 0, 0
+	declared, withPort, readyAnywhere, ready, withoutNode := false, false, 0, 0, 0
 	for i := range items {
 		s := &items[i]
+		declared = declared || len(s.Ports) > 0 // the slice of a Service without endpoints lists no port
+		readyAnywhere += len(slices.DeleteFunc(slices.Clone(s.Endpoints), unready))
 		port, protocol, ok := c.port(s)
 		if !ok {
 			continue
 		}
 		withPort = true
 		for _, ep := range s.Endpoints {
-			if len(ep.Addresses) == 0 || (ep.Conditions.Ready != nil && !*ep.Conditions.Ready) {
+			if unready(ep) {
 				continue
 			}
 			ready++
@@ -69,7 +72,7 @@ func (c *PodNetwork) findTargets(svc string, items []discoveryv1.EndpointSlice) 
 		}
 	}
 	switch {
-	case !withPort:
+	case !withPort && (declared || readyAnywhere > 0):
 		return targets{}, Misconfiguration(fmt.Errorf("the EndpointSlices of %s have no %s port %s", svc, c.probeProtocol(), cmp.Or(c.probe.Port, "(the first)")))
 	case ready == 0:
 		return targets{}, fmt.Errorf("%w (%s has no ready endpoint anywhere)", ErrNoPodsElsewhere, svc)
@@ -80,6 +83,11 @@ func (c *PodNetwork) findTargets(svc string, items []discoveryv1.EndpointSlice) 
 	}
 	ts.order = c.order(ts.byNode)
 	return ts, nil
+}
+
+// unready reports whether an endpoint is no pod to probe: no address, or not ready.
+func unready(ep discoveryv1.Endpoint) bool {
+	return len(ep.Addresses) == 0 || (ep.Conditions.Ready != nil && !*ep.Conditions.Ready)
 }
 
 // of returns the targets of one family ("IPv4" or "IPv6"), one per node, in order.

@@ -295,7 +295,7 @@ func TestPodNetworkWhatCannotBeChecked(t *testing.T) {
 	notReady := podSlice(t, "b", "127.0.0.1:53", "node-b", "", corev1.ProtocolUDP)
 	notReady.Endpoints[0].Conditions.Ready = new(false)
 	empty := podSlice(t, "b", "127.0.0.1:53", "node-b", "", corev1.ProtocolUDP)
-	empty.Endpoints = nil
+	empty.Endpoints, empty.Ports = nil, nil // as the EndpointSlice controller keeps a Service without endpoints
 	noNode := podSlice(t, "b", "127.0.0.1:53", "node-b", "", corev1.ProtocolUDP)
 	noNode.Endpoints[0].NodeName = nil
 	for _, tt := range []struct {
@@ -310,6 +310,7 @@ func TestPodNetworkWhatCannotBeChecked(t *testing.T) {
 		{"no endpoint yet", "", []runtime.Object{empty}, "skip", "has no ready endpoint anywhere"},
 		{"no slices", "", nil, "misconfigured", "kube-system/kube-dns has no EndpointSlices: no such Service, or it selects no pod"},
 		{"no such port", "metrics", []runtime.Object{notReady}, "misconfigured", "have no UDP port metrics"},
+		{"no such port, a pod ready", "metrics", []runtime.Object{podSlice(t, "b", "127.0.0.1:53", "node-b", "", corev1.ProtocolUDP)}, "misconfigured", "have no UDP port metrics"},
 		{"endpoints without nodeName", "", []runtime.Object{noNode}, "misconfigured", "do not name their node"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
