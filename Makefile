@@ -134,8 +134,8 @@ e2e-multinode: build control-plane-current node ## Only the end-to-end tests on 
 
 .PHONY: demo
 # The demo builds what real nodes run (scripts/build-node.sh) itself, beside the simulated fleet.
-demo: build control-plane-current ## Watch nodeready verify autoscaled nodes on a local control plane (no cluster needed), then real nodes joining a cluster (as root on Linux)
-	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go run ./cmd/demo $(DEMO_FLAGS)
+demo: build plugin control-plane-current ## Watch nodeready verify autoscaled nodes on a local control plane (no cluster needed), then real nodes joining a cluster (as root on Linux); each ends with kubectl nodeready status
+	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready NODEREADY_PLUGIN_BIN=$(CURDIR)/bin/kubectl-nodeready go run ./cmd/demo $(DEMO_FLAGS)
 
 .PHONY: bench
 bench: build control-plane-current ## Measure overhead, latency on a network of 200 ms round trips, concurrency, scale, footprint and (as root on Linux) a real node's critical path; writes BENCH.md
