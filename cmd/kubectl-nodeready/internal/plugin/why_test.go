@@ -39,11 +39,11 @@ func event(name, node, controller string, reason wellknown.Reason, eventType, no
 func TestWhy(t *testing.T) {
 	objs := append(fleet(),
 		event("a1", "a-held", wellknown.AgentController, wellknown.CheckFailed, corev1.EventTypeWarning,
-			`dns: resolve "kubernetes.default.svc.cluster.local": lookup kubernetes.default.svc.cluster.local on 10.96.0.10:53: no such host`, 20*time.Second, 14),
+			`dns kubernetes.default.svc.cluster.local: resolve "kubernetes.default.svc.cluster.local": lookup kubernetes.default.svc.cluster.local on 10.96.0.10:53: no such host`, 20*time.Second, 14),
 		event("a2", "a-held", wellknown.AgentController, wellknown.VerificationFailed, corev1.EventTypeWarning,
-			"Verification failed after 5 rounds: 1 of 4 checks failing; FAILURE_ACTION is keep-tainted: the node stays tainted and the checks go on", 7*time.Minute, 1),
+			"1 of the checks still failing after 5 rounds and 5m0.2s; node stays as it is; failure action: keep-tainted", 7*time.Minute, 1),
 		event("a3", "a-held", wellknown.AgentController, wellknown.CheckFailed, corev1.EventTypeWarning,
-			"tcp: dial 10.96.0.1:443: i/o timeout", 9*time.Minute, 3),
+			"tcp 10.96.0.1:443: dial tcp 10.96.0.1:443: i/o timeout", 9*time.Minute, 3),
 		event("a4", "a-held", "kubelet", "NodeReady", corev1.EventTypeNormal, "Node a-held status is now: NodeReady", time.Minute, 1),
 		event("a5", "f-verified", wellknown.AgentController, wellknown.Verified, corev1.EventTypeNormal, "All 4 checks passed", time.Minute, 1),
 	)
