@@ -113,8 +113,8 @@ DaemonSet takes its agent away, and records who released it and when in the anno
 <label>-released-by and <label>-released-at, in one JSON Patch whose test of the taint list
 keeps another writer's change. It sends a Warning Event ReleasedByHand about the node.
 
-It refuses a node that carries no startup taint (nothing holds it), unless --force: then a
-node without the label gets it, so an agent checking a node nodeready does not hold leaves.
+It refuses a node that carries no startup taint (nothing holds it), and a Karpenter node
+that Karpenter has not registered yet (it would put its startupTaints back), unless --force.
 It never writes a node that already has the label and no startup taint.`,
 		Example: `  kubectl nodeready release ip-10-0-1-23.ec2.internal`,
 		Args:    cobra.ExactArgs(1),
@@ -123,7 +123,7 @@ It never writes a node that already has the label and no startup taint.`,
 			return o.runRelease(cmd.Context(), args[0], force)
 		},
 	}
-	release.Flags().Bool("force", false, "label a node that carries no startup taint, too")
+	release.Flags().Bool("force", false, "release a node that carries no startup taint, or a Karpenter node not registered yet, too")
 
 	reverify := &cobra.Command{
 		Use:   "reverify NODE",

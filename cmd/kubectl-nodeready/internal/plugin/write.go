@@ -77,6 +77,9 @@ func (o *Options) user(ctx context.Context, client kubernetes.Interface) string 
 	if err == nil && review.Status.UserInfo.Username != "" {
 		return review.Status.UserInfo.Username
 	}
+	if err == nil {
+		err = errors.New("no username in the SelfSubjectReview")
+	}
 	raw, rerr := o.configFlags.ToRawKubeConfigLoader().RawConfig()
 	if rerr == nil {
 		ctxName := raw.CurrentContext
@@ -142,6 +145,12 @@ func (o *Options) runRelease(ctx context.Context, name string, force bool) error
 		case len(j.taints) == 0 && !force:
 			return fmt.Errorf("%w: node %s is not held: it carries no startup taint (%s; state %s). --force labels it anyway, so an agent checking it leaves",
 				ErrRefused, name, taintNames(k), j.state)
+		case unregistered(node) && !force:
+			// As the agent waits for it (nodepatch.ErrNotRegistered): Karpenter merges its
+			// startupTaints into the node when it registers it, and the label keeps the agent
+			// that would remove them away.
+			return fmt.Errorf("%w: node %s is Karpenter's and not registered yet (no %s=true): Karpenter puts its startupTaints back when it registers the node, and no agent would be left to remove them. Wait for the registration, or --force",
+				ErrRefused, name, karpenterRegistered)
 		}
 		kept := slices.DeleteFunc(slices.Clone(node.Spec.Taints), k.isStartupTaint)
 		removed = j.taints
@@ -176,6 +185,19 @@ func (o *Options) runRelease(ctx context.Context, name string, force bool) error
 		o.warn("TAINT_OWNER is external: the startup taint is another controller's (a NodeReadinessRule), which may put it back while nodeready's condition is not True")
 	}
 	return nil
+}
+
+// Karpenter's node labels: a node with the first is Karpenter-managed, and Karpenter sets the
+// second once it has registered the node.
+const (
+	karpenterNodePool   = "karpenter.sh/nodepool"
+	karpenterRegistered = "karpenter.sh/registered"
+)
+
+// unregistered reports a Karpenter node that Karpenter has not registered yet.
+func unregistered(node *corev1.Node) bool {
+	_, managed := node.Labels[karpenterNodePool]
+	return managed && node.Labels[karpenterRegistered] != "true"
 }
 
 // taintNames lists the startup taints by key and effect.

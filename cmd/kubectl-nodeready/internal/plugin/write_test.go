@@ -150,6 +150,27 @@ func TestReleaseRefuses(t *testing.T) {
 	})
 }
 
+// TestReleaseWaitsForKarpenter: a Karpenter node not registered yet is refused, as the agent
+// waits for it: Karpenter would put its startupTaints back, with no agent left to remove them.
+func TestReleaseWaitsForKarpenter(t *testing.T) {
+	n := node("k", nodeOpts{created: time.Minute, startup: true})
+	n.Labels["karpenter.sh/nodepool"] = "default"
+	client := newClient(n)
+	r := run(t, client, "release", "k")
+	require.ErrorIs(t, r.err, ErrRefused)
+	assert.ErrorContains(t, r.err, "node k is Karpenter's and not registered yet (no karpenter.sh/registered=true)")
+	assert.Empty(t, patches(t, client))
+
+	r = run(t, client, "release", "k", "--force")
+	require.NoError(t, r.err)
+	assert.Empty(t, getNode(t, client, "k").Spec.Taints)
+
+	n = node("r", nodeOpts{created: time.Minute, startup: true})
+	n.Labels["karpenter.sh/nodepool"] = "default"
+	n.Labels["karpenter.sh/registered"] = "true"
+	require.NoError(t, run(t, newClient(n), "release", "r").err, "a registered node is released")
+}
+
 // TestReleaseKeepsAConcurrentChange: another writer changes the taints between the read
 // and the write; the test of the taint list fails (422), the plugin reads again, and the
 // other writer's taint survives the release.
