@@ -27,6 +27,20 @@ build: ## Build the static agent binary into bin/nodeready
 plugin: ## Build the kubectl plugin into bin/kubectl-nodeready (on the PATH, kubectl nodeready runs it)
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kubectl-nodeready ./cmd/kubectl-nodeready
 
+# The kubectl plugin's release: one archive per platform and the krew manifest
+# (plugins/krew/nodeready.yaml filled in), into bin/plugin, by e2e/cmd/krew.
+PLUGIN_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64,windows/amd64
+
+.PHONY: plugin-release
+plugin-release: ## Build the kubectl plugin for PLUGIN_PLATFORMS, its archives and its krew manifest into bin/plugin
+	@for p in $(subst $(comma), ,$(PLUGIN_PLATFORMS)); do \
+		echo "go build kubectl-nodeready $$p"; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath -ldflags "$(LDFLAGS)" -o bin/$${p%/*}_$${p#*/}/kubectl-nodeready ./cmd/kubectl-nodeready || exit 1; \
+	done
+	rm -rf bin/plugin
+	cd e2e && go run ./cmd/krew -version $(VERSION) -out $(CURDIR)/bin/plugin \
+		-binary $(subst $(space),$(comma),$(foreach p,$(subst $(comma), ,$(PLUGIN_PLATFORMS)),$(p)=$(CURDIR)/bin/$(subst /,_,$(p))/kubectl-nodeready))
+
 .PHONY: run
 run: build ## Verify this machine with --dry-run (no cluster needed; never writes)
 	-./bin/nodeready --dry-run
