@@ -23,6 +23,24 @@ help: ## Show this help
 build: ## Build the static agent binary into bin/nodeready
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/nodeready .
 
+.PHONY: plugin
+plugin: ## Build the kubectl plugin into bin/kubectl-nodeready (on the PATH, kubectl nodeready runs it)
+	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kubectl-nodeready ./cmd/kubectl-nodeready
+
+# The kubectl plugin's release: one archive per platform and the krew manifest
+# (plugins/krew/nodeready.yaml filled in), into bin/plugin, by e2e/cmd/krew.
+PLUGIN_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64,windows/amd64
+
+.PHONY: plugin-release
+plugin-release: ## Build the kubectl plugin for PLUGIN_PLATFORMS, its archives and its krew manifest into bin/plugin
+	@for p in $(subst $(comma), ,$(PLUGIN_PLATFORMS)); do \
+		echo "go build kubectl-nodeready $$p"; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath -ldflags "$(LDFLAGS)" -o bin/$${p%/*}_$${p#*/}/kubectl-nodeready ./cmd/kubectl-nodeready || exit 1; \
+	done
+	rm -rf bin/plugin
+	cd e2e && go run ./cmd/krew -version $(VERSION) -out $(CURDIR)/bin/plugin \
+		-binary $(subst $(space),$(comma),$(foreach p,$(subst $(comma), ,$(PLUGIN_PLATFORMS)),$(p)=$(CURDIR)/bin/$(subst /,_,$(p))/kubectl-nodeready))
+
 .PHONY: run
 run: build ## Verify this machine with --dry-run (no cluster needed; never writes)
 	-./bin/nodeready --dry-run
@@ -84,9 +102,9 @@ karpenter: ## Build Karpenter with its kwok provider (from e2e/build/karpenter/g
 # One e2e package at a time (-p 1): each starts its own control plane and agents,
 # and two at once on a small machine would measure the machine, not nodeready.
 .PHONY: e2e
-e2e: build control-plane karpenter tools ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, the real Karpenter and (as root on Linux) a real node; then e2e-versions
+e2e: build plugin control-plane karpenter tools ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, the real Karpenter and (as root on Linux) a real node; then e2e-versions
 	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null; fi
-	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./...
+	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready NODEREADY_PLUGIN_BIN=$(CURDIR)/bin/kubectl-nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./...
 	$(MAKE) --no-print-directory e2e-versions
 
 # The version matrix. make e2e runs every suite on v1.36.3; e2e-versions runs the core suites
@@ -97,12 +115,12 @@ e2e: build control-plane karpenter tools ## End-to-end tests on a real etcd, kub
 E2E_NEWEST := v1.37.2
 E2E_OLDEST := v1.32.5
 E2E_VERSIONS_CORE := -run '^TestNodeReady$$' -skip '^TestNodeReady$$/^finishes_verification_after_an_API_server_restart$$'
-e2e_on = cd e2e && NODEREADY_E2E_KUBERNETES=$(1) NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT)
+e2e_on = cd e2e && NODEREADY_E2E_KUBERNETES=$(1) NODEREADY_BIN=$(CURDIR)/bin/nodeready NODEREADY_PLUGIN_BIN=$(CURDIR)/bin/kubectl-nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT)
 
 .PHONY: e2e-versions
-e2e-versions: build control-plane ## The core e2e suites on Kubernetes v1.37.2 and v1.32.5 (part of make e2e)
+e2e-versions: build plugin control-plane ## The core e2e suites on Kubernetes v1.37.2 and v1.32.5 (part of make e2e)
 	@# On every release: the core scenarios (install, verify, re-verify, a failing check, a bad
-	@# setting, the own-node policy) and replace-node. Not the API server restart: what it
+	@# setting, the own-node policy, the kubectl plugin) and replace-node. Not the API server restart: what it
 	@# proves is the agent's, its outage is half the suite's time, and the matrix has a budget.
 	$(call e2e_on,$(E2E_NEWEST)) $(E2E_VERSIONS_CORE) ./suites/verify/
 	$(call e2e_on,$(E2E_NEWEST)) -run '^TestFailure$$/^replace-node$$' ./suites/failure/
@@ -131,8 +149,8 @@ e2e-multinode: build control-plane-current node ## Only the end-to-end tests on 
 
 .PHONY: demo
 # The demo builds what real nodes run (scripts/build-node.sh) itself, beside the simulated fleet.
-demo: build control-plane-current ## Watch nodeready verify autoscaled nodes on a local control plane (no cluster needed), then real nodes joining a cluster (as root on Linux)
-	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go run ./cmd/demo $(DEMO_FLAGS)
+demo: build plugin control-plane-current ## Watch nodeready verify autoscaled nodes on a local control plane (no cluster needed), then real nodes joining a cluster (as root on Linux); each ends with kubectl nodeready status
+	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready NODEREADY_PLUGIN_BIN=$(CURDIR)/bin/kubectl-nodeready go run ./cmd/demo $(DEMO_FLAGS)
 
 .PHONY: bench
 bench: build control-plane-current ## Measure overhead, latency on a network of 200 ms round trips, concurrency, scale, footprint and (as root on Linux) a real node's critical path; writes BENCH.md

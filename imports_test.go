@@ -26,13 +26,19 @@ var importRules = map[string][]string{
 	"internal/report":            {"internal/wellknown"},
 	"internal/uninstall":         {"nodepatch", "internal/config", "internal/wellknown"},
 	"internal/wiring":            {"agent", "internal/config"},
+
+	// The kubectl plugin: its command, and its logic in a package only the command
+	// imports; it tells a startup taint as the agent does (nodepatch) and links no agent.
+	"cmd/kubectl-nodeready":                 {"cmd/kubectl-nodeready/internal/plugin"},
+	"cmd/kubectl-nodeready/internal/plugin": {"nodepatch", "internal/wellknown"},
 }
 
 // TestImportRules fails on an import that breaks DESIGN.md's direction: main →
 // agent → {checks, nodepatch}; config parses the environment, report tells, wellknown
 // and envvar are leaves; checks and nodepatch never import agent or each other and
 // never touch Prometheus; nothing imports k8s.io/kubernetes; and the agent's binary
-// links no test-only tool. `make vet` runs it.
+// links no test-only tool and nothing of the kubectl plugin's (cmd/kubectl-nodeready,
+// k8s.io/cli-runtime, cobra). `make vet` runs it.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").Output()
 	require.NoError(t, err)
@@ -58,7 +64,7 @@ func TestImportRules(t *testing.T) {
 	require.NoError(t, err)
 	for dep := range strings.Lines(string(deps)) {
 		dep = strings.TrimSpace(dep)
-		for _, banned := range []string{"github.com/stretchr/testify", "k8s.io/client-go/kubernetes/fake", module + "/e2e", "k8s.io/cli-runtime", "testing"} {
+		for _, banned := range []string{"github.com/stretchr/testify", "k8s.io/client-go/kubernetes/fake", module + "/e2e", module + "/cmd", "k8s.io/cli-runtime", "github.com/spf13/cobra", "testing"} {
 			assert.False(t, dep == banned || strings.HasPrefix(dep, banned+"/"), "the agent's binary links %s", dep)
 		}
 	}

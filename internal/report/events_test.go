@@ -31,7 +31,7 @@ func TestEventsAboutTheNode(t *testing.T) {
 		assert.Equal(t, "Node", e.Regarding.Kind)
 		assert.Equal(t, "node-a", e.Regarding.Name)
 		assert.Equal(t, types.UID("node-a"), e.Regarding.UID)
-		assert.Equal(t, reportingController, e.ReportingController)
+		assert.Equal(t, wellknown.AgentController, e.ReportingController)
 		got[e.Reason] = [3]string{e.Type, e.Action, e.Note}
 	}
 	assert.Equal(t, map[string][3]string{

@@ -19,9 +19,6 @@ import (
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
-// reportingController names nodeready as the source of its Events.
-const reportingController = "nodeready.io/agent"
-
 // flushBudget bounds the wait at exit for Events still on their way; an
 // Event that matters (reasons.go) has up to its mustSendBudget (budget.go)
 // instead.
@@ -120,7 +117,7 @@ func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 			r.log.Error().Err(err).Str("reason", reason).Msg("Could not send Event")
 			return
 		}
-		rec = b.NewRecorder(scheme.Scheme, reportingController)
+		rec = b.NewRecorder(scheme.Scheme, wellknown.AgentController)
 		r.subjects[subject], r.recs[subject] = b, rec
 	}
 	s := r.state(sendKey{reason, subject})

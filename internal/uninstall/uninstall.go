@@ -236,7 +236,7 @@ func (u *Uninstaller) removeMarks(ctx context.Context) error {
 	}
 	label := u.cfg.VerifiedLabel
 	annotations := map[string]any{}
-	for _, a := range wellknown.Annotations(label) {
+	for _, a := range nodereadyAnnotations(label) {
 		annotations[a] = nil
 	}
 	marks, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{label: nil}, "annotations": annotations}})
@@ -266,10 +266,16 @@ func marked(n *corev1.Node, label string) bool {
 	if _, ok := n.Labels[label]; ok {
 		return true
 	}
-	for _, a := range wellknown.Annotations(label) {
+	for _, a := range nodereadyAnnotations(label) {
 		if _, ok := n.Annotations[a]; ok {
 			return true
 		}
 	}
 	return slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == wellknown.ConditionType })
+}
+
+// nodereadyAnnotations lists the annotations nodeready writes on nodes: the agent's completion
+// record, and the record of a release by hand (kubectl nodeready release).
+func nodereadyAnnotations(label string) []string {
+	return append(wellknown.Annotations(label), wellknown.HandReleaseAnnotations(label)...)
 }

@@ -105,12 +105,13 @@ func TestNodeNotReleasedKeepsItsAgent(t *testing.T) {
 	assert.Empty(t, get(t, c, "held").Spec.Taints)
 }
 
-// TestRemoveMarks: with RemoveMarks, nodeready's label, annotations and condition go from
-// every node; the rest of each node stays.
+// TestRemoveMarks: with RemoveMarks, nodeready's label, annotations (a release by hand's
+// too) and condition go from every node; the rest of each node stays.
 func TestRemoveMarks(t *testing.T) {
 	n := node("verified", map[string]string{wellknown.VerifiedLabel: "true", "pool": "gpu"},
 		map[string]string{wellknown.ReleasedAtAnnotation(wellknown.VerifiedLabel): "2026-11-20T08:00:00Z",
-			wellknown.DurationAnnotation(wellknown.VerifiedLabel): "4s", "example.com/owner": "team-a"}, other)
+			wellknown.DurationAnnotation(wellknown.VerifiedLabel): "4s", "example.com/owner": "team-a",
+			wellknown.ReleasedByAnnotation(wellknown.VerifiedLabel): "alice", wellknown.ReleasedByTimeAnnotation(wellknown.VerifiedLabel): "2026-11-20T09:00:00Z"}, other)
 	n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: wellknown.ConditionType, Status: corev1.ConditionTrue, Reason: "Verified"})
 	c := fake.NewClientset(n, node("untouched", map[string]string{"pool": "cpu"}, nil))
 	require.NoError(t, New(c, cfg, zerolog.Nop()).Run(t.Context(), Options{RemoveMarks: true}))

@@ -52,15 +52,48 @@ func Annotations(label string) []string {
 	return []string{ReleasedAtAnnotation(label), DurationAnnotation(label)}
 }
 
+// A release by hand (`kubectl nodeready release`) records who released the
+// node and when, in annotations named after the verified label, apart from
+// the agent's: it is not nodeready's record of a verification, so a
+// re-verification never counts it as one (REVERIFY_TAINT, replace-node).
+const (
+	releasedBySuffix     = "-released-by"
+	releasedByTimeSuffix = "-released-at"
+)
+
+// ReleasedByAnnotation returns the annotation that names the user who
+// released the node with the verified label label by hand.
+func ReleasedByAnnotation(label string) string { return label + releasedBySuffix }
+
+// ReleasedByTimeAnnotation returns the annotation that records when the node
+// with the verified label label was released by hand (RFC 3339).
+func ReleasedByTimeAnnotation(label string) string { return label + releasedByTimeSuffix }
+
+// HandReleaseAnnotations lists the annotations a release by hand writes for
+// the label.
+func HandReleaseAnnotations(label string) []string {
+	return []string{ReleasedByAnnotation(label), ReleasedByTimeAnnotation(label)}
+}
+
 // FieldManager names nodeready's writes in managedFields and audit logs; the
 // own-node admission policy names it too.
 const FieldManager = "nodeready"
+
+// AgentController is the reporting controller of the agent's Events.
+const AgentController = "nodeready.io/agent"
 
 // The uninstall (`nodeready uninstall`) writes under a name of its own, and
 // reports as a controller of its own: it is not the agent.
 const (
 	UninstallFieldManager = "nodeready-uninstall"
 	UninstallController   = "nodeready.io/uninstall"
+)
+
+// The kubectl plugin (`kubectl nodeready release` and `reverify`) writes for
+// a person, under a name of its own, and reports as a controller of its own.
+const (
+	PluginFieldManager = "kubectl-nodeready"
+	PluginController   = "nodeready.io/kubectl-nodeready"
 )
 
 // ConditionType is the Node condition nodeready owns. kube-state-metrics
@@ -96,6 +129,7 @@ const (
 	ReplaceFailed        Reason = "ReplaceFailed"        // replace-node did not delete the node
 	Reverifying          Reason = "Reverifying"          // the startup taint put back for a re-verification
 	ReleasedAtUninstall  Reason = "ReleasedAtUninstall"  // the uninstall removed the startup taint of a node still held, unverified
+	ReleasedByHand       Reason = "ReleasedByHand"       // a person released the node with kubectl nodeready release, unverified
 )
 
 // MaxMessage bounds the condition's message and an Event's note, in bytes:

@@ -3,8 +3,9 @@
 // has verified it, and every agent is gone once its node is released. It prints the nodes'
 // progress live and a summary of the timings at the end. Then, as root on Linux, real nodes
 // join a running cluster: one is released, one with a broken pod network is held until repaired.
+// Each act ends with the fleet as `kubectl nodeready status` shows it.
 //
-// It runs the binaries that `make build control-plane` builds; `make demo` does that first.
+// It runs the binaries that `make build plugin control-plane` builds; `make demo` does that first.
 // What real nodes run it builds itself with scripts/build-node.sh, beside the simulated fleet.
 package main
 
@@ -13,7 +14,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -36,6 +39,8 @@ type config struct {
 	// realNode: after the simulated nodes, real nodes joining a running cluster when the
 	// machine allows it.
 	realNode bool
+	// plugin is the built kubectl plugin each act ends with (findPlugin).
+	plugin string
 }
 
 func main() {
@@ -52,6 +57,13 @@ func main() {
 		os.Exit(2)
 	}
 
+	plugin, err := findPlugin()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		os.Exit(1)
+	}
+	cfg.plugin = plugin
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
@@ -67,14 +79,14 @@ func main() {
 			build = startNodeBuild(ctx, root)
 		}
 	}
-	err := run(ctx, cfg, newScreen(os.Stdout))
+	err = run(ctx, cfg, newScreen(os.Stdout))
 	if err == nil && ctx.Err() == nil && cfg.realNode {
 		agent, _, _ := findBinaries() // run found them
 		if build == nil {
 			build = &nodeBuild{start: time.Now(), done: make(chan struct{}), err: errors.New("the repository root was not found")}
 			close(build.done)
 		}
-		err = realNodes(ctx, os.Stdout, agent, build)
+		err = realNodes(ctx, os.Stdout, agent, cfg.plugin, build)
 	}
 	switch {
 	case ctx.Err() != nil:
@@ -103,6 +115,34 @@ func (s screen) size() (width, height int) {
 		return 80, 24
 	}
 	return w, h
+}
+
+// findPlugin returns the kubectl plugin the demo ends with, as a user runs it.
+func findPlugin() (string, error) {
+	plugin := os.Getenv(harness.PluginBinaryEnv)
+	if plugin == "" {
+		root, err := harness.FindRepoRoot()
+		if err != nil {
+			return "", fmt.Errorf("%w; run the demo from the repository, or set %s", err, harness.PluginBinaryEnv)
+		}
+		plugin = filepath.Join(root, "bin", "kubectl-nodeready")
+	}
+	if _, err := os.Stat(plugin); err != nil {
+		return "", fmt.Errorf("kubectl plugin %s: not built yet; run `make plugin` in the repository root first, or just `make demo`", plugin)
+	}
+	return plugin, nil
+}
+
+// showStatus ends an act of the demo with the fleet as `kubectl nodeready status` shows it:
+// the built plugin, run with the cluster's kubeconfig.
+func showStatus(ctx context.Context, out io.Writer, plugin, kubeconfig string) error {
+	fmt.Fprint(out, "\nThe fleet as nodeready sees it:\n\n$ kubectl nodeready status\n")
+	cmd := exec.CommandContext(ctx, plugin, "--kubeconfig", kubeconfig, "status")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kubectl nodeready status: %w", err)
+	}
+	return nil
 }
 
 // errMissing is a binary the demo needs that is not built yet.

@@ -36,7 +36,7 @@ func realNodesSupported() string {
 // running cluster, networked by flannel, with the podnetwork check on. The first joins and is
 // released; the second joins with its VXLAN traffic dropped, is held with the pod it cannot
 // reach named, and is released once the traffic flows again, without a restart.
-func realNodes(ctx context.Context, out io.Writer, agent string, build *nodeBuild) error {
+func realNodes(ctx context.Context, out io.Writer, agent, plugin string, build *nodeBuild) error {
 	if why := realNodesSupported(); why != "" {
 		fmt.Fprintf(out, "Simulated nodes only: %s.\n", why)
 		return nil
@@ -99,6 +99,9 @@ func realNodes(ctx context.Context, out io.Writer, agent string, build *nodeBuil
 		return broken.InNetns(append([]string{"iptables", "-D"}, drop...)...)
 	}
 	if err := joinAndWatch(ctx, out, c, realRunning+1, repair); err != nil {
+		return err
+	}
+	if err := showStatus(ctx, out, plugin, c.CP.Kubeconfig()); err != nil {
 		return err
 	}
 	failed = false

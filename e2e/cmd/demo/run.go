@@ -119,7 +119,7 @@ func run(ctx context.Context, cfg config, out screen) (err error) {
 		return err
 	}
 	writeSummary(out, tr.Records(), settle)
-	return nil
+	return showStatus(ctx, out, cfg.plugin, c.ControlPlane().Kubeconfig())
 }
 
 // startCluster starts the control plane and installs nodeready, saying what it does.

@@ -47,7 +47,8 @@ func readWorkflow(t *testing.T, root, name string) workflow {
 }
 
 // TestReleaseWorkflow: a pushed version tag publishes the image the manifests name, signed,
-// with its SBOM attested, and the chart; a tag other than VERSION's is refused before anything
+// with its SBOM attested, the chart, and the GitHub release with the kubectl plugin's archives and
+// krew manifest; a tag other than VERSION's is refused before anything
 // is built. The refusing step's own script is run here with both kinds of tag.
 func TestReleaseWorkflow(t *testing.T) {
 	root := framework.RepoRoot(t)
@@ -68,6 +69,7 @@ func TestReleaseWorkflow(t *testing.T) {
 	for _, job := range w.Jobs {
 		assert.Equal(t, "write", job.Permissions["id-token"], "cosign keyless signing needs the OIDC token")
 		assert.Equal(t, "write", job.Permissions["packages"], "pushing to ghcr.io")
+		assert.Equal(t, "write", job.Permissions["contents"], "the GitHub release with the kubectl plugin")
 
 		var order []string // what each step does, in order
 		for _, s := range job.Steps {
@@ -96,9 +98,16 @@ func TestReleaseWorkflow(t *testing.T) {
 				order = append(order, "chart")
 				assert.Contains(t, s.Run, "helm package charts/nodeready")
 				assert.Contains(t, s.Run, `"${CHART_REPO}"`)
+			case strings.Contains(s.Run, "make plugin-release "):
+				order = append(order, "plugin")
+				assert.Contains(t, s.Run, `VERSION="${GITHUB_REF_NAME}"`, "the krew manifest names the tag's archives")
+			case strings.Contains(s.Run, "gh release create"):
+				order = append(order, "github-release")
+				assert.Contains(t, s.Run, `"${GITHUB_REF_NAME}" --verify-tag`)
+				assert.Contains(t, s.Run, "bin/plugin/*", "the plugin's archives and krew manifest (make plugin-release) on the release")
 			}
 		}
-		assert.Equal(t, []string{"refuse", "versions", "image", "sign", "sbom", "attest", "chart"}, order)
+		assert.Equal(t, []string{"refuse", "versions", "image", "sign", "sbom", "attest", "chart", "plugin", "github-release"}, order)
 	}
 }
 

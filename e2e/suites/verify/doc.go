@@ -5,10 +5,13 @@
 // real agent binary (TestNodeReady, TestInstallOnARunningCluster), nodes the real Karpenter
 // launches (TestKarpenter), and a real kubelet with containerd, kube-proxy and CoreDNS
 // (TestRealNode, Linux and root). Tests assert on API objects, on every version of the nodes
-// seen on a watch and on what the kubelet saw of the processes, never on log lines.
+// seen on a watch and on what the kubelet saw of the processes, never on log lines. What
+// people see of it is proven too: the kubectl plugin, run as a user runs it, tells each
+// state, releases and re-verifies a node (TestNodeReady, golden output in testdata/).
 //
 // Run them with make e2e, or: go test -count=1 -timeout 40m ./suites/verify/ with NODEREADY_BIN
-// pointing at a built agent (default <repo>/bin/nodeready). NODEREADY_E2E_LOGS keeps every
+// pointing at a built agent (default <repo>/bin/nodeready) and NODEREADY_PLUGIN_BIN at a built
+// kubectl plugin (make plugin; else the test builds it). NODEREADY_E2E_LOGS keeps every
 // log, also after a passing run. NODEREADY_E2E_KUBERNETES=v1.32.5 (or v1.37.2) runs them on
 // another Kubernetes release, as make e2e-versions does with TestNodeReady.
 package verify

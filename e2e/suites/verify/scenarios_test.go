@@ -34,6 +34,7 @@ func TestNodeReady(t *testing.T) {
 	fw.Run("crash-loops on a bad setting and recovers once it is fixed", testCrashLoop)
 	fw.Run("a bad setting in nodeready-config stops the agent, the node stays tainted", testBadConfigMap)
 	fw.Run("the own-node policy refuses the agent's write to another node", testOwnNode)
+	fw.Run("kubectl nodeready shows, explains, releases and re-verifies nodes", testPlugin)
 	fw.Run("finishes verification after an API server restart", testAPIServerRestart)
 }
 

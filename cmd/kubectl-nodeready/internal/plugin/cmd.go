@@ -1,0 +1,201 @@
+// Package plugin is `kubectl nodeready`: every node as nodeready sees it (status), why one
+// is held (why), and the two things a person may do by hand, releasing a held node
+// (release, break-glass) and asking for its verification again (reverify). It reads the
+// installed configuration for the startup taints and the verified label, so renamed keys
+// work, and writes the node as the agent does: one JSON Patch, the taint list under a test.
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Defaults of where nodeready is installed: the namespace of manifests/ and of the chart's
+// documented install, its ConfigMap and the label of its agent pods.
+const (
+	DefaultNamespace     = "kube-system"
+	DefaultConfigMap     = "nodeready-config"
+	DefaultAgentSelector = "app.kubernetes.io/name=nodeready"
+)
+
+// Options are the plugin's flags and what its commands work with.
+type Options struct {
+	streams     genericiooptions.IOStreams
+	configFlags *genericclioptions.ConfigFlags
+	printFlags  *genericclioptions.PrintFlags
+	// nsFlag tells a --namespace given from the kubeconfig's namespace, which is not where
+	// nodeready is installed.
+	nsFlag        func() bool
+	keys          keyFlags
+	agentSelector string
+
+	// newClient, now and whoAmI are the cluster, the clock and the user; tests replace them.
+	newClient func() (kubernetes.Interface, error)
+	now       func() time.Time
+	whoAmI    func(ctx context.Context, client kubernetes.Interface) string
+}
+
+// NewCommand returns `kubectl nodeready` writing to streams; version is printed by
+// --version.
+func NewCommand(streams genericiooptions.IOStreams, version string) *cobra.Command {
+	o := &Options{
+		streams:     streams,
+		configFlags: genericclioptions.NewConfigFlags(true),
+		now:         time.Now,
+	}
+	o.newClient = func() (kubernetes.Interface, error) {
+		cfg, err := o.configFlags.ToRESTConfig()
+		if err != nil {
+			return nil, err
+		}
+		cfg.UserAgent = "kubectl-nodeready/" + version
+		return kubernetes.NewForConfig(cfg)
+	}
+	o.whoAmI = o.user
+	return o.command(version)
+}
+
+func (o *Options) command(version string) *cobra.Command {
+	o.printFlags = genericclioptions.NewPrintFlags("").WithDefaultOutput("")
+	o.printFlags.NamePrintFlags = nil // a node's name alone says nothing of its state
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Every node as nodeready sees it: held, verified, failed open, re-verifying, released by hand, not managed",
+		Long: `Every node as nodeready sees it, from its startup taint, its verified label, the
+annotations of its release and nodeready's condition node-ready/Verified: its state, since
+when, and why (the condition's reason and message), then a summary line of the fleet.
+
+It reads the nodes with one LIST; -o wide adds the startup taints, the label's value, the
+verification's duration, who released a node by hand, and the agent pods (one more LIST);
+-o json and -o yaml print all of it in a stable form (apiVersion nodeready.io/v1alpha1,
+kind FleetStatus), times in RFC 3339.`,
+		Example: `  kubectl nodeready
+  kubectl nodeready status -o wide
+  kubectl nodeready status -l karpenter.sh/nodepool=default -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.runStatus(cmd.Context(), cmd.Flag("selector").Value.String())
+		},
+	}
+	status.Flags().StringP("selector", "l", "", "only the nodes that match this label selector, such as karpenter.sh/nodepool=default")
+	o.printFlags.AddFlags(status)
+	// The table's wide form is the plugin's own, not a printer of cli-runtime's.
+	status.Flag("output").Usage = "Output format: wide, json, yaml, jsonpath=..., go-template=... (default: a table)"
+
+	why := &cobra.Command{
+		Use:   "why NODE",
+		Short: "Why a node is where it is: nodeready's condition, its latest Events and the agent pod on the node",
+		Long: `The node's state as status tells it, nodeready's condition node-ready/Verified in full,
+the latest Events nodeready sent about the node (the agent's CheckFailed, VerificationFailed,
+ReleaseFailed and the others, each with its note; a release by hand; a release at
+uninstall), and the agent pod on the node (phase, restarts), with what to do next.`,
+		Example: `  kubectl nodeready why ip-10-0-1-23.ec2.internal`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			events, _ := cmd.Flags().GetInt("events")
+			return o.runWhy(cmd.Context(), args[0], events)
+		},
+	}
+	why.Flags().Int("events", 10, "how many of the latest Events to show")
+
+	release := &cobra.Command{
+		Use:   "release NODE",
+		Short: "Break-glass: release a held node by hand, unverified",
+		Long: `Releases a node that nodeready holds, without its verification: removes its startup
+taints (every other taint stays), sets the verified label to VERIFIED_LABEL_VALUE so the
+DaemonSet takes its agent away, and records who released it and when in the annotations
+<label>-released-by and <label>-released-at, in one JSON Patch whose test of the taint list
+keeps another writer's change. It sends a Warning Event ReleasedByHand about the node.
+
+It refuses a node that carries no startup taint (nothing holds it), and a Karpenter node
+that Karpenter has not registered yet (it would put its startupTaints back), unless --force.
+It never writes a node that already has the label and no startup taint.`,
+		Example: `  kubectl nodeready release ip-10-0-1-23.ec2.internal`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			force, _ := cmd.Flags().GetBool("force")
+			return o.runRelease(cmd.Context(), args[0], force)
+		},
+	}
+	release.Flags().Bool("force", false, "release a node that carries no startup taint, or a Karpenter node not registered yet, too")
+
+	reverify := &cobra.Command{
+		Use:   "reverify NODE",
+		Short: "Verify a node again: remove its verified label so the DaemonSet runs an agent there",
+		Long: `Removes the node's verified label (and the record of a release by hand), so the node
+matches the DaemonSet's node affinity again and an agent checks it. With REVERIFY_TAINT=true
+in the installed configuration the agent first puts the startup taint back, but only on a
+node nodeready verified before (it carries <label>-at): no new workloads land there while it
+is checked. Otherwise the node stays schedulable meanwhile.
+
+It refuses a node without the label, and one where an agent pod still runs (within its
+SETTLE_TIME after a release that agent puts a removed label back), unless --force.`,
+		Example: `  kubectl nodeready reverify ip-10-0-1-23.ec2.internal`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			force, _ := cmd.Flags().GetBool("force")
+			return o.runReverify(cmd.Context(), args[0], force)
+		},
+	}
+	reverify.Flags().Bool("force", false, "remove the label even while an agent pod runs on the node")
+
+	root := &cobra.Command{
+		Use:   "kubectl-nodeready",
+		Short: "Every node as nodeready sees it, why one is held, and release or re-verify it by hand",
+		Long: `kubectl nodeready shows where each node stands with nodeready (status, the default),
+why one is held (why), and does what a person may do by hand: release a held node
+(release, break-glass) or verify one again (reverify).
+
+The startup taints and the verified label are read from nodeready's ConfigMap
+(--namespace, default kube-system; --config-map, default nodeready-config), so renamed keys
+work; --taint-key and --label override them.`,
+		Version:       version,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl nodeready"},
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE:          status.RunE,
+	}
+	// `kubectl nodeready` alone is `status`: its flags work there too.
+	root.Flags().AddFlagSet(status.Flags())
+	// -v is kubectl's verbosity: the version has no shorthand.
+	root.Flags().Bool("version", false, "print the plugin's version")
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(status, why, release, reverify)
+	o.configFlags.AddFlags(root.PersistentFlags())
+	root.PersistentFlags().Lookup("namespace").Usage = "where nodeready is installed: its ConfigMap and agent pods (default " + DefaultNamespace + ")"
+	o.nsFlag = func() bool { return root.PersistentFlags().Lookup("namespace").Changed }
+	root.PersistentFlags().StringVar(&o.keys.configMap, "config-map", DefaultConfigMap, "nodeready's ConfigMap, read for the startup taints and the verified label")
+	root.PersistentFlags().StringVar(&o.keys.taintKey, "taint-key", "", "the startup taint's key (TAINT_KEY), over the ConfigMap's")
+	root.PersistentFlags().StringVar(&o.keys.label, "label", "", "the verified label (VERIFIED_LABEL), over the ConfigMap's")
+	root.PersistentFlags().StringVar(&o.agentSelector, "agent-selector", DefaultAgentSelector, "the label selector of the agent pods")
+	return root
+}
+
+// namespace is where nodeready is installed.
+func (o *Options) namespace() string {
+	if o.nsFlag != nil && o.nsFlag() && o.configFlags.Namespace != nil && *o.configFlags.Namespace != "" {
+		return *o.configFlags.Namespace
+	}
+	return DefaultNamespace
+}
+
+// setup returns the client and the keys, warnings on stderr.
+func (o *Options) setup(ctx context.Context) (kubernetes.Interface, Keys, error) {
+	client, err := o.newClient()
+	if err != nil {
+		return nil, Keys{}, err
+	}
+	f := o.keys
+	f.namespace = o.namespace()
+	k, err := readKeys(ctx, client, f, o.warn)
+	return client, k, err
+}
+
+func (o *Options) warn(msg string) { fmt.Fprintln(o.streams.ErrOut, "Warning: "+msg) }

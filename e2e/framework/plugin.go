@@ -1,0 +1,70 @@
+package framework
+
+import (
+	"bytes"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/nodeready/nodeready/e2e/framework/harness"
+)
+
+// Plugin is the kubectl plugin, `kubectl nodeready`, as one user runs it against the test's
+// control plane: the built binary (harness.PluginBinary) with a kubeconfig of its own.
+type Plugin struct {
+	t          *testing.T
+	bin        string
+	kubeconfig string
+}
+
+// PluginResult is what one run of the plugin printed, and its exit code.
+type PluginResult struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// Plugin returns the kubectl plugin acting as user in groups, authenticated by a client
+// certificate of the cluster CA, as a person's kubeconfig is.
+func (f *Framework) Plugin(user string, groups ...string) *Plugin {
+	t := f.t
+	t.Helper()
+	dir := t.TempDir()
+	bin, err := harness.PluginBinary(t.Context(), f.RepoRoot(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := f.env.cp.WriteClientKubeconfig(kubeconfig, user, groups...); err != nil {
+		t.Fatal(err)
+	}
+	return &Plugin{t: t, bin: bin, kubeconfig: kubeconfig}
+}
+
+// Run runs `kubectl nodeready args...`; a non-zero exit is its Code, not a failure.
+func (p *Plugin) Run(args ...string) PluginResult {
+	p.t.Helper()
+	cmd := exec.CommandContext(p.t.Context(), p.bin, append([]string{"--kubeconfig", p.kubeconfig}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	r := PluginResult{Stdout: stdout.String(), Stderr: stderr.String()}
+	switch {
+	case errors.As(err, &exit):
+		r.Code = exit.ExitCode()
+	case err != nil:
+		p.t.Fatalf("run kubectl-nodeready %v: %v", args, err)
+	}
+	return r
+}
+
+// MustRun is Run, failing the test unless the plugin exits 0.
+func (p *Plugin) MustRun(args ...string) string {
+	p.t.Helper()
+	r := p.Run(args...)
+	if r.Code != 0 {
+		p.t.Fatalf("kubectl nodeready %v: exit %d: %s%s", args, r.Code, r.Stdout, r.Stderr)
+	}
+	return r.Stdout
+}
