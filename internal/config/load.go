@@ -3,6 +3,7 @@ package config
 import (
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/nodeready/nodeready/checks"
 	"github.com/nodeready/nodeready/internal/envvar"
@@ -56,7 +57,27 @@ func Variables() []envvar.Variable {
 	for _, k := range checks.Catalog {
 		specs = append(specs, k.Options(&o))
 	}
-	return envvar.Describe(specs...)
+	vars := envvar.Describe(specs...)
+	for i := range vars {
+		if vars[i].Name == "CHECKS" {
+			vars[i].Description += " " + kinds() // from the catalog: a new kind is listed where it is added
+		}
+	}
+	return vars
+}
+
+// kinds lists the kinds of check of the catalog as CHECKS's description tells them: the
+// checks, then the gates.
+func kinds() string {
+	var names, gates []string
+	for _, k := range checks.Catalog {
+		if k.Gate {
+			gates = append(gates, string(k.Name))
+		} else {
+			names = append(names, string(k.Name))
+		}
+	}
+	return strings.Join(names, ", ") + ", and the gates " + strings.Join(gates, ", ")
 }
 
 // PrintVariables writes the variables as an aligned table.
