@@ -1,8 +1,6 @@
 package alerts
 
 import (
-	"github.com/nodeready/nodeready/e2e/framework/rules"
-
 	"bytes"
 	"os"
 	"os/exec"
@@ -15,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeready/nodeready/e2e/framework"
+	"github.com/nodeready/nodeready/e2e/framework/rules"
 )
 
 const testFile = "testdata/nodeready_test.yaml"
