@@ -308,9 +308,9 @@ func familyOf(addr string) string {
 // the pods of CLUSTER_DNS_SERVICE, each asked a DNS query.
 type PodNetworkOptions struct {
 	Service  string `envconfig:"POD_NETWORK_SERVICE" desc:"podnetwork: namespace/name of the Service whose ready pods on other nodes are reached directly by pod IP; empty for CLUSTER_DNS_SERVICE's pods, each asked a DNS query (any answer proves the path)"`
-	Port     string `envconfig:"POD_NETWORK_PORT" desc:"podnetwork: the port, by name or number, in the Service's EndpointSlices; empty for the first UDP port of the cluster DNS, else the first TCP port"`
+	Port     string `envconfig:"POD_NETWORK_PORT" desc:"podnetwork: the port, by name or number, in the Service's EndpointSlices (a DNS query goes over TCP to a TCP port, such as dns-tcp); empty for the first UDP port of the cluster DNS, else the first TCP port"`
 	HTTPPath string `envconfig:"POD_NETWORK_HTTP_PATH" desc:"podnetwork: with POD_NETWORK_SERVICE, GET this path from each pod (any HTTP status is an answer); empty for a TCP connection"`
-	Nodes    int    `envconfig:"POD_NETWORK_NODES" default:"3" desc:"podnetwork: how many other nodes to reach a pod on, taken in turn from each zone (topology.kubernetes.io/zone)"`
+	Nodes    int    `envconfig:"POD_NETWORK_NODES" default:"3" desc:"podnetwork: how many other nodes to reach a pod on, taken in turn from each zone (topology.kubernetes.io/zone) in an order of each agent's own; as many more are probed at once, to stand in for those that do not answer"`
 
 	// Target and Probe are what Validate read: the Service whose pods are
 	// reached (the zero name for the cluster DNS Service, found), and how each
