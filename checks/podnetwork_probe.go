@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -77,20 +78,29 @@ func (c *PodNetwork) query(ctx context.Context, addr string, protocol corev1.Pro
 		return err
 	}
 	defer conn.Close()
-	if d, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(d)
-	}
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if network == "tcp" { // a TCP message is prefixed with its length
 		query = append(binary.BigEndian.AppendUint16(nil, uint16(len(query))), query...)
 	}
-	if _, err := conn.Write(query); err != nil {
-		return fmt.Errorf("query %s over %s at %s: %w", c.probe.DNSName, network, addr, err)
-	}
 	buf := make([]byte, 65535)
-	for {
+	for sent := false; ; {
+		if !sent {
+			if _, err := conn.Write(query); err != nil {
+				return fmt.Errorf("query %s over %s at %s: %w", c.probe.DNSName, network, addr, err)
+			}
+			if network == "udp" { // a datagram may be lost: sent again after hedgeAfter, as the dns check does
+				_ = conn.SetReadDeadline(earliest(deadline, time.Now().Add(hedgeAfter)))
+			}
+			sent = true
+		}
 		n, err := readAnswer(conn, network, buf)
+		if network == "udp" && ctx.Err() == nil && errors.Is(err, os.ErrDeadlineExceeded) && (deadline.IsZero() || time.Now().Before(deadline)) {
+			sent = false
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("query %s over %s at %s: %w", c.probe.DNSName, network, addr, err)
 		}
@@ -223,4 +233,12 @@ func (c *PodNetwork) paddedGet(ctx context.Context, conn net.Conn, addr string, 
 		return err
 	}
 	return resp.Body.Close()
+}
+
+// earliest is the earlier of two times, a zero one being no time at all.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }

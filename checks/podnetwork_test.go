@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -455,4 +456,36 @@ func podAddrs(prefixes ...string) func() ([]net.Addr, error) {
 		}
 		return out, nil
 	}
+}
+
+// TestPodNetworkAsksAgainOverUDP: a query over UDP whose datagram is lost is sent again, so
+// one lost packet does not make a pod unreachable.
+func TestPodNetworkAsksAgainOverUDP(t *testing.T) {
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { pc.Close() })
+	var got atomic.Int32
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if got.Add(1) == 1 {
+				continue // the first datagram is lost
+			}
+			var m dnsmessage.Message
+			if m.Unpack(buf[:n]) == nil {
+				m.Header.Response = true
+				if b, err := m.Pack(); err == nil {
+					_, _ = pc.WriteTo(b, from)
+				}
+			}
+		}
+	}()
+	c := checks.NewPodNetwork(fake.NewClientset(podSlice(t, "b", pc.LocalAddr().String(), "node-b", "", corev1.ProtocolUDP)), "node-a", kubeDNS, 1,
+		checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSize(1450)})
+	require.NoError(t, checks.Execute(t.Context(), c, 3*time.Second).Err)
+	assert.Equal(t, int32(2), got.Load(), "the query, and once more")
 }
