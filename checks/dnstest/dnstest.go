@@ -52,16 +52,17 @@ type Server struct {
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
 	closed  bool
-	gate    chan struct{} // closed while answers may go (see Hold)
-	count   int64         // queries received
-	queried chan struct{} // closed and replaced at every query
+	gate    chan struct{}   // closed while answers may go (see Hold)
+	count   int64           // queries received
+	seen    map[string]bool // every query received, by transport and bytes
+	queried chan struct{}   // closed and replaced at every query
 }
 
 // NewServer starts a server that answers for the names in records, which it copies. A
 // name may be given with or without its trailing dot. Close stops it.
 func NewServer(records map[string][]netip.Addr) (*Server, error) {
 	s := &Server{records: make(map[string][]netip.Addr, len(records)), conns: map[net.Conn]struct{}{},
-		done: make(chan struct{}), gate: make(chan struct{}), queried: make(chan struct{})}
+		done: make(chan struct{}), gate: make(chan struct{}), queried: make(chan struct{}), seen: map[string]bool{}}
 	close(s.gate)
 	for name, addrs := range records {
 		for _, a := range addrs {
@@ -123,15 +124,23 @@ func (s *Server) Open() {
 }
 
 // Queries returns how many queries the server has received, and a channel closed at the next.
+// A query sent again unchanged (same transport, same ID, same question: the resend of a client
+// that waited for an answer) is one query, so a count tells the lookups a client made however
+// often it resent them.
 func (s *Server) Queries() (int64, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.count, s.queried
 }
 
-func (s *Server) received() {
+func (s *Server) received(query []byte, udp bool) {
+	key := fmt.Sprint(udp, string(query))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.seen[key] {
+		return
+	}
+	s.seen[key] = true
 	s.count++
 	close(s.queried)
 	s.queried = make(chan struct{})
@@ -215,7 +224,7 @@ func (s *Server) serveUDP() {
 		if err != nil {
 			return
 		}
-		s.received()
+		s.received(buf[:n], true)
 		s.wg.Go(func() {
 			if resp := s.answer(buf[:n], true); resp != nil && s.wait() {
 				_, _ = s.pc.WriteTo(resp, from)
@@ -263,7 +272,7 @@ func (s *Server) serveConn(conn net.Conn) {
 		if _, err := io.ReadFull(conn, msg); err != nil {
 			return
 		}
-		s.received()
+		s.received(msg, false)
 		resp := s.answer(msg, false)
 		if resp == nil {
 			continue

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/nodeready/nodeready/checks"
 	"github.com/nodeready/nodeready/checks/dnstest"
@@ -188,4 +189,30 @@ func returnsSoon(t *testing.T, f func(), why string) {
 func TestNewServerInvalidAddress(t *testing.T) {
 	_, err := dnstest.NewServer(map[string][]netip.Addr{"svc.nodeready.test.": {{}}})
 	assert.ErrorContains(t, err, "invalid address for svc.nodeready.test.")
+}
+
+// TestServerCountsAResendOnce: the same datagram sent three times (a client resending a
+// query it got no answer to) is one query; a query with another ID is another.
+func TestServerCountsAResendOnce(t *testing.T) {
+	srv := newServer(t)
+	conn, err := net.Dial("udp", srv.Addr())
+	require.NoError(t, err)
+	defer conn.Close()
+	query := func(id uint16) []byte {
+		b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, RecursionDesired: true})
+		require.NoError(t, b.StartQuestions())
+		require.NoError(t, b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName("db.nodeready.test."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}))
+		msg, err := b.Finish()
+		require.NoError(t, err)
+		return msg
+	}
+	for _, id := range []uint16{1, 1, 1, 2} {
+		_, err := conn.Write(query(id))
+		require.NoError(t, err)
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+		_, err = conn.Read(make([]byte, 512))
+		require.NoError(t, err, "answered")
+	}
+	n, _ := srv.Queries()
+	assert.Equal(t, int64(2), n)
 }

@@ -30,11 +30,12 @@ func TestOldestRelease(t *testing.T) {
 		assert.Contains(t, out, `no matches for kind "MutatingAdmissionPolicy" in version "admissionregistration.k8s.io/v1"`)
 	})
 
-	// DRA is off by default on 1.32, so no resource.k8s.io version is served: a node with
-	// the dra gate is held, and its condition says why in one message.
-	fw.Run("the dra gate holds the node: no resource.k8s.io version is served", func(t *testing.T, fw *framework.Framework) {
+	// DRA is off by default on 1.32, so no resource.k8s.io version is served: a fault of the
+	// cluster, not of the node. A node with the dra gate is held as misconfigured (no failure
+	// action), and its condition says why in one message.
+	fw.Run("the dra gate holds the node as misconfigured: no resource.k8s.io version is served", func(t *testing.T, fw *framework.Framework) {
 		_, node := fw.NewDRANode("dra", framework.DRADriver+">=1")
-		cond := fw.WaitCondition(node, string(wellknown.ChecksFailed))
+		cond := fw.WaitCondition(node, string(wellknown.Misconfigured))
 		assert.Contains(t, cond.Message, "the API server serves no resource.k8s.io version nodeready reads (v1, v1beta1)")
 		assert.True(t, framework.IsTainted(fw.Node(node)), "held")
 	})
