@@ -120,10 +120,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 	return exitOK
 }
 
-// newClient builds the clients from wiring.RestConfig, or none in dry-run
-// without a configuration.
+// newClient builds the clients from restConfig, or none in dry-run without a
+// configuration.
 func newClient(dryRun bool) (agent.Clients, error) {
-	cfg, err := wiring.RestConfig(dryRun)
+	cfg, err := restConfig(dryRun)
 	if err != nil || cfg == nil {
 		return agent.Clients{}, err
 	}

@@ -19,7 +19,7 @@ import (
 // sees only what it sets (an empty variable is not the same as an unset one).
 func cleanEnv(t *testing.T, base map[string]string) {
 	t.Helper()
-	for _, name := range []string{"KUBECONFIG", "HOME"} {
+	for _, name := range []string{"KUBECONFIG", "HOME", caEnv} {
 		t.Setenv(name, "") // restores the old value after the test
 		require.NoError(t, os.Unsetenv(name))
 	}
