@@ -86,12 +86,14 @@ var apiServerParts = []cpuPart{
 	{"admission: nodeready's ValidatingAdmissionPolicies", []string{"policy/validating.(*Plugin).Validate"}},
 	{"POST serviceaccounts/token: the benchmark's, as the kubelet asks for each agent pod", []string{"serviceaccount/storage.(*TokenREST).Create"}},
 	{"other POSTs: the benchmark's nodes and pods, the agents' Events", []string{"endpoints/handlers.createHandler", "endpoints/handlers.CreateResource"}},
-	{"PATCH nodes, nodes/status: the agents' releases and conditions", []string{"endpoints/handlers.PatchResource"}},
+	{"PATCH nodes, nodes/status: the agents' releases and conditions", []string{"endpoints/handlers.PatchResource", "endpoints/handlers.(*patcher)"}},
 	{"LIST: the agents' EndpointSlices (their checks)", []string{"endpoints/handlers.ListResource"}},
-	{"watches: each agent's of its node, the benchmark's of all", []string{"endpoints/handlers.serveWatch", "cacher.(*cacheWatcher)", "cacher.(*Cacher).dispatchEvent", "endpoints/handlers.(*WatchServer)"}},
+	{"watches: each agent's of its node, the benchmark's of all", []string{"endpoints/handlers.serveWatch", "cacher.(*cacheWatcher)", "cacher.(*Cacher).dispatchEvent", "endpoints/handlers.(*WatchServer)", "cacher.(*watchCache)"}},
 	{"GET: the agents' nodes and /readyz", []string{"endpoints/handlers.GetResource", "endpoints/handlers.getResourceHandler", "healthz.handleRootHealth", "healthz.(*healthzCheck)"}},
 	{"authentication of each request (tokens, client certificates)", []string{"authentication/request", "pkg/serviceaccount.(*jwtTokenAuthenticator"}},
-	{"garbage collection", []string{"runtime.gcBgMarkWorker", "runtime.gcAssistAlloc", "runtime.bgsweep", "runtime.bgscavenge"}},
+	{"API Priority and Fairness: queueing, seats, 429s", []string{"util/flowcontrol", "filters.(*priorityAndFairnessHandler)"}},
+	{"HTTP/2 and writing responses", []string{"golang.org/x/net/http2", "net/http.(*conn)", "bufio.(*Writer)"}},
+	{"garbage collection", []string{"runtime.gcBgMarkWorker", "runtime.gcAssistAlloc", "runtime.bgsweep", "runtime.bgscavenge", "runtime.gcStart"}},
 }
 
 // attribute sums the profile's CPU samples per part of apiServerParts, and the rest.
@@ -129,7 +131,7 @@ func partOf(s *profile.Sample) string {
 			}
 		}
 	}
-	return "other: routing, serialization, APF, etcd and the controllers' requests"
+	return "other: the controllers' and scheduler's requests, etcd's client, the rest"
 }
 
 // reportProfile adds the API server's CPU of the burst by part.
