@@ -13,13 +13,14 @@ import (
 
 	"github.com/nodeready/nodeready/agent"
 	"github.com/nodeready/nodeready/internal/config/configtest"
+	"github.com/nodeready/nodeready/internal/wiring"
 )
 
 // cleanEnv unsets every variable the agent reads, then sets base, so a test
 // sees only what it sets (an empty variable is not the same as an unset one).
 func cleanEnv(t *testing.T, base map[string]string) {
 	t.Helper()
-	for _, name := range []string{"KUBECONFIG", "HOME"} {
+	for _, name := range []string{"KUBECONFIG", "HOME", wiring.CAEnv} {
 		t.Setenv(name, "") // restores the old value after the test
 		require.NoError(t, os.Unsetenv(name))
 	}

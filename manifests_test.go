@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodeready/nodeready/internal/report"
 	"github.com/nodeready/nodeready/internal/wellknown"
+	"github.com/nodeready/nodeready/internal/wiring"
 )
 
 // Claims about what the agent tolerates, in the prose of the manifests, the examples, the
@@ -100,4 +101,53 @@ func TestPolicyNamesTheAgentsFieldManager(t *testing.T) {
 		require.NoError(t, err)
 		assert.Regexp(t, want, string(data), path)
 	}
+}
+
+// TestAgentPodMountsNoConfigMap: the agent's pod mounts no volume that the kubelet can fill
+// only once it has registered the pod's ConfigMaps and Secrets, which it does only once the
+// node's network is ready: its token volume holds the pod-bound token alone, where client-go
+// looks for it, and the CA comes in wiring.CAEnv from kube-root-ca.crt, resolved when the container
+// starts. The automatic token volume, with kube-root-ca.crt in it, waited for the kubelet's
+// retries on every joining node.
+func TestAgentPodMountsNoConfigMap(t *testing.T) {
+	pod := shippedDaemonSet(t).Spec.Template.Spec
+	require.NotNil(t, pod.AutomountServiceAccountToken)
+	assert.False(t, *pod.AutomountServiceAccountToken, "no automatic kube-api-access volume")
+	var token string
+	for _, v := range pod.Volumes {
+		assert.Nil(t, v.ConfigMap, "volume %s", v.Name)
+		assert.Nil(t, v.Secret, "volume %s", v.Name)
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			assert.Nil(t, src.ConfigMap, "volume %s", v.Name)
+			assert.Nil(t, src.Secret, "volume %s", v.Name)
+			if src.ServiceAccountToken != nil {
+				token = v.Name
+				assert.Equal(t, filepath.Base(wiring.TokenFile), src.ServiceAccountToken.Path)
+			}
+		}
+	}
+	require.NotEmpty(t, token, "a projected ServiceAccount token")
+	c := shippedAgentContainer(t)
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		if m.Name == token {
+			mounted = true
+			assert.Equal(t, filepath.Dir(wiring.TokenFile), m.MountPath)
+		}
+	}
+	assert.True(t, mounted, "the agent container mounts %s", token)
+	var ca *corev1.EnvVar
+	for i := range c.Env {
+		if c.Env[i].Name == wiring.CAEnv {
+			ca = &c.Env[i]
+		}
+	}
+	require.NotNil(t, ca, "the agent container sets %s", wiring.CAEnv)
+	require.NotNil(t, ca.ValueFrom)
+	require.NotNil(t, ca.ValueFrom.ConfigMapKeyRef)
+	assert.Equal(t, "kube-root-ca.crt", ca.ValueFrom.ConfigMapKeyRef.Name)
+	assert.Equal(t, "ca.crt", ca.ValueFrom.ConfigMapKeyRef.Key)
 }

@@ -32,12 +32,19 @@ func NewClients(cfg *rest.Config) (agent.Clients, error) {
 }
 
 // RestConfig uses KUBECONFIG when it is set (the e2e harness runs the binary
-// outside a container) and the in-cluster configuration otherwise. In
+// outside a container) and the in-cluster configuration otherwise: with the CA
+// from CAEnv in the agent's pod, whose DaemonSet mounts the token alone, without
+// the ConfigMap the kubelet can mount only once the node's network is ready, and
+// passes the CA as a variable, which the kubelet resolves when it starts the
+// container (manifests/03-daemonset.yaml, volume api-token). In
 // dry-run it also tries ~/.kube/config and returns nil when there is no
 // configuration at all, so the API checks are skipped, not failed.
 func RestConfig(dryRun bool) (*rest.Config, error) {
 	if path := os.Getenv("KUBECONFIG"); path != "" {
 		return clientcmd.BuildConfigFromFlags("", path)
+	}
+	if ca := os.Getenv(CAEnv); ca != "" {
+		return inClusterConfig(TokenFile, []byte(ca))
 	}
 	if !dryRun {
 		return rest.InClusterConfig()

@@ -19,12 +19,16 @@ func scrapeAPIServer(ctx context.Context, client kubernetes.Interface) (metricSe
 	if err != nil {
 		return nil, fmt.Errorf("GET /metrics: %w", err)
 	}
-	return parseMetrics(body, "apiserver_request_total", "process_cpu_seconds_total", "process_resident_memory_bytes",
-		"apiserver_flowcontrol_rejected_requests_total", "apiserver_flowcontrol_nominal_limit_seats",
-		"apiserver_flowcontrol_request_wait_duration_seconds_sum", "apiserver_flowcontrol_request_wait_duration_seconds_count",
-		"apiserver_flowcontrol_request_execution_seconds_sum", "apiserver_flowcontrol_request_execution_seconds_count",
-		"apiserver_request_duration_seconds_sum", "apiserver_request_duration_seconds_count")
+	return parseMetrics(body, scrapedMetrics...)
 }
+
+// scrapedMetrics are the API server's metrics the scale runs read; the policy benchmark adds
+// admissionMetrics.
+var scrapedMetrics = append([]string{"apiserver_request_total", "process_cpu_seconds_total", "process_resident_memory_bytes",
+	"apiserver_flowcontrol_rejected_requests_total", "apiserver_flowcontrol_nominal_limit_seats",
+	"apiserver_flowcontrol_request_wait_duration_seconds_sum", "apiserver_flowcontrol_request_wait_duration_seconds_count",
+	"apiserver_flowcontrol_request_execution_seconds_sum", "apiserver_flowcontrol_request_execution_seconds_count",
+	"apiserver_request_duration_seconds_sum", "apiserver_request_duration_seconds_count"}, admissionMetrics...)
 
 // parseMetrics parses the samples of the named metrics (all when none is named) from the
 // Prometheus text format.

@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // benchmark is a row of the table main runs: the names -only selects it by, and what it runs.
@@ -18,6 +22,7 @@ var benchmarks = []benchmark{
 	{[]string{"scale"}, runScale},
 	{[]string{"realnode"}, runRealNode},
 	{[]string{"joins"}, runJoins},
+	{[]string{"policies"}, runPolicies},
 }
 
 // benchmarkNames are the names -only takes, in the order they run.
@@ -59,7 +64,7 @@ func runScale(ctx context.Context, b *bench) []*section {
 			if ctx.Err() != nil {
 				break
 			}
-			s, r := scaleBenchmark(ctx, b.o, b.m, nodes, settle, b.logf)
+			s, r := scaleBenchmark(ctx, b.o, b.m, nodes, settle, b.logf, scaleVariant{})
 			sections = append(sections, s)
 			if r != nil {
 				results = append(results, r)
@@ -80,17 +85,24 @@ func runRealNode(ctx context.Context, b *bench) []*section {
 	return []*section{benchRealNode(ctx, b.o, b.logf)}
 }
 
-// runJoins runs the joins benchmark twice: as the kubelets are shipped, and with them reading
-// ConfigMaps and Secrets with Get.
+// runJoins runs the joins benchmark twice: with the DaemonSet as shipped, and with the design
+// it did not take, tolerations listed so that its pod is created once the node is Ready.
 func runJoins(ctx context.Context, b *bench) []*section {
 	if ctx.Err() != nil {
 		return nil
 	}
 	b.logf("joins: %d real nodes joining a running cluster of %d", joinsCount, joinsRunning)
-	sections := []*section{benchJoins(ctx, b.o, b.logf, "")}
+	sections := []*section{benchJoins(ctx, b.o, b.logf, nil)}
 	if ctx.Err() == nil {
-		b.logf("joins: the same, the kubelets reading ConfigMaps and Secrets with Get")
-		sections = append(sections, benchJoins(ctx, b.o, b.logf, "configMapAndSecretChangeDetectionStrategy: Get\n"))
+		b.logf("joins: the same, the agent pod created once the node is Ready (tolerations listed)")
+		sections = append(sections, benchJoins(ctx, b.o, b.logf, readyOnlyTolerations))
 	}
 	return sections
+}
+
+// readyOnlyTolerations: every NoExecute taint and the startup taint, but not
+// node.kubernetes.io/not-ready:NoSchedule.
+var readyOnlyTolerations = []corev1.Toleration{
+	{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+	{Key: wellknown.TaintKey, Operator: corev1.TolerationOpExists},
 }

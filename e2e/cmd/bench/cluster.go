@@ -157,9 +157,17 @@ func removeDaemonSet(ctx context.Context, c *harness.Cluster) error {
 	})
 }
 
+// scaleVariant is how a scale run differs from nodeready as installed.
+type scaleVariant struct {
+	withoutPolicies bool // nodeready's admission policies deleted before the burst
+}
+
 // scaleBenchmark runs one scale run on a control plane of its own, without the DaemonSet.
-func scaleBenchmark(ctx context.Context, o options, m *machine, nodes int, settle time.Duration, logf func(string, ...any)) (*section, *scaleResult) {
+func scaleBenchmark(ctx context.Context, o options, m *machine, nodes int, settle time.Duration, logf func(string, ...any), v scaleVariant) (*section, *scaleResult) {
 	name := fmt.Sprintf("scale-%d-settle-%s", nodes, settle)
+	if v.withoutPolicies {
+		name += "-without-policies"
+	}
 	c, err := startCluster(ctx, o, name, m, logf)
 	if err != nil {
 		return &section{Title: name, Err: err}, nil
@@ -167,6 +175,11 @@ func scaleBenchmark(ctx context.Context, o options, m *machine, nodes int, settl
 	defer c.Stop()
 	if err := removeDaemonSet(ctx, c); err != nil {
 		return &section{Title: name, Err: err}, nil
+	}
+	if v.withoutPolicies {
+		if err := deletePolicies(ctx, c.Client()); err != nil {
+			return &section{Title: name, Err: err}, nil
+		}
 	}
 	dns, err := dnstest.NewServer(map[string][]netip.Addr{harness.DNSName: {dnsAnswer}})
 	if err != nil {
@@ -183,6 +196,9 @@ func scaleBenchmark(ctx context.Context, o options, m *machine, nodes int, settl
 		profile = filepath.Join(o.logDir, name, "kube-apiserver.cpu.pprof")
 	}
 	s, r := benchScale(ctx, c, base, nodes, settle, "scale", profile)
+	if v.withoutPolicies {
+		s.Title += ", without nodeready's admission policies"
+	}
 	logf("scale: done, %d not released", s.Failures)
 	return s, r
 }

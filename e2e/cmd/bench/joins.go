@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeready/nodeready/e2e/framework/realnode"
 	"github.com/nodeready/nodeready/e2e/framework/stats"
@@ -24,19 +26,19 @@ const (
 // podnetwork check reaches the CoreDNS pods on the other nodes by pod IP. Linux and root,
 // alone on the machine.
 //
-// kubeletConfig, when set, is added to every kubelet's configuration: a setting users may
-// choose, measured beside the default.
-func benchJoins(ctx context.Context, o options, logf func(string, ...any), kubeletConfig string) *section {
+// tolerations, when set, replace the DaemonSet's after the install: a design measured beside
+// the shipped one.
+func benchJoins(ctx context.Context, o options, logf func(string, ...any), tolerations []corev1.Toleration) *section {
 	s := &section{Title: fmt.Sprintf("real nodes: %d nodes joining a running cluster", joinsCount)}
-	if kubeletConfig != "" {
-		s.Title += ", kubelet with " + strings.TrimSpace(kubeletConfig)
+	if tolerations != nil {
+		s.Title += ", the agent pod created once the node is Ready (tolerations listed)"
 	}
 	var timelines []realnode.Timeline
 	var starts []realnode.PodStart
 	withRealCluster(ctx, o, s, "joins", 15*time.Minute, realnode.ClusterOptions{Logf: logf,
-		Nodes: joinsRunning + joinsCount, JoinedNodes: joinsRunning, KubeletConfig: kubeletConfig},
+		Nodes: joinsRunning + joinsCount, JoinedNodes: joinsRunning},
 		func(ctx context.Context, c *realnode.Cluster) (err error) {
-			timelines, starts, err = joinNodes(ctx, c, logf)
+			timelines, starts, err = joinNodes(ctx, c, logf, tolerations)
 			return err
 		})
 	if s.Err != nil || len(timelines) == 0 {
@@ -69,6 +71,7 @@ func benchJoins(ctx context.Context, o options, logf func(string, ...any), kubel
 	}
 	s.add("kubelet: node Ready → token volume mounted", logged(func(p realnode.PodStart, tl realnode.Timeline) time.Duration { return p.Mounted.Sub(tl.NodeReady) }))
 	s.add("kubelet: volume mounted → sandbox asked", logged(func(p realnode.PodStart, _ realnode.Timeline) time.Duration { return p.SandboxStart.Sub(p.Mounted) }))
+	s.add("kubelet: node Ready → sandbox asked", logged(func(p realnode.PodStart, tl realnode.Timeline) time.Duration { return p.SandboxStart.Sub(tl.NodeReady) }))
 	s.add("containerd: sandbox (pause, CNI)", logged(func(p realnode.PodStart, _ realnode.Timeline) time.Duration {
 		return p.SandboxReady.Sub(p.SandboxStart)
 	}))
@@ -82,21 +85,29 @@ func benchJoins(ctx context.Context, o options, logf func(string, ...any), kubel
 		}
 	}
 	s.add("token volume's first mount failed (\"kube-root-ca.crt\" not registered)", fmt.Sprintf("%d of %d pods", failedFirst, len(starts)))
-	if kubeletConfig != "" {
-		s.Notes = append(s.Notes, "The same joins with one kubelet setting changed: configMapAndSecretChangeDetectionStrategy: Get makes the kubelet read a pod's ConfigMaps and Secrets from the API server when it mounts them, instead of from a watch it registers the pod with, so the token volume no longer waits for the network (its first mount succeeds). What is left is the kubelet's pod worker retrying a sync that failed while the network was not ready about a second later (volume mounted → sandbox asked). Get costs API requests for every mount on every node: a choice for the cluster's operator, measured here, not a recommendation.")
+	if tolerations != nil {
+		s.Notes = append(s.Notes, "The same joins with the DaemonSet's tolerations replaced by a list, the design not shipped: "+
+			"every NoExecute taint and the startup taint, not `operator: Exists`. Then the pod does not tolerate "+
+			"node.kubernetes.io/not-ready:NoSchedule, which the API server puts on every new node (admission plugin "+
+			"TaintNodesByCondition) and the node lifecycle controller removes once the node is Ready, so the DaemonSet "+
+			"controller creates the agent pod only then (node Ready → pod created is positive), the kubelet's first sync of it "+
+			"succeeds, and nothing waits for a retry. The cost is the list: a node with any other NoSchedule taint, a node "+
+			"pool's dedicated=gpu or another controller's startup taint, gets no agent until that taint is listed too, and a "+
+			"taint that never goes leaves the node held for good with no agent to say so (docs/operations.md: How soon a "+
+			"joining node is released).")
 		return s
 	}
 	s.Notes = append(s.Notes,
 		fmt.Sprintf("%d real nodes joined one after another a running cluster of %d (CoreDNS on them, nodeready installed as the README says, ENABLE_CONNECTIVITY_MATRIX=true as kube-node-ready's production configuration), each a kubelet, containerd, runc, kube-proxy and flanneld (VXLAN) in namespaces of its own; the agent image pulled from a registry on the host. Each figure is the median over the joins, with the fastest and the slowest.", joinsCount, joinsRunning),
 		"Times are when each change reached a watch of the API, and the kubelet's own timestamps of the agent's log lines, as in the first node's table. The Pulled Event reaches a watch late (the kubelet's Event broadcaster), so the rows marked kubelet: and containerd: split the same start as those two logged it.",
-		"Where the time goes: the DaemonSet controller creates the agent pod when the node registers (the pod tolerates every taint, not-ready included), before the node's CNI is ready. While the network is not ready the kubelet does not sync the pod far enough to register its ConfigMaps, so the first mounts of its token volume fail with \"kube-root-ca.crt\" not registered, and the volume manager retries with its exponential backoff (0.5 s, 1 s, 2 s, ...): node Ready → token volume mounted is that wait (kubernetes/kubernetes#105204 is the message's issue). From the mount on, sandbox, pull, container start and the agent's checks and release take the rest. So the goal is missed by the kubelet's retry, not by nodeready; on a cluster whose CNI takes longer to become ready the wait grows with it (the backoff doubles), and no setting of the agent's pod that keeps it in the pod network avoids it: its API client needs the cluster's CA, which the kubelet mounts from the kube-root-ca.crt ConfigMap (a host-network pod would not wait, but would no longer check the pod network from a pod).")
+		"Where the time goes: the DaemonSet controller creates the agent pod when the node registers (the pod tolerates every taint, not-ready included), before the node's CNI is ready, and the kubelet's first sync of it fails with \"network is not ready\". Its token volume holds the token alone (the CA comes in KUBE_ROOT_CA_CRT, read when the container starts), so it mounts at once, before the node is Ready: the automatic kube-api-access volume, with the kube-root-ca.crt ConfigMap in it, could mount only after the kubelet registered the pod's ConfigMaps, which it does once the network is ready, and its volume manager retried it 0.5 s, 1 s, 2 s ... later (3.2 s after node Ready, p50, before this change). What is left before the sandbox is the kubelet's pod worker: it retries a sync that failed on the network 1 to 1.5 s later (backOffOnTransientErrorPeriod, jittered, in kubelet/pod_workers.go), on the next tick of its 1 s sync loop, so node Ready → sandbox asked is up to 2.5 s, whenever the network turns ready in that cycle. From the sandbox on, the pull, the container start and the agent's checks and release take the rest.")
 	return s
 }
 
 // joinNodes labels the running nodes verified, installs nodeready with the podnetwork check, and
 // starts each other node in turn, returning its timeline once its agent pod is gone, and the
 // start of that pod as its kubelet and containerd logged it.
-func joinNodes(ctx context.Context, c *realnode.Cluster, logf func(string, ...any)) ([]realnode.Timeline, []realnode.PodStart, error) {
+func joinNodes(ctx context.Context, c *realnode.Cluster, logf func(string, ...any), tolerations []corev1.Toleration) ([]realnode.Timeline, []realnode.PodStart, error) {
 	for i := range joinsRunning {
 		if err := c.StartNodeAt(ctx, i); err != nil {
 			return nil, nil, err
@@ -111,6 +122,15 @@ func joinNodes(ctx context.Context, c *realnode.Cluster, logf func(string, ...an
 	if _, err := c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
 		`-p={"data":{"ENABLE_CONNECTIVITY_MATRIX":"true"}}`); err != nil {
 		return nil, nil, err
+	}
+	if tolerations != nil {
+		patch, err := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/template/spec/tolerations", "value": tolerations}})
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := c.Kubectl(ctx, "-n", "kube-system", "patch", "daemonset/nodeready", "--type=json", "-p="+string(patch)); err != nil {
+			return nil, nil, err
+		}
 	}
 	ip, node, err := c.WaitClusterDNS(ctx)
 	if err != nil {

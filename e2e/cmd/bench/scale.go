@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/pprof/profile"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -131,35 +132,14 @@ const (
 	agentPriorityLevel = "workload-high"
 )
 
-// scaleProfileTime is how long the API server's CPU profile of a scale run samples.
-const scaleProfileTime = 30 * time.Second
-
-// profileAPIServer starts a CPU profile of the API server (its /debug/pprof/profile) and
-// returns a function that waits for it and writes it to path. Without a path it does nothing.
-func profileAPIServer(ctx context.Context, admin kubernetes.Interface, path string) func() error {
-	if path == "" {
-		return func() error { return nil }
-	}
-	done := make(chan error, 1)
-	go func() {
-		body, err := admin.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
-			Param("seconds", strconv.Itoa(int(scaleProfileTime.Seconds()))).Timeout(scaleProfileTime + time.Minute).DoRaw(ctx)
-		if err == nil {
-			err = os.WriteFile(path, body, 0o644)
-		}
-		done <- err
-	}()
-	return func() error { return <-done }
-}
-
 // benchScale registers nodes at once, each with its agent pod and a token bound to it, and
 // verifies each with an agent running in this process (agent.New and Run, as main does,
 // with the installed configuration, a client of its own and its own connection). When an
 // agent's node is seen verified its context ends, as the SIGTERM of the pod's deletion
 // does; it finishes its release and settle window and returns.
 //
-// With a profile path, the API server's CPU profile of the burst's first scaleProfileTime is
-// written there (go tool pprof reads it), to show where its time goes.
+// The API server's CPU is profiled over the whole burst, to show where its time goes; with a
+// profile path the profile is written there too (go tool pprof reads it).
 func benchScale(ctx context.Context, c *harness.Cluster, base config.Config, nodes int, settle time.Duration, run, profile string) (*section, *scaleResult) {
 	r, err := newScaleRun(c, base, nodes, settle, run)
 	if err != nil {
@@ -182,6 +162,9 @@ func benchScale(ctx context.Context, c *harness.Cluster, base config.Config, nod
 	r.reportRequests(s)
 	r.reportCPU(s)
 	r.reportNotes(s)
+	if r.profile != nil {
+		reportProfile(s, r.profile)
+	}
 	res := &scaleResult{settle: settle, nodes: nodes}
 	r.reportEvents(ctx, s, res)
 	r.reportFairness(s, res)
@@ -212,6 +195,7 @@ type scaleRun struct {
 	start                   time.Time
 	allVerified, agentsDone time.Duration
 	peakRSS                 int64
+	profile                 *profile.Profile // the API server's CPU over the burst
 
 	// collect
 	toVerified, fromAgent durations
@@ -325,7 +309,7 @@ func (r *scaleRun) burst(ctx context.Context, s *section, profile string) error 
 	r.cpuAfter, r.selfAfter = childCPU(), selfCPU()
 	stopRSS()
 	r.peakRSS = benchRSS()
-	if err := profileDone(); err != nil {
+	if r.profile, err = profileDone(); err != nil {
 		s.note("No CPU profile of the API server: %v", err)
 	}
 	return nil
@@ -573,6 +557,7 @@ func (r *scaleRun) result(s *section, res *scaleResult) {
 	res.serverPerNode, res.apiCPUPerNode = total(r.server)/float64(r.nodes), r.apiCPU/float64(r.nodes)
 	res.notReported = r.notReported
 	res.benchCPU, res.peakRunning = r.benchCPU, r.running.peak.Load()
+	res.admission = newPolicyCost(r.before, r.after, r.allVerified)
 }
 
 // reportFailures names the nodes not released and the agents that did not report a release.
@@ -603,6 +588,7 @@ type scaleResult struct {
 	rejected                    float64 // 429s from API Priority and Fairness
 	benchCPU                    float64 // seconds: the in-process agents and the benchmark
 	peakRunning                 int64
+	admission                   policyCost // what admission cost the API server during the burst
 }
 
 // compareScale puts the scale runs side by side and, for each SETTLE_TIME run at more than

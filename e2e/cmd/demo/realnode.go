@@ -177,7 +177,36 @@ func joinAndWatch(ctx context.Context, out io.Writer, c *realnode.Cluster, i int
 	}
 	fmt.Fprintf(out, "    %-36s %8s\n    %-36s %8s\n", "node Ready → released", tl.ToRelease().Round(time.Millisecond),
 		"node Ready → agent pod gone", tl.Total().Round(time.Millisecond))
+	showPodStart(out, c.Nodes[i], tl)
 	return nil
+}
+
+// showPodStart prints how the node's kubelet and containerd started the agent pod: its token
+// volume (the token alone) mounts as soon as the pod is there, before the node is Ready, and
+// the sandbox waits for the kubelet's retry of the sync that failed while the network was not.
+func showPodStart(out io.Writer, n *realnode.Node, tl realnode.Timeline) {
+	ps, err := n.PodStart(tl.Pod)
+	if err != nil {
+		fmt.Fprintf(out, "  (its kubelet's and containerd's logs: %v)\n", err)
+		return
+	}
+	fmt.Fprintln(out, "  As its kubelet and containerd logged it:")
+	for _, r := range []struct {
+		name string
+		took time.Duration
+	}{
+		{"pod added → token volume mounted", ps.Mounted.Sub(ps.Added)},
+		{"node Ready → sandbox asked", ps.SandboxStart.Sub(tl.NodeReady)},
+		{"sandbox (pause, CNI)", ps.SandboxReady.Sub(ps.SandboxStart)},
+		{"image pull", ps.Pulled.Sub(ps.PullStart)},
+		{"pulled → container started", ps.Started.Sub(ps.Pulled)},
+		{"container started → released", tl.Released.Sub(ps.Started)},
+	} {
+		fmt.Fprintf(out, "    %-36s %8s\n", r.name, r.took.Round(time.Millisecond))
+	}
+	if !ps.MountFailed.IsZero() {
+		fmt.Fprintln(out, "    (its token volume's first mount failed: \"kube-root-ca.crt\" not registered)")
+	}
 }
 
 // showNode prints the node's state each time it changes; once the agent reported failing

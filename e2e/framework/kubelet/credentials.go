@@ -19,25 +19,31 @@ import (
 const tokenExpirationSeconds = 3607
 
 // writeCredentials writes a kubeconfig for the pod's ServiceAccount into dir and returns its
-// path, or "" when the pod opts out of a token. The token comes from the TokenRequest API and
-// is bound to the pod, as the projected token a kubelet mounts: the API server puts the pod's
-// node into it, and it dies with the pod.
+// path, or "" when the pod has no token. The token comes from the TokenRequest API and is
+// bound to the pod, as the projected token a kubelet mounts: the API server puts the pod's
+// node into it, and it dies with the pod. A pod that opts out of the automatic token gets one
+// only from a projected volume's serviceAccountToken source (the agent's DaemonSet has one),
+// with that source's expiry and audience.
 func (k *Kubelet) writeCredentials(ctx context.Context, pod *corev1.Pod, dir string) (string, error) {
+	spec := authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](tokenExpirationSeconds)}
 	if pod.Spec.AutomountServiceAccountToken != nil && !*pod.Spec.AutomountServiceAccountToken {
-		return "", nil
+		src := projectedToken(pod)
+		if src == nil {
+			return "", nil
+		}
+		if src.ExpirationSeconds != nil {
+			spec.ExpirationSeconds = src.ExpirationSeconds
+		}
+		if src.Audience != "" {
+			spec.Audiences = []string{src.Audience}
+		}
 	}
 	sa := pod.Spec.ServiceAccountName
 	if sa == "" {
 		sa = "default"
 	}
-	tr, err := k.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{
-			ExpirationSeconds: ptr.To[int64](tokenExpirationSeconds),
-			BoundObjectRef: &authenticationv1.BoundObjectReference{
-				Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID,
-			},
-		},
-	}, metav1.CreateOptions{})
+	spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
+	tr, err := k.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("request token for ServiceAccount %s/%s: %w", pod.Namespace, sa, err)
 	}
@@ -56,4 +62,19 @@ func (k *Kubelet) writeCredentials(ctx context.Context, pod *corev1.Pod, dir str
 		return "", fmt.Errorf("write kubeconfig: %w", err)
 	}
 	return path, nil
+}
+
+// projectedToken is the pod's first projected serviceAccountToken source, or nil.
+func projectedToken(pod *corev1.Pod) *corev1.ServiceAccountTokenProjection {
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if src.ServiceAccountToken != nil {
+				return src.ServiceAccountToken
+			}
+		}
+	}
+	return nil
 }

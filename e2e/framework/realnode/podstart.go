@@ -15,7 +15,7 @@ import (
 type PodStart struct {
 	Added        time.Time // the kubelet's SyncLoop ADD
 	MountFailed  time.Time // the first failed mount of its token volume ("not registered"), or zero
-	Mounted      time.Time // its token volume (kube-api-access) mounted
+	Mounted      time.Time // its token volume (the DaemonSet's api-token, or kube-api-access) mounted
 	SandboxStart time.Time // containerd's RunPodSandbox
 	SandboxReady time.Time // RunPodSandbox returned
 	PullStart    time.Time // PullImage of the first image after the sandbox
@@ -35,7 +35,7 @@ func (n *Node) PodStart(pod string) (PodStart, error) {
 			setFirst(&s.Added, at)
 		case strings.Contains(line, "kube-root-ca.crt") && strings.Contains(line, "not registered"):
 			setFirst(&s.MountFailed, at)
-		case strings.Contains(line, "MountVolume.SetUp succeeded") && strings.Contains(line, "kube-api-access"):
+		case strings.Contains(line, "MountVolume.SetUp succeeded") && isTokenVolume(line):
 			setFirst(&s.Mounted, at)
 		}
 	})
@@ -63,6 +63,13 @@ func (n *Node) PodStart(pod string) (PodStart, error) {
 		err = fmt.Errorf("pod %s: not every step in the logs of %s: %+v", pod, n.Name(), s)
 	}
 	return s, err
+}
+
+// isTokenVolume reports whether a kubelet line is about a pod's token volume: the agent's
+// api-token (manifests/03-daemonset.yaml), or the kube-api-access-* volume the ServiceAccount
+// admission plugin adds to other pods.
+func isTokenVolume(line string) bool {
+	return strings.Contains(line, `volume \"api-token\"`) || strings.Contains(line, `volume \"kube-api-access`)
 }
 
 // klogTime reads the time of a kubelet (klog) line: I1127 00:11:39.892989   31913 kubelet.go:2709]

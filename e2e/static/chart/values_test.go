@@ -115,10 +115,10 @@ func TestPodValues(t *testing.T) {
 	for i, e := range env {
 		names[i] = e.Name
 	}
-	assert.Equal(t, []string{"NODE_NAME", "POD_NAME", "POD_NAMESPACE", "STATE_DIR", "GOMEMLIMIT", "HTTPS_PROXY", "GODEBUG"}, names)
-	assert.Equal(t, "http://proxy.example.com:3128", env[5].Value)
-	require.NotNil(t, env[6].ValueFrom)
-	assert.Equal(t, "godebug", env[6].ValueFrom.ConfigMapKeyRef.Key)
+	assert.Equal(t, []string{"NODE_NAME", "POD_NAME", "POD_NAMESPACE", "STATE_DIR", "GOMEMLIMIT", "KUBE_ROOT_CA_CRT", "HTTPS_PROXY", "GODEBUG"}, names)
+	assert.Equal(t, "http://proxy.example.com:3128", env[6].Value)
+	require.NotNil(t, env[7].ValueFrom)
+	assert.Equal(t, "godebug", env[7].ValueFrom.ConfigMapKeyRef.Key)
 
 	pm := objects["monitoring.coreos.com/v1 PodMonitor kube-system/nodeready"]
 	require.NotNil(t, pm)
