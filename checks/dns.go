@@ -77,7 +77,7 @@ func NewResolver(nameserver string) *net.Resolver {
 // NewResolverWith is NewResolver dialing each socket with dial: tests stand for kube-proxy
 // with it.
 func NewResolverWith(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *net.Resolver {
-	return &net.Resolver{PreferGo: true, Dial: hedgedDialer{dial: dial, after: hedgeAfter}.DialContext}
+	return &net.Resolver{PreferGo: true, Dial: hedgedDialer{dial: dial}.DialContext}
 }
 
 // DNSOptions are the dns check's variables. CLUSTER_DNS_SERVICE is the cluster

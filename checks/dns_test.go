@@ -94,6 +94,35 @@ func TestNewResolverDefault(t *testing.T) {
 	assert.Equal(t, srv.Addr(), conn.RemoteAddr().String())
 }
 
+// TestDNSResendsLessOftenTheLongerItWaits: a nameserver that reads every query and answers
+// none (an overloaded one, every new node of a burst asking at once) gets a query again after
+// 0.5 s, then after 1 s more: three copies of each question in the check's 3 s, not one every
+// half second (seven).
+func TestDNSResendsLessOftenTheLongerItWaits(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer pc.Close()
+	var datagrams atomic.Int32
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			if _, _, err := pc.ReadFrom(buf); err != nil {
+				return
+			}
+			datagrams.Add(1)
+		}
+	}()
+	r := checks.NewResolverWith(func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, pc.LocalAddr().String())
+	})
+	res := checks.Execute(t.Context(), checks.NewDNS("kubernetes.default.svc.cluster.local.", r), 3*time.Second)
+	require.Error(t, res.Err, "no answer")
+	got := datagrams.Load()
+	assert.GreaterOrEqual(t, got, int32(4), "each question asked, then asked again")
+	assert.LessOrEqual(t, got, int32(8), "A and AAAA, at most four copies each")
+}
+
 // TestDNSAsksAgainWhenABackendIsSilent: the cluster DNS Service with a backend that never
 // answers (a CoreDNS pod on a node whose pod network broke, Ready all the same), which
 // kube-proxy picks for some sockets: every query that gets no answer in half a second is

@@ -8,21 +8,26 @@ import (
 	"time"
 )
 
-// hedgeAfter is how long a DNS query over UDP waits for an answer before it is sent again
-// from a new socket: a working cluster DNS answers in milliseconds.
+// hedgeAfter is how long a DNS query over UDP waits for an answer before it is sent again:
+// a working cluster DNS answers in milliseconds. Each later resend waits twice as long as
+// the one before (resendAfter), so a nameserver that is only slow, every new node of a burst
+// asking it at once, gets a few copies of a query, not one every half second.
 const hedgeAfter = 500 * time.Millisecond
 
+// resendAfter is how long to wait for an answer before the resend numbered n (from 0):
+// hedgeAfter, doubled at each resend up to 16 times it.
+func resendAfter(n int) time.Duration { return hedgeAfter << min(n, 4) }
+
 // hedgedDialer dials the nameserver for the Go resolver. Over UDP, a query that gets no
-// answer within after is sent again from a new socket, and again each after, and the first
-// answer from any of them is taken. The cluster DNS is a Service: kube-proxy sends each new
+// answer within after is sent again from a new socket, and again after twice as long each
+// time, and the first answer from any of them is taken. The cluster DNS is a Service: kube-proxy sends each new
 // socket's queries to one of its backends at random, and one of them may never answer (a
 // CoreDNS pod on a node whose pod network broke stays Ready: the kubelet probes it from its
 // own node). With the search list a lookup asks several questions one after another, each of
 // which would wait out the resolver's whole timeout on that backend; hedged, it costs a
 // lookup half a second, not its verification. A node that reaches no backend still fails.
 type hedgedDialer struct {
-	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
-	after time.Duration
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // DialContext is the resolver's Dial.
@@ -31,7 +36,7 @@ func (h hedgedDialer) DialContext(ctx context.Context, network, addr string) (ne
 	if err != nil || (network != "udp" && network != "udp4" && network != "udp6") {
 		return conn, err
 	}
-	c := &hedgedConn{Conn: conn, ctx: context.WithoutCancel(ctx), network: network, addr: addr, dial: h.dial, after: h.after,
+	c := &hedgedConn{Conn: conn, ctx: context.WithoutCancel(ctx), network: network, addr: addr, dial: h.dial,
 		answers: make(chan []byte, 16), closed: make(chan struct{})}
 	c.read(conn)
 	return c, nil
@@ -44,13 +49,12 @@ type hedgedConn struct {
 	network  string
 	addr     string
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
-	after    time.Duration
 	answers  chan []byte
 	closed   chan struct{}
 
 	mu       sync.Mutex
 	query    []byte
-	extra    []net.Conn
+	extra    []net.Conn // the sockets of the resends
 	deadline time.Time
 	done     bool
 }
@@ -82,10 +86,10 @@ func (c *hedgedConn) Write(b []byte) (int, error) {
 }
 
 // Read returns the next datagram from any socket; while none comes, it sends the query again
-// from a new socket each after, until the deadline.
+// from a new socket, each time after resendAfter, until the deadline.
 func (c *hedgedConn) Read(b []byte) (int, error) {
 	c.mu.Lock()
-	deadline := c.deadline
+	deadline, resends := c.deadline, len(c.extra)
 	c.mu.Unlock()
 	var expired <-chan time.Time
 	if !deadline.IsZero() {
@@ -93,7 +97,7 @@ func (c *hedgedConn) Read(b []byte) (int, error) {
 		defer t.Stop()
 		expired = t.C
 	}
-	hedge := time.NewTicker(c.after)
+	hedge := time.NewTimer(resendAfter(resends))
 	defer hedge.Stop()
 	for {
 		select {
@@ -105,6 +109,8 @@ func (c *hedgedConn) Read(b []byte) (int, error) {
 			return 0, net.ErrClosed
 		case <-hedge.C:
 			c.again()
+			resends++
+			hedge.Reset(resendAfter(resends))
 		}
 	}
 }

@@ -86,13 +86,14 @@ func (c *PodNetwork) query(ctx context.Context, addr string, protocol corev1.Pro
 		query = append(binary.BigEndian.AppendUint16(nil, uint16(len(query))), query...)
 	}
 	buf := make([]byte, 65535)
-	for sent := false; ; {
+	for sent, resends := false, 0; ; {
 		if !sent {
 			if _, err := conn.Write(query); err != nil {
 				return fmt.Errorf("query %s over %s at %s: %w", c.probe.DNSName, network, addr, err)
 			}
-			if network == "udp" { // a datagram may be lost: sent again after hedgeAfter, as the dns check does
-				_ = conn.SetReadDeadline(earliest(deadline, time.Now().Add(hedgeAfter)))
+			if network == "udp" { // a datagram may be lost: sent again after resendAfter, as the dns check does
+				_ = conn.SetReadDeadline(earliest(deadline, time.Now().Add(resendAfter(resends))))
+				resends++
 			}
 			sent = true
 		}
