@@ -89,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(stderr, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
 	}
-	logf("load average at start: %s (%d cores)", m.LoadStart, m.Cores)
+	logf("load average at start: %s (%d cores); open files limit %d", m.LoadStart, m.Cores, raiseOpenFiles())
 
 	b := &bench{o: o, m: &m, logf: logf}
 	var sections []*section
