@@ -15,11 +15,12 @@
 package envvar
 
 import (
-	"bytes"
+	"encoding"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -48,22 +49,85 @@ type Variable struct {
 }
 
 // Describe lists the variables of the specs, pointers to structs, in the
-// order of their fields.
+// order of their fields, as envconfig finds them: a field's name is its
+// `envconfig` tag, else its own name, upper-cased; `ignored` and unexported
+// fields are skipped; a struct field that reads no value itself (no Decode,
+// Set, UnmarshalText or UnmarshalBinary) holds more variables, under its own
+// name unless it is embedded. envconfig's Usage would tell the same through
+// text/template, whose calls of methods by name make the linker keep every
+// exported method of every type in the binary: with the typed clientset's
+// types, 60% of its size (TestDescribeAgreesWithEnvconfig).
 func Describe(specs ...any) []Variable {
 	var vars []Variable
 	for _, spec := range specs {
-		var out bytes.Buffer
-		// One variable per line, its parts separated by a byte no tag holds.
-		format := "{{range .}}{{usage_key .}}\x1f{{usage_default .}}\x1f{{usage_description .}}\x1f{{usage_type .}}\x1f{{.Tags.Get \"blank\"}}\n{{end}}"
-		if err := envconfig.Usagef("", spec, &out, format); err != nil {
-			panic(err) // a spec that is not a pointer to a struct: a programming error
+		t := reflect.TypeOf(spec)
+		if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+			panic(fmt.Sprintf("envvar: %T is not a pointer to a struct", spec)) // a programming error
 		}
-		for line := range strings.Lines(out.String()) {
-			f := strings.Split(strings.TrimSuffix(line, "\n"), "\x1f")
-			vars = append(vars, Variable{Name: f[0], Default: f[1], Description: f[2], Text: f[3] == "String", Blank: f[4]})
-		}
+		vars = describe(vars, "", t.Elem())
 	}
 	return vars
+}
+
+// readers are the interfaces through which envconfig lets a type read its own value.
+var readers = []reflect.Type{
+	reflect.TypeFor[envconfig.Decoder](),
+	reflect.TypeFor[envconfig.Setter](),
+	reflect.TypeFor[encoding.TextUnmarshaler](),
+	reflect.TypeFor[encoding.BinaryUnmarshaler](),
+}
+
+func describe(vars []Variable, prefix string, t reflect.Type) []Variable {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() || isTrue(f.Tag.Get("ignored")) {
+			continue
+		}
+		if isTrue(f.Tag.Get("split_words")) {
+			panic("envvar: split_words is not supported: name the variable with an envconfig tag") // a programming error
+		}
+		key := f.Name
+		if alt := f.Tag.Get("envconfig"); alt != "" {
+			key = alt
+		}
+		if prefix != "" {
+			key = prefix + "_" + key
+		}
+		key = strings.ToUpper(key)
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct && !readsItself(ft) {
+			inner := key
+			if f.Anonymous {
+				inner = prefix
+			}
+			vars = describe(vars, inner, ft)
+			continue
+		}
+		text := (ft.Kind() == reflect.String && ft.Name() == "string") ||
+			((ft.Kind() == reflect.Slice || ft.Kind() == reflect.Array) && ft.Elem().Kind() == reflect.Uint8)
+		vars = append(vars, Variable{Name: key, Default: f.Tag.Get("default"), Description: f.Tag.Get("desc"),
+			Text: text, Blank: f.Tag.Get("blank")})
+	}
+	return vars
+}
+
+// readsItself tells a struct type that envconfig gives the variable's value to.
+func readsItself(t reflect.Type) bool {
+	for _, r := range readers {
+		if reflect.PointerTo(t).Implements(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// isTrue reads a boolean tag as envconfig does.
+func isTrue(s string) bool {
+	b, _ := strconv.ParseBool(s)
+	return b
 }
 
 // Print writes the variables as an aligned table, as `nodeready --help` shows them.
