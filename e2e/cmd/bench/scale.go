@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -655,7 +656,9 @@ func compareScale(results []*scaleResult) *section {
 func runInProcess(agentCtx, ctx context.Context, fast kubernetes.Interface, server, caFile string, base config.Config,
 	settle time.Duration, a *inProcessAgent, run string, running *gauge) error {
 	a.created = time.Now()
-	if _, err := fast.CoreV1().Nodes().Create(ctx, newNode(a.node, run), metav1.CreateOptions{}); err != nil {
+	node := newNode(a.node, run)
+	if _, err := provisioned(func() (*corev1.Node, error) { return fast.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}) },
+		func() (*corev1.Node, error) { return fast.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}) }); err != nil {
 		return fmt.Errorf("create node: %w", err)
 	}
 	token, err := agentToken(ctx, fast, a.node, run)
