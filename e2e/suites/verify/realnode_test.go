@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/realnode"
@@ -280,8 +281,18 @@ func agentLog(t *testing.T, c *realnode.Cluster, pod string, restart int) string
 func ownNodePolicy(t *testing.T, c *realnode.Cluster, pod string) {
 	p, err := c.CP.Client().CoreV1().Pods("kube-system").Get(t.Context(), pod, metav1.GetOptions{})
 	require.NoError(t, err)
-	// The token is in a tmpfs the kubelet mounted in the node's mount namespace.
-	token, err := c.Node.ReadFile(filepath.Join(c.Node.KubeletRoot(), "pods", string(p.UID), "volumes", "kubernetes.io~projected", "kube-api-access-*", "token"))
+	// The token is in a tmpfs the kubelet mounted in the node's mount namespace: the pod's
+	// projected volume with the ServiceAccount token in it (api-token, as the DaemonSet names it).
+	var volume, file string
+	for _, v := range p.Spec.Volumes {
+		for _, src := range ptr.Deref(v.Projected, corev1.ProjectedVolumeSource{}).Sources {
+			if src.ServiceAccountToken != nil {
+				volume, file = v.Name, src.ServiceAccountToken.Path
+			}
+		}
+	}
+	require.NotEmpty(t, volume, "the agent pod has a projected ServiceAccount token")
+	token, err := c.Node.ReadFile(filepath.Join(c.Node.KubeletRoot(), "pods", string(p.UID), "volumes", "kubernetes.io~projected", volume, file))
 	require.NoError(t, err)
 	require.NotEmpty(t, token)
 
