@@ -52,17 +52,17 @@ type Server struct {
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
 	closed  bool
-	gate    chan struct{}   // closed while answers may go (see Hold)
-	count   int64           // queries received
-	seen    map[string]bool // every query received, by transport and bytes
-	queried chan struct{}   // closed and replaced at every query
+	gate    chan struct{}     // closed while answers may go (see Hold)
+	count   int64             // queries received
+	seen    map[queryKey]bool // every query received
+	queried chan struct{}     // closed and replaced at every query
 }
 
 // NewServer starts a server that answers for the names in records, which it copies. A
 // name may be given with or without its trailing dot. Close stops it.
 func NewServer(records map[string][]netip.Addr) (*Server, error) {
 	s := &Server{records: make(map[string][]netip.Addr, len(records)), conns: map[net.Conn]struct{}{},
-		done: make(chan struct{}), gate: make(chan struct{}), queried: make(chan struct{}), seen: map[string]bool{}}
+		done: make(chan struct{}), gate: make(chan struct{}), queried: make(chan struct{}), seen: map[queryKey]bool{}}
 	close(s.gate)
 	for name, addrs := range records {
 		for _, a := range addrs {
@@ -133,8 +133,14 @@ func (s *Server) Queries() (int64, <-chan struct{}) {
 	return s.count, s.queried
 }
 
-func (s *Server) received(query []byte, udp bool) {
-	key := fmt.Sprint(udp, string(query))
+// queryKey is a query as the server received it: its transport and its bytes.
+type queryKey struct {
+	udp bool
+	msg string
+}
+
+func (s *Server) received(msg []byte, udp bool) {
+	key := queryKey{udp: udp, msg: string(msg)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.seen[key] {
