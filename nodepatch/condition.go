@@ -52,6 +52,6 @@ func (p *Patcher) SetCondition(ctx context.Context, c wellknown.Condition) (bool
 	if err != nil {
 		return false, p.classify("patch status of", err)
 	}
-	p.last = updated
+	p.wrote(updated)
 	return true, nil
 }

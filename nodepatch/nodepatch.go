@@ -89,6 +89,11 @@ type Patcher struct {
 	// last is the node as last read or written, so a condition write right
 	// after a release needs no read of its own.
 	last *corev1.Node
+	// written is the node as the last own write answered it, and writtenRestarts the
+	// view's restarts then: until the watch shows that version, the node the view
+	// holds is older (latest).
+	written         *corev1.Node
+	writtenRestarts int64
 	// view is the watch of the node, when Watch started one.
 	view *view
 	// value is the label value of the last release: LabelValue, or wellknown.FailedOpenValue after
@@ -172,7 +177,7 @@ func (p *Patcher) release(ctx context.Context, value string, annotations map[str
 			return p.classify("patch", err)
 		}
 		outcome = Patched
-		p.last = node
+		p.wrote(node)
 		if !p.Verified(node) {
 			return ErrNotConfirmed
 		}

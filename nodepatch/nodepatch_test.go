@@ -49,7 +49,7 @@ func newPatcher(t *testing.T, node *corev1.Node) (*Patcher, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset(node)
 	// The API server answers a failed JSON Patch test with 422 Invalid, and
-	// gives every write a new resourceVersion; the fake's tracker answers with
+	// gives every write (of the status too) a new resourceVersion; the fake's tracker answers with
 	// a plain error and keeps the resourceVersion.
 	tracker := k8stesting.ObjectReaction(client.Tracker())
 	var rv atomic.Int64
@@ -59,7 +59,7 @@ func newPatcher(t *testing.T, node *corev1.Node) (*Patcher, *fake.Clientset) {
 		if err != nil && strings.Contains(err.Error(), "test failed") {
 			err = apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", corev1.Resource("nodes"), nodeName, err.Error(), 0, false)
 		}
-		if n, ok := obj.(*corev1.Node); ok && err == nil && a.GetSubresource() == "" {
+		if n, ok := obj.(*corev1.Node); ok && err == nil {
 			n = n.DeepCopy()
 			n.ResourceVersion = strconv.FormatInt(rv.Add(1), 10)
 			if err := client.Tracker().Update(nodeGVR, n, ""); err != nil {
@@ -578,6 +578,32 @@ func TestReleaseFromAnOldView(t *testing.T) {
 	assert.True(t, p.Verified(n))
 	assert.Equal(t, []corev1.Taint{foreign}, n.Spec.Taints)
 	assert.Equal(t, []string{"patch", "get", "patch"}, verbs(client)[2:])
+}
+
+// TestReleaseAfterTheConditionFromAnOldView: the condition is written right before the
+// release, and the watch has not shown that write yet. The release plans from the node the
+// condition's write returned, not from the watch's older one, so its lock (here the
+// resourceVersion's test, the node having no annotations) holds at the first PATCH: no
+// 422, no read.
+func TestReleaseAfterTheConditionFromAnOldView(t *testing.T) {
+	node := newNode(nil, startup)
+	node.Annotations = nil
+	p, client := newPatcher(t, node)
+	client.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, watch.NewFake(), nil // a watch that shows nothing new
+	})
+	watching(t, p)
+	before := len(client.Actions())
+	_, err := p.SetCondition(t.Context(), wellknown.Condition{Status: corev1.ConditionTrue, Reason: wellknown.Verified, Message: "checks passed"})
+	require.NoError(t, err)
+	outcome, err := p.Release(t.Context(), map[string]string{"node-ready/verified-at": "now"})
+	require.NoError(t, err)
+	assert.Equal(t, Patched, outcome)
+	assert.Equal(t, []string{"patch", "patch"}, verbs(client)[before:])
+	n := getNode(t, client)
+	assert.True(t, p.Verified(n))
+	assert.Equal(t, "now", n.Annotations["node-ready/verified-at"])
+	assert.Equal(t, wellknown.ConditionType, n.Status.Conditions[0].Type)
 }
 
 type settleResult struct {

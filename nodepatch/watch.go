@@ -138,8 +138,9 @@ func (p *Patcher) Watch(ctx context.Context) (stop func()) {
 // latest returns the node as last seen: from the watch once it has shown
 // the node, or read when there is no watch or it is down (a watch that
 // failed would otherwise be waited for, and one that is down may show an old
-// node). A node the watch shows older than the stored one costs nothing but
-// a lost optimistic lock, after which Release reads the node.
+// node). The node an own write answered stands until the watch shows it. A
+// node the watch shows older than the stored one for another reason costs
+// nothing but a lost optimistic lock, after which Release reads the node.
 func (p *Patcher) latest(ctx context.Context) (*corev1.Node, error) {
 	v := p.view
 	if v == nil {
@@ -165,8 +166,28 @@ func (p *Patcher) latest(ctx context.Context) (*corev1.Node, error) {
 		return nil, p.classify("watch", apierrors.NewNotFound(corev1.Resource("nodes"), p.node))
 	}
 	node := obj.(*corev1.Node)
+	if w := p.written; w != nil {
+		// Watch events come in the order of the writes, so a watch that has not shown
+		// the own write yet shows an older node, unless it began again since (a list or
+		// a watch from the node as it is skips versions).
+		if !v.hasShown(w.ResourceVersion) && v.restarts.Load() == p.writtenRestarts {
+			node = w
+		} else {
+			p.written = nil
+		}
+	}
 	p.last = node
 	return node, nil
+}
+
+// wrote keeps node, the answer to an own write, as the node's latest version: the
+// watch shows the write only later, and a release planned from the node before it
+// would lose its optimistic lock (the condition is written right before the release).
+func (p *Patcher) wrote(node *corev1.Node) {
+	p.last, p.written = node, node
+	if p.view != nil {
+		p.writtenRestarts = p.view.restarts.Load()
+	}
 }
 
 // hasShown reports whether the watch has shown the node at resourceVersion rv.
