@@ -154,7 +154,8 @@ demo: build plugin control-plane-current ## Watch nodeready verify autoscaled no
 
 .PHONY: bench
 bench: build control-plane-current ## Measure overhead, latency on a network of 200 ms round trips, concurrency, scale, what the admission policies cost the API server, footprint and (as root on Linux) real nodes' critical path; writes BENCH.md
-	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null; fi
+	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null; \
+		else scripts/build-node.sh --coredns >/dev/null; fi
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go run ./cmd/bench -out $(CURDIR)/BENCH.md $(BENCH_FLAGS)
 
 # The image is built by e2e/cmd/image, the same code the real-node tests run: no Docker engine,

@@ -17,19 +17,24 @@
 # Later runs return at once unless a module these binaries are built from, this script or the
 # Go toolchain changed. Cold, the builds take several minutes on two cores.
 #
-# Usage: scripts/build-node.sh [-f]   (-f rebuilds even when up to date)
+# Usage: scripts/build-node.sh [-f] [--coredns]   (-f rebuilds even when up to date)
 # Prints four lines on stdout: the Kubernetes, containerd, CoreDNS and flannel bin directories.
+# With --coredns it builds CoreDNS alone, needs no root, and prints its bin directory: the
+# scale benchmark runs it as the cluster DNS.
 set -euo pipefail
 
 force=false
-case "${1:-}" in
-  -f | --force) force=true ;;
-  "") ;;
-  *)
-    echo "usage: $0 [-f]" >&2
-    exit 2
-    ;;
-esac
+only_coredns=false
+for arg in "$@"; do
+  case "${arg}" in
+    -f | --force) force=true ;;
+    --coredns) only_coredns=true ;;
+    *)
+      echo "usage: $0 [-f] [--coredns]" >&2
+      exit 2
+      ;;
+  esac
+done
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log() { echo "build-node: $*" >&2; }
@@ -99,6 +104,15 @@ build() {
   exec 9>&-
 }
 
+coredns_dir="${repo_root}/e2e/build/coredns"
+coredns_version="$(go -C "${coredns_dir}" list -m -f '{{.Version}}' github.com/coredns/coredns)"
+coredns_bin="${repo_root}/.cache/coredns/${coredns_version}/bin"
+build "${coredns_dir}" "${coredns_bin}" build "-s -w" "coredns=github.com/coredns/coredns"
+if [[ "${only_coredns}" == true ]]; then
+  echo "${coredns_bin}"
+  exit 0
+fi
+
 install_packages
 
 # Kubernetes: the same version flags as scripts/build-control-plane.sh.
@@ -124,10 +138,6 @@ build "${ctrd_dir}" "${ctrd_bin}" build \
   "containerd-shim-runc-v2=github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2" \
   "ctr=github.com/containerd/containerd/v2/cmd/ctr"
 
-coredns_dir="${repo_root}/e2e/build/coredns"
-coredns_version="$(go -C "${coredns_dir}" list -m -f '{{.Version}}' github.com/coredns/coredns)"
-coredns_bin="${repo_root}/.cache/coredns/${coredns_version}/bin"
-build "${coredns_dir}" "${coredns_bin}" build "-s -w" "coredns=github.com/coredns/coredns"
 
 # flanneld: cgo for the udp backend, as flannel's own Makefile builds it on amd64 (not static).
 flannel_dir="${repo_root}/e2e/build/flannel"

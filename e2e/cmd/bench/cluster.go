@@ -181,12 +181,16 @@ func scaleBenchmark(ctx context.Context, o options, m *machine, nodes int, settl
 			return &section{Title: name, Err: err}, nil
 		}
 	}
-	dns, err := dnstest.NewServer(map[string][]netip.Addr{harness.DNSName: {dnsAnswer}})
+	dnsLogs := ""
+	if o.logDir != "" {
+		dnsLogs = filepath.Join(o.logDir, name, "coredns")
+	}
+	dns, err := startClusterDNS(ctx, dnsLogs)
 	if err != nil {
 		return &section{Title: name, Err: err}, nil
 	}
-	defer dns.Close()
-	base, err := configFromCluster(ctx, c, dns.Addr())
+	defer dns.stop()
+	base, err := configFromCluster(ctx, c, dns.addr)
 	if err != nil {
 		return &section{Title: name, Err: err}, nil
 	}
@@ -195,7 +199,11 @@ func scaleBenchmark(ctx context.Context, o options, m *machine, nodes int, settl
 	if o.logDir != "" {
 		profile = filepath.Join(o.logDir, name, "kube-apiserver.cpu.pprof")
 	}
+	queriesBefore, errBefore := dns.queries(ctx)
 	s, r := benchScale(ctx, c, base, nodes, settle, "scale", profile)
+	if queriesAfter, err := dns.queries(ctx); err == nil && errBefore == nil {
+		s.add("DNS queries CoreDNS answered per node (the dns check's, resends included)", fmt.Sprintf("%.2f", (queriesAfter-queriesBefore)/float64(nodes)))
+	}
 	if v.withoutPolicies {
 		s.Title += ", without nodeready's admission policies"
 	}
