@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodeready/nodeready/e2e/framework/freeport"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/process"
 	"github.com/nodeready/nodeready/e2e/framework/realnode"
@@ -48,18 +49,14 @@ func startClusterDNS(ctx context.Context, logDir string) (*clusterDNS, error) {
 	} else if err := os.MkdirAll(d.dir, 0o755); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	ports, err := freeport.Ports(2)
 	if err != nil {
 		d.stop()
 		return nil, err
 	}
-	metricsPort, err := freePort()
-	if err != nil {
-		d.stop()
-		return nil, err
-	}
+	port := ports[0]
 	d.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	d.metricsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(metricsPort))
+	d.metricsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
 	// hosts answers the one name; every other name of its zone is NXDOMAIN, as a cluster's
 	// CoreDNS answers a name that does not exist.
 	corefile := fmt.Sprintf(".:%d {\n  bind 127.0.0.1\n  hosts {\n    %s %s\n  }\n  prometheus %s\n  errors\n}\n",
@@ -121,14 +118,4 @@ func (d *clusterDNS) stop() {
 	if d.temporary {
 		_ = os.RemoveAll(d.dir)
 	}
-}
-
-// freePort returns a loopback port nothing listens on now.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
