@@ -18,14 +18,16 @@ const module = "github.com/nodeready/nodeready"
 // listed may import none of the module's.
 var importRules = map[string][]string{
 	"":                           {"agent", "internal/config", "internal/uninstall", "internal/wiring", "internal/wiring/sigterm", "prometheus"},
-	"agent":                      {"checks", "nodepatch", "internal/config", "internal/report", "internal/wellknown", "prometheus"},
-	"checks":                     {"internal/envvar"},
-	"nodepatch":                  {"internal/wellknown"},
+	"agent":                      {"checks", "nodepatch", "internal/config", "internal/kube", "internal/report", "internal/wellknown", "prometheus"},
+	"checks":                     {"internal/envvar", "internal/kube"},
+	"nodepatch":                  {"internal/kube", "internal/wellknown"},
 	"internal/config":            {"checks", "internal/envvar", "internal/wellknown"},
 	"internal/config/configtest": {"internal/config"},
 	"internal/report":            {"internal/wellknown"},
-	"internal/uninstall":         {"nodepatch", "internal/config", "internal/wellknown"},
-	"internal/wiring":            {"agent", "internal/config"},
+	"internal/uninstall":         {"nodepatch", "internal/config", "internal/kube", "internal/wellknown"},
+	"internal/wiring":            {"agent", "internal/config", "internal/kube"},
+	// The tests' way to hand a client-go clientset to code written against kube.
+	"internal/kube/adapt": {"internal/kube"},
 
 	// The kubectl plugin: its command, and its logic in a package only the command
 	// imports; it tells a startup taint as the agent does (nodepatch) and links no agent.
@@ -37,8 +39,10 @@ var importRules = map[string][]string{
 // agent → {checks, nodepatch}; config parses the environment, report tells, wellknown
 // and envvar are leaves; checks and nodepatch never import agent or each other and
 // never touch Prometheus; nothing imports k8s.io/kubernetes; and the agent's binary
-// links no test-only tool and nothing of the kubectl plugin's (cmd/kubectl-nodeready,
-// k8s.io/cli-runtime, cobra). `make vet` runs it.
+// links no test-only tool, nothing of the kubectl plugin's (cmd/kubectl-nodeready,
+// k8s.io/cli-runtime, cobra), and none of client-go's packages that register every
+// API group (the typed clientset, its discovery and Events recorder): it speaks
+// through internal/kube. `make vet` runs it.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").Output()
 	require.NoError(t, err)
@@ -64,7 +68,9 @@ func TestImportRules(t *testing.T) {
 	require.NoError(t, err)
 	for dep := range strings.Lines(string(deps)) {
 		dep = strings.TrimSpace(dep)
-		for _, banned := range []string{"github.com/stretchr/testify", "k8s.io/client-go/kubernetes/fake", module + "/e2e", module + "/cmd", "k8s.io/cli-runtime", "github.com/spf13/cobra", "testing"} {
+		for _, banned := range []string{"github.com/stretchr/testify", module + "/e2e", module + "/cmd", module + "/internal/kube/adapt",
+			"k8s.io/cli-runtime", "github.com/spf13/cobra", "testing",
+			"k8s.io/client-go/kubernetes", "k8s.io/client-go/discovery", "k8s.io/client-go/tools/events", "k8s.io/client-go/informers"} {
 			assert.False(t, dep == banned || strings.HasPrefix(dep, banned+"/"), "the agent's binary links %s", dep)
 		}
 	}

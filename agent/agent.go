@@ -16,10 +16,10 @@ import (
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/checks"
 	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/kube"
 	"github.com/nodeready/nodeready/internal/report"
 	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
@@ -57,7 +57,7 @@ type eventer interface {
 // Clients are the API clients of the agent. Dynamic is used only to find a
 // Karpenter NodeClaim (a custom resource) for FAILURE_ACTION=replace-node.
 type Clients struct {
-	Kube    kubernetes.Interface
+	Kube    kube.Interface
 	Dynamic dynamic.Interface
 }
 
@@ -398,7 +398,7 @@ func cause(ctx context.Context) string {
 
 // buildChecks builds the checks of CHECKS from the configuration, through the
 // checks' catalog.
-func buildChecks(c config.Config, client kubernetes.Interface) []checks.Check {
+func buildChecks(c config.Config, client kube.Interface) []checks.Check {
 	return checks.Build(c.Checks, &c.Options, checks.Env{
 		Client:             client,
 		Node:               c.NodeName,

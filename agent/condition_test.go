@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -85,7 +86,7 @@ func TestConditionLastTryAfterSIGTERM(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	r := prepare(t, newAgent(t, Clients{Kube: c}, passing))
+	r := prepare(t, newAgent(t, Clients{Kube: adapt.Clientset(c)}, passing))
 	c.onRelease(r.sigterm)
 	require.NoError(t, r.start().wait(t))
 

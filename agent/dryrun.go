@@ -8,10 +8,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/nodeready/nodeready/checks"
 	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 // DryRun runs every check that can run from here once, prints a table to
@@ -19,7 +18,7 @@ import (
 // otherwise: a check failed here, or the cluster or the configuration stands
 // in its way (misconfigured). It never writes to a cluster: it has no patcher at all. client
 // may be nil, and then the API checks are shown as skipped.
-func DryRun(ctx context.Context, cfg config.Config, client kubernetes.Interface, out io.Writer) int {
+func DryRun(ctx context.Context, cfg config.Config, client kube.Interface, out io.Writer) int {
 	return printDryRun(out, checks.RunAll(ctx, buildChecks(cfg, client), cfg.CheckTimeout))
 }
 

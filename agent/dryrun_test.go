@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 )
 
 // TestDryRunTable: --dry-run prints a row per check and target, a passing dns check, a
@@ -29,7 +31,7 @@ func TestDryRunSaysWhatWasProven(t *testing.T) {
 	client := newCluster(externalNode(), coreDNSPod(t, "node-b"))
 	cfg := loadConfig(t, with(fast, map[string]string{"CHECKS": "podnetwork"}), true)
 	var out strings.Builder
-	code := DryRun(t.Context(), cfg, client, &out)
+	code := DryRun(t.Context(), cfg, adapt.Clientset(client), &out)
 
 	assert.Equal(t, 0, code, out.String())
 	// Full size is proven both ways where this test may open ping sockets, else said not to be.

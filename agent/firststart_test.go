@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -62,7 +63,7 @@ func TestFirstStart(t *testing.T) {
 func TestTimersSurviveContainerRestart(t *testing.T) {
 	env := with(failing, map[string]string{"STATE_DIR": t.TempDir(), "FAILURE_ACTION": config.FailOpen, "FAIL_OPEN_AFTER": "30m", "MAX_RETRIES": "100"})
 	firstProcess := time.Now().Add(-time.Hour)
-	first, err := New(loadConfig(t, with(fast, env), false), zerolog.New(io.Discard), Clients{Kube: fake.NewClientset()}, BuildInfo{}, firstProcess)
+	first, err := New(loadConfig(t, with(fast, env), false), zerolog.New(io.Discard), Clients{Kube: adapt.Clientset(fake.NewClientset())}, BuildInfo{}, firstProcess)
 	require.NoError(t, err)
 	first.shutdown()
 

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 )
 
 // names lists "name target" of each check.
@@ -78,7 +79,7 @@ func TestBuildGateChecks(t *testing.T) {
 			}
 			cfg := loadConfig(t, env, false)
 
-			list := buildChecks(cfg, fake.NewClientset())
+			list := buildChecks(cfg, adapt.Clientset(fake.NewClientset()))
 
 			assert.Equal(t, tt.want, names(list))
 			require.Len(t, list, len(tt.types))
@@ -110,7 +111,7 @@ func TestBuildGateChecksWithoutCluster(t *testing.T) {
 		}
 	})
 	t.Run("no node name", func(t *testing.T) {
-		list := buildChecks(cfg, fake.NewClientset())
+		list := buildChecks(cfg, adapt.Clientset(fake.NewClientset()))
 		for _, c := range list[:5] {
 			res := checks.Execute(t.Context(), c, time.Second)
 			assert.True(t, res.Skipped(), c.Name())

@@ -5,10 +5,11 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/kube"
 	"github.com/nodeready/nodeready/internal/report"
 	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
@@ -18,9 +19,13 @@ import (
 // Events, with their shutdown. With DRY_RUN=true it returns stand-ins that
 // log each write instead of making it, as kube-node-ready stayed read-only
 // with its dry run.
-func writers(cfg config.Config, log zerolog.Logger, client kubernetes.Interface, p *nodepatch.Patcher, spec nodepatch.Spec) (nodeWriter, eventer, func()) {
+func writers(cfg config.Config, log zerolog.Logger, client kube.Interface, p *nodepatch.Patcher, spec nodepatch.Spec) (nodeWriter, eventer, func()) {
 	if !cfg.ReadOnly {
-		events, shutdown := report.NewEvents(client, cfg.NodeName, log, cfg.SettleTime)
+		var sink report.EventClient
+		if client != nil {
+			sink = client.EventsV1().Events(metav1.NamespaceDefault)
+		}
+		events, shutdown := report.NewEvents(sink, cfg.NodeName, log, cfg.SettleTime)
 		return p, events, shutdown
 	}
 	log.Info().Msg("Running read-only (DRY_RUN=true): the node, its condition and its Events are left as they are")

@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 )
 
 // TestDryRunVariableIsReadOnly: DRY_RUN=true, the environment source of
@@ -66,7 +68,7 @@ func TestDryRunVariableIsReadOnly(t *testing.T) {
 				Spec: corev1.NodeSpec{Taints: tt.taints}}
 			client := fake.NewClientset(node.DeepCopy())
 			var logs bytes.Buffer
-			a, err := New(cfg, zerolog.New(&logs), Clients{Kube: client}, BuildInfo{Version: "test"}, time.Now())
+			a, err := New(cfg, zerolog.New(&logs), Clients{Kube: adapt.Clientset(client)}, BuildInfo{Version: "test"}, time.Now())
 			require.NoError(t, err)
 			r := start(t, a)
 			waitFor(t, "rounds of checks", func() bool { return tt.until(a) })

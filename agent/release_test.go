@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -117,7 +118,7 @@ func TestMomentaryAPIErrorsAreNotMisconfigurations(t *testing.T) {
 // release is finished and reported, condition and Event, not taken for an abort.
 func TestSIGTERMDuringReleaseIsCarriedThrough(t *testing.T) {
 	c := newCluster(heldNode())
-	r := prepare(t, newAgent(t, Clients{Kube: c}, passing))
+	r := prepare(t, newAgent(t, Clients{Kube: adapt.Clientset(c)}, passing))
 	c.onRelease(r.sigterm)
 	require.NoError(t, r.start().wait(t))
 

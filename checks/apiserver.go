@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/nodeready/nodeready/internal/envvar"
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 var _ Check = (*APIServer)(nil)
@@ -30,14 +29,14 @@ var APIServerModes = []string{APIServerReadyz, APIServerNode}
 // APIServer passes when the API server answers a request made with the
 // agent's own client.
 type APIServer struct {
-	client   kubernetes.Interface
+	client   kube.Interface
 	mode     string
 	nodeName string
 }
 
 // NewAPIServer returns an API server check. mode is one of APIServerModes
 // (empty means "readyz"); nodeName is used by mode "node" only.
-func NewAPIServer(client kubernetes.Interface, mode string, nodeName string) *APIServer {
+func NewAPIServer(client kube.Interface, mode string, nodeName string) *APIServer {
 	if mode == "" {
 		mode = APIServerReadyz
 	}

@@ -12,12 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/internal/kube"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 )
 
 func TestAPIServerReadyz(t *testing.T) {
@@ -52,7 +53,7 @@ func TestAPIServerReadyz(t *testing.T) {
 				_, _ = w.Write([]byte(tt.body))
 			}))
 			t.Cleanup(srv.Close)
-			client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+			client, err := kube.NewForConfig(&rest.Config{Host: srv.URL})
 			require.NoError(t, err)
 			c := checks.NewAPIServer(client, "", "node-1")
 			requireIdentity(t, c, "apiserver", "/readyz")
@@ -68,7 +69,7 @@ func TestAPIServerReadyz(t *testing.T) {
 }
 
 func TestAPIServerReadyzWithoutRESTClient(t *testing.T) {
-	c := checks.NewAPIServer(fake.NewClientset(), checks.APIServerReadyz, "")
+	c := checks.NewAPIServer(adapt.Clientset(fake.NewClientset()), checks.APIServerReadyz, "")
 
 	res := checks.Execute(t.Context(), c, time.Second)
 
@@ -95,7 +96,7 @@ func TestAPIServerNode(t *testing.T) {
 			if tt.reactor != nil {
 				client.PrependReactor("get", "nodes", tt.reactor)
 			}
-			c := checks.NewAPIServer(client, checks.APIServerNode, tt.nodeName)
+			c := checks.NewAPIServer(adapt.Clientset(client), checks.APIServerNode, tt.nodeName)
 			require.Equal(t, "node/"+tt.nodeName, c.Target())
 
 			assertErrContains(t, checks.Execute(t.Context(), c, runTimeout).Err, tt.wantErr)
@@ -107,7 +108,7 @@ func TestAPIServerNode(t *testing.T) {
 }
 
 func TestAPIServerUnknownMode(t *testing.T) {
-	c := checks.NewAPIServer(fake.NewClientset(), "ping", "node-1")
+	c := checks.NewAPIServer(adapt.Clientset(fake.NewClientset()), "ping", "node-1")
 
 	res := checks.Execute(t.Context(), c, time.Second)
 

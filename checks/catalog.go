@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"k8s.io/client-go/kubernetes"
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 // Options holds the options of every kind of check, one field per kind. Each
@@ -30,7 +30,7 @@ type Options struct {
 type Env struct {
 	// Client reaches the API server; nil in --dry-run without a kubeconfig,
 	// where the checks that need it are skipped and say why.
-	Client kubernetes.Interface
+	Client kube.Interface
 	// Node is the node the checks run for (NODE_NAME); empty in --dry-run
 	// without it.
 	Node string

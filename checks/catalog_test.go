@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodeready/nodeready/checks"
 	"github.com/nodeready/nodeready/internal/envvar"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 )
 
 // TestCatalog: every kind is a row, each with options of its own whose variables are
@@ -59,6 +60,6 @@ func TestBuildWhereNoAPI(t *testing.T) {
 	}
 	assert.Equal(t, []string{"dns a.example fail", "apiserver - skip", "endpoints default/kubernetes skip",
 		"conditions Ready=True skip", "conditions NetworkUnavailable=False skip", "command /bin/true pass"}, status(checks.Env{}))
-	noNode := status(checks.Env{Client: fake.NewClientset()})
+	noNode := status(checks.Env{Client: adapt.Clientset(fake.NewClientset())})
 	assert.Equal(t, "conditions Ready=True skip", noNode[3], "no NODE_NAME")
 }

@@ -9,7 +9,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 // ErrNoClusterDNS marks a dns check that failed while the cluster DNS Service
@@ -29,12 +30,12 @@ var _ Check = (*UnlessNoClusterDNS)(nil)
 // down excuses it.
 type UnlessNoClusterDNS struct {
 	Check
-	client  kubernetes.Interface
+	client  kube.Interface
 	service *DNSService
 }
 
 // NewUnlessNoClusterDNS wraps dns with the cluster DNS Service.
-func NewUnlessNoClusterDNS(dns Check, client kubernetes.Interface, service *DNSService) *UnlessNoClusterDNS {
+func NewUnlessNoClusterDNS(dns Check, client kube.Interface, service *DNSService) *UnlessNoClusterDNS {
 	return &UnlessNoClusterDNS{Check: dns, client: client, service: service}
 }
 
@@ -117,7 +118,7 @@ func lookupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // readyEndpoints lists the EndpointSlices of namespace/service and reports
 // whether any holds a ready endpoint, and how many slices there are.
-func readyEndpoints(ctx context.Context, client kubernetes.Interface, namespace, service string) (ready bool, slices int, err error) {
+func readyEndpoints(ctx context.Context, client kube.Interface, namespace, service string) (ready bool, slices int, err error) {
 	list, err := client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.Set{discoveryv1.LabelServiceName: service}.String(),
 	})

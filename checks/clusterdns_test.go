@@ -14,11 +14,12 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/internal/kube"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 )
 
 // stubDNS is a dns check with a fixed outcome.
@@ -63,7 +64,7 @@ func TestUnlessNoClusterDNS(t *testing.T) {
 			if tt.forbidden {
 				client.PrependReactor("list", "endpointslices", forbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}))
 			}
-			c := checks.NewUnlessNoClusterDNS(stubDNS{tt.dns}, client, kubeDNS)
+			c := checks.NewUnlessNoClusterDNS(stubDNS{tt.dns}, adapt.Clientset(client), kubeDNS)
 			assert.Equal(t, "dns", c.Name())
 			assert.Equal(t, "kubernetes.default.svc.cluster.local", c.Target())
 
@@ -118,7 +119,7 @@ func TestUnlessNoClusterDNSAfterTheDeadline(t *testing.T) {
 			`{"metadata":{"name":"kube-dns-x1","namespace":"kube-system","labels":{"kubernetes.io/service-name":"kube-dns"}},"addressType":"IPv4","endpoints":[]}]}`))
 	}))
 	t.Cleanup(srv.Close)
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	client, err := kube.NewForConfig(&rest.Config{Host: srv.URL})
 	require.NoError(t, err)
 	c := checks.NewUnlessNoClusterDNS(blockingDNS{}, client, kubeDNS)
 
@@ -163,7 +164,7 @@ func TestUnlessNoClusterDNSBesideASlowQuery(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset(tt.slice)
 			dns := endingDNS{ended: make(chan error, 1)}
-			res := checks.Execute(t.Context(), checks.NewUnlessNoClusterDNS(dns, client, kubeDNS), tt.timeout)
+			res := checks.Execute(t.Context(), checks.NewUnlessNoClusterDNS(dns, adapt.Clientset(client), kubeDNS), tt.timeout)
 			assert.ErrorIs(t, <-dns.ended, tt.ended, "how the query ended")
 			assert.Equal(t, tt.excused, errors.Is(res.Err, checks.ErrNoClusterDNS), "excused: %v", res.Err)
 			assert.Len(t, client.Actions(), 1, "lookups of the Service")
@@ -187,7 +188,7 @@ func (d deafDNS) Run(context.Context) error {
 func TestUnlessNoClusterDNSDoesNotWaitForADeafQuery(t *testing.T) {
 	dns := deafDNS{released: make(chan struct{})}
 	t.Cleanup(func() { close(dns.released) })
-	c := checks.NewUnlessNoClusterDNS(dns, fake.NewClientset(kubeDNSSlice()), kubeDNS)
+	c := checks.NewUnlessNoClusterDNS(dns, adapt.Clientset(fake.NewClientset(kubeDNSSlice())), kubeDNS)
 	done := make(chan checks.Result, 1)
 	go func() { done <- checks.Execute(t.Context(), c, time.Minute) }()
 	select {

@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/internal/envvar"
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 var _ Check = (*NodeCondition)(nil)
@@ -45,7 +45,7 @@ func (w ConditionWant) String() string { return string(w.Type) + "=" + string(w.
 type NodeCondition struct{ nodeGate[ConditionWant] }
 
 // NewNodeCondition returns a check that the node nodeName reports want.
-func NewNodeCondition(client kubernetes.Interface, nodeName string, want ConditionWant) *NodeCondition {
+func NewNodeCondition(client kube.Interface, nodeName string, want ConditionWant) *NodeCondition {
 	return &NodeCondition{nodeGate[ConditionWant]{name: NameConditions, client: client, nodeName: nodeName, want: want}}
 }
 

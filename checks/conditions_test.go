@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 )
 
 func TestParseConditionWant(t *testing.T) {
@@ -65,7 +66,7 @@ func TestNodeCondition(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset(tt.node)
-			c := checks.NewNodeCondition(client, "node-a", mustParse(t, checks.ParseConditionWant, tt.want))
+			c := checks.NewNodeCondition(adapt.Clientset(client), "node-a", mustParse(t, checks.ParseConditionWant, tt.want))
 			requireIdentity(t, c, "conditions", tt.want)
 
 			assertErr(t, checks.Execute(t.Context(), c, runTimeout).Err, tt.wantErr)
@@ -77,7 +78,7 @@ func TestNodeCondition(t *testing.T) {
 func TestNodeConditionWaitThenPass(t *testing.T) {
 	node := nodeWithConditions(corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse})
 	client := fake.NewClientset(node)
-	c := checks.NewNodeCondition(client, "node-a", checks.ConditionWant{Type: corev1.NodeReady, Status: corev1.ConditionTrue})
+	c := checks.NewNodeCondition(adapt.Clientset(client), "node-a", checks.ConditionWant{Type: corev1.NodeReady, Status: corev1.ConditionTrue})
 
 	failThenPass(t, c, "node node-a: condition Ready is False, want True", func() {
 		node.Status.Conditions[0].Status = corev1.ConditionTrue

@@ -10,9 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/internal/envvar"
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 var _ Check = (*CSIDriver)(nil)
@@ -37,14 +37,14 @@ func ValidateCSIDriverName(name string) error {
 // node; before the kubelet sets it the scheduler does not limit volumes per
 // node for that driver. Drivers that report no limit never set it.
 type CSIDriver struct {
-	client             kubernetes.Interface
+	client             kube.Interface
 	nodeName           string
 	driver             string
 	requireAllocatable bool
 }
 
 // NewCSIDriver returns a check that driver is registered on the node nodeName.
-func NewCSIDriver(client kubernetes.Interface, nodeName, driver string, requireAllocatable bool) *CSIDriver {
+func NewCSIDriver(client kube.Interface, nodeName, driver string, requireAllocatable bool) *CSIDriver {
 	return &CSIDriver{client: client, nodeName: nodeName, driver: driver, requireAllocatable: requireAllocatable}
 }
 

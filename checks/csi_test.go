@@ -15,6 +15,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 )
 
 func csiNode(name string, drivers ...storagev1.CSINodeDriver) *storagev1.CSINode {
@@ -58,7 +59,7 @@ func TestCSIDriver(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset(tt.objects...)
-			c := checks.NewCSIDriver(client, "node-a", "ebs.csi.aws.com", tt.requireAllocatable)
+			c := checks.NewCSIDriver(adapt.Clientset(client), "node-a", "ebs.csi.aws.com", tt.requireAllocatable)
 			requireIdentity(t, c, "csi", "ebs.csi.aws.com")
 
 			assertErr(t, checks.Execute(t.Context(), c, runTimeout).Err, tt.wantErr)
@@ -72,7 +73,7 @@ func TestCSIDriver(t *testing.T) {
 
 func TestCSIDriverWaitThenPass(t *testing.T) {
 	client := fake.NewClientset()
-	c := checks.NewCSIDriver(client, "node-a", "ebs.csi.aws.com", true)
+	c := checks.NewCSIDriver(adapt.Clientset(client), "node-a", "ebs.csi.aws.com", true)
 
 	failThenPass(t, c, "csi driver ebs.csi.aws.com: not registered on node-a (no CSINode yet)", func() {
 		// The node plugin registers with the kubelet, which writes the CSINode.
@@ -85,7 +86,7 @@ func TestCSIDriverForbidden(t *testing.T) {
 	client := fake.NewClientset()
 	client.PrependReactor("get", "csinodes", forbidden(schema.GroupResource{Group: "storage.k8s.io", Resource: "csinodes"}))
 
-	res := checks.Execute(t.Context(), checks.NewCSIDriver(client, "node-a", "ebs.csi.aws.com", true), time.Second)
+	res := checks.Execute(t.Context(), checks.NewCSIDriver(adapt.Clientset(client), "node-a", "ebs.csi.aws.com", true), time.Second)
 
 	require.Error(t, res.Err)
 	assert.Contains(t, res.Err.Error(), `get csinode "node-a": forbidden: the csi gate needs the RBAC of manifests/gates/csi.yaml (kubectl apply -f manifests/gates/csi.yaml)`)

@@ -15,11 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/nodeready/nodeready/internal/envvar"
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 var _ Check = (*DaemonSets)(nil)
@@ -46,7 +46,7 @@ var _ Check = (*DaemonSets)(nil)
 // LIST per namespace of the required DaemonSets. The error names every
 // DaemonSet that is not ready, so one line shows all that holds the node.
 type DaemonSets struct {
-	client   kubernetes.Interface
+	client   kube.Interface
 	nodeName string
 	opts     DaemonSetsWant
 }
@@ -70,7 +70,7 @@ type DaemonSetsWant struct {
 
 // NewDaemonSets returns a check of the DaemonSets opts names or discovers on
 // the node nodeName.
-func NewDaemonSets(client kubernetes.Interface, nodeName string, opts DaemonSetsWant) *DaemonSets {
+func NewDaemonSets(client kube.Interface, nodeName string, opts DaemonSetsWant) *DaemonSets {
 	return &DaemonSets{client: client, nodeName: nodeName, opts: opts}
 }
 

@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 )
 
 var startupTaint = corev1.Taint{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule}
@@ -174,7 +175,7 @@ func TestDaemonSetsDiscovery(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset(newNode(tt.taints...), tt.ds)
-			c := checks.NewDaemonSets(client, "node-a", dsOptions())
+			c := checks.NewDaemonSets(adapt.Clientset(client), "node-a", dsOptions())
 			requireIdentity(t, c, "daemonsets", "all")
 
 			res := checks.Execute(t.Context(), c, runTimeout)
@@ -259,7 +260,7 @@ func TestDaemonSetsReadiness(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset(append([]runtime.Object{newNode()}, tt.objects...)...)
 
-			res := checks.Execute(t.Context(), checks.NewDaemonSets(client, "node-a", dsOptions()), runTimeout)
+			res := checks.Execute(t.Context(), checks.NewDaemonSets(adapt.Clientset(client), "node-a", dsOptions()), runTimeout)
 
 			assertErr(t, res.Err, tt.wantErr)
 			actions := client.Actions()
@@ -288,7 +289,7 @@ func TestDaemonSetsWaitThenPass(t *testing.T) {
 	cilium := daemonSet("cilium", nil)
 	pod := daemonPod(cilium, "cilium-1", "node-a", corev1.PodRunning, false)
 	client := fake.NewClientset(newNode(), cilium, pod)
-	c := checks.NewDaemonSets(client, "node-a", dsOptions())
+	c := checks.NewDaemonSets(adapt.Clientset(client), "node-a", dsOptions())
 
 	failThenPass(t, c, "daemonset kube-system/cilium: no Ready pod on node-a (1 pod, Running, not Ready)", func() {
 		pod.Status.Conditions[0].Status = corev1.ConditionTrue
@@ -328,7 +329,7 @@ func TestDaemonSetsNamed(t *testing.T) {
 			client := fake.NewClientset(objects...)
 			opts := dsOptions()
 			opts.Names = tt.names
-			c := checks.NewDaemonSets(client, "node-a", opts)
+			c := checks.NewDaemonSets(adapt.Clientset(client), "node-a", opts)
 
 			assertErr(t, checks.Execute(t.Context(), c, runTimeout).Err, tt.wantErr)
 			for _, a := range client.Actions() {
@@ -369,7 +370,7 @@ func TestDaemonSetsSelectorAndExclusion(t *testing.T) {
 				opts.Selector = sel
 			}
 			opts.Exclude = tt.exclude
-			c := checks.NewDaemonSets(client, "node-a", opts)
+			c := checks.NewDaemonSets(adapt.Clientset(client), "node-a", opts)
 			require.Equal(t, tt.wantTarget, c.Target())
 
 			assertErr(t, checks.Execute(t.Context(), c, runTimeout).Err, tt.wantErr)
@@ -400,7 +401,7 @@ func TestDaemonSetsForbidden(t *testing.T) {
 			opts := dsOptions()
 			opts.Names = tt.names
 
-			res := checks.Execute(t.Context(), checks.NewDaemonSets(client, "node-a", opts), time.Second)
+			res := checks.Execute(t.Context(), checks.NewDaemonSets(adapt.Clientset(client), "node-a", opts), time.Second)
 
 			require.Error(t, res.Err)
 			assert.Contains(t, res.Err.Error(), tt.wantErr)
@@ -420,7 +421,7 @@ func TestDaemonSetsListPodsPerNamespace(t *testing.T) {
 		daemonPod(logs, "fluent-bit-1", "node-a", corev1.PodRunning, true),
 		daemonPod(csi, "ebs-csi-node-1", "node-a", corev1.PodRunning, true))
 
-	res := checks.Execute(t.Context(), checks.NewDaemonSets(client, "node-a", dsOptions()), time.Second)
+	res := checks.Execute(t.Context(), checks.NewDaemonSets(adapt.Clientset(client), "node-a", dsOptions()), time.Second)
 	require.NoError(t, res.Err)
 
 	var namespaces []string

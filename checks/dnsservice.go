@@ -12,7 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 // FindClusterDNS is CLUSTER_DNS_SERVICE's default: the cluster DNS Service is found, whatever
@@ -31,7 +32,7 @@ var defaultDNSService = types.NamespacedName{Namespace: "kube-system", Name: "ku
 // k8s-app=kube-dns, as every CoreDNS and kube-dns install labels its Service, name it; else
 // kube-system/kube-dns. What was found is kept for the agent's life.
 type DNSService struct {
-	client     kubernetes.Interface
+	client     kube.Interface
 	named      types.NamespacedName
 	resolvConf string
 
@@ -45,7 +46,7 @@ func NamedDNSService(nn types.NamespacedName) *DNSService { return &DNSService{n
 
 // FindDNSService finds the Service from the nameservers of resolvConf (the pod's
 // /etc/resolv.conf) with client.
-func FindDNSService(client kubernetes.Interface, resolvConf string) *DNSService {
+func FindDNSService(client kube.Interface, resolvConf string) *DNSService {
 	return &DNSService{client: client, resolvConf: resolvConf}
 }
 

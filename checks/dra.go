@@ -15,10 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/nodeready/nodeready/internal/envvar"
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 var _ Check = (*DRADevices)(nil)
@@ -100,14 +100,14 @@ var ErrDRANotServed = errors.New("the API server serves no resource.k8s.io versi
 // DRAAPI finds, once per process, which version of resource.k8s.io the API server serves.
 // The DRA checks of one agent share it.
 type DRAAPI struct {
-	client kubernetes.Interface
+	client kube.Interface
 
 	mu      sync.Mutex
 	version string
 }
 
 // NewDRAAPI returns the version finder for client.
-func NewDRAAPI(client kubernetes.Interface) *DRAAPI { return &DRAAPI{client: client} }
+func NewDRAAPI(client kube.Interface) *DRAAPI { return &DRAAPI{client: client} }
 
 // draVersions are the versions nodeready reads, the newest first.
 var draVersions = []string{"v1", "v1beta1"}
@@ -120,13 +120,9 @@ func (a *DRAAPI) Version(ctx context.Context) (string, error) {
 	if a.version != "" {
 		return a.version, nil
 	}
-	// Discovery has no context: its request is bounded by the client's timeout.
-	groups, err := a.client.Discovery().ServerGroups()
+	groups, err := a.client.Discovery().ServerGroups(ctx)
 	if err != nil {
 		return "", fmt.Errorf("discover api groups: %w", apiError(err))
-	}
-	if err := ctx.Err(); err != nil {
-		return "", err
 	}
 	for _, g := range groups.Groups {
 		if g.Name != "resource.k8s.io" {
@@ -150,14 +146,14 @@ func (a *DRAAPI) Version(ctx context.Context) (string, error) {
 // Each round reads two lists from the API server's watch cache, both narrowed by field
 // selectors: the driver's slices of this node, and the driver's slices of no one node.
 type DRADevices struct {
-	client   kubernetes.Interface
+	client   kube.Interface
 	api      *DRAAPI
 	nodeName string
 	min      DeviceMinimum
 }
 
 // NewDRADevices returns a check that the node nodeName has min's devices.
-func NewDRADevices(client kubernetes.Interface, api *DRAAPI, nodeName string, min DeviceMinimum) *DRADevices {
+func NewDRADevices(client kube.Interface, api *DRAAPI, nodeName string, min DeviceMinimum) *DRADevices {
 	return &DRADevices{client: client, api: api, nodeName: nodeName, min: min}
 }
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 )
 
 func TestParseDeviceMinimum(t *testing.T) {
@@ -79,7 +80,7 @@ func withDriver(driver string, s *resourcev1.ResourceSlice) *resourcev1.Resource
 // newDRA is the check that draNode has the devices want names, with its own version finder.
 func newDRA(t *testing.T, client *fake.Clientset, want string) *checks.DRADevices {
 	t.Helper()
-	return checks.NewDRADevices(client, checks.NewDRAAPI(client), draNode, mustParse(t, checks.ParseDeviceMinimum, want))
+	return checks.NewDRADevices(adapt.Clientset(client), checks.NewDRAAPI(adapt.Clientset(client)), draNode, mustParse(t, checks.ParseDeviceMinimum, want))
 }
 
 // draClient is a fake clientset whose discovery serves resource.k8s.io in versions.

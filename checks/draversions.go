@@ -7,8 +7,9 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	resourcev1beta1 "k8s.io/api/resource/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 // One conversion per version of resource.k8s.io into draSlice: v1 (GA and on in
@@ -17,7 +18,7 @@ import (
 // serves it serves v1 or v1beta1 too.
 
 // listSlices reads the slices that match opts in version, one of draVersions.
-func listSlices(ctx context.Context, c kubernetes.Interface, version string, opts metav1.ListOptions) ([]draSlice, error) {
+func listSlices(ctx context.Context, c kube.Interface, version string, opts metav1.ListOptions) ([]draSlice, error) {
 	if version == "v1" {
 		list, err := c.ResourceV1().ResourceSlices().List(ctx, opts)
 		if err != nil {

@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/internal/envvar"
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 var _ Check = (*Endpoints)(nil)
@@ -28,7 +28,7 @@ var _ Check = (*Endpoints)(nil)
 // this node's pod network reaches a backend, which service routing depends on
 // but can hide.
 type Endpoints struct {
-	client    kubernetes.Interface
+	client    kube.Interface
 	namespace string
 	service   string
 	connect   bool
@@ -37,7 +37,7 @@ type Endpoints struct {
 
 // NewEndpoints returns a check of the Service namespace/service. With connect
 // it dials a ready endpoint with d (a zero net.Dialer when nil).
-func NewEndpoints(client kubernetes.Interface, namespace, service string, connect bool, d *net.Dialer) *Endpoints {
+func NewEndpoints(client kube.Interface, namespace, service string, connect bool, d *net.Dialer) *Endpoints {
 	if d == nil {
 		d = &net.Dialer{}
 	}

@@ -18,6 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 )
 
 // endpointSlice returns a slice of service in namespace "default" with the
@@ -137,7 +138,7 @@ func TestEndpoints(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewClientset(tt.objects...)
-			c := checks.NewEndpoints(client, "default", "web", tt.connect, nil)
+			c := checks.NewEndpoints(adapt.Clientset(client), "default", "web", tt.connect, nil)
 			requireIdentity(t, c, "endpoints", "default/web")
 
 			assertErr(t, checks.Execute(t.Context(), c, runTimeout).Err, tt.wantErr)
@@ -157,7 +158,7 @@ func TestEndpointsConnectIPv6(t *testing.T) {
 	}
 	s := endpointSlice("web-a", "web", []discoveryv1.EndpointPort{tcpPort(t, acceptAll(t, ln), nil)}, endpoint("::1", new(true)))
 	s.AddressType = discoveryv1.AddressTypeIPv6
-	c := checks.NewEndpoints(fake.NewClientset(s), "default", "web", true, nil)
+	c := checks.NewEndpoints(adapt.Clientset(fake.NewClientset(s)), "default", "web", true, nil)
 
 	res := checks.Execute(t.Context(), c, runTimeout)
 
@@ -168,7 +169,7 @@ func TestEndpointsForbidden(t *testing.T) {
 	client := fake.NewClientset()
 	client.PrependReactor("list", "endpointslices", forbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}))
 
-	res := checks.Execute(t.Context(), checks.NewEndpoints(client, "default", "web", false, nil), time.Second)
+	res := checks.Execute(t.Context(), checks.NewEndpoints(adapt.Clientset(client), "default", "web", false, nil), time.Second)
 
 	require.Error(t, res.Err)
 	assert.Contains(t, res.Err.Error(), "list EndpointSlices of default/web: forbidden, check the agent's RBAC")
@@ -177,7 +178,7 @@ func TestEndpointsForbidden(t *testing.T) {
 // The list is served from the API server's watch cache, not a consistent read.
 func TestEndpointsListFromWatchCache(t *testing.T) {
 	client := fake.NewClientset(endpointSlice("s", "svc", nil, endpoint("192.0.2.1", new(true))))
-	require.NoError(t, checks.NewEndpoints(client, "default", "svc", false, nil).Run(t.Context()))
+	require.NoError(t, checks.NewEndpoints(adapt.Clientset(client), "default", "svc", false, nil).Run(t.Context()))
 	var lists []k8stesting.ListAction
 	for _, a := range client.Actions() {
 		if l, ok := a.(k8stesting.ListAction); ok {

@@ -15,11 +15,12 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/internal/kube"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 )
 
 // TestWhoseFault walks every kind of check through its error paths and asserts whose
@@ -47,7 +48,7 @@ func TestWhoseFault(t *testing.T) {
 			return checks.NewDNS("svc.nodeready.test.", checks.NewResolver(srv.Addr()))
 		}, "fail"},
 		{"dns", "no cluster DNS runs anywhere", func(t *testing.T) checks.Check {
-			return checks.NewUnlessNoClusterDNS(stubDNS{errors.New("i/o timeout")}, fake.NewClientset(kubeDNSSlice(endpoint("10.244.0.2", new(false)))), kubeDNS)
+			return checks.NewUnlessNoClusterDNS(stubDNS{errors.New("i/o timeout")}, adapt.Clientset(fake.NewClientset(kubeDNSSlice(endpoint("10.244.0.2", new(false))))), kubeDNS)
 		}, "skip"},
 		{"tcp", "the connection is refused", func(*testing.T) checks.Check { return checks.NewTCP(closed, nil) }, "fail"},
 		{"http", "the connection is refused", func(*testing.T) checks.Check {
@@ -71,72 +72,72 @@ func TestWhoseFault(t *testing.T) {
 			return checks.NewAPIServer(restClient(t, serve(t, http.StatusForbidden).URL), checks.APIServerReadyz, "node-a")
 		}, "misconfigured"},
 		{"apiserver", "NODE_NAME names no node", func(*testing.T) checks.Check {
-			return checks.NewAPIServer(fake.NewClientset(), checks.APIServerNode, "node-a")
+			return checks.NewAPIServer(adapt.Clientset(fake.NewClientset()), checks.APIServerNode, "node-a")
 		}, "misconfigured"},
 		{"endpoints", "the Service has no EndpointSlices", func(*testing.T) checks.Check {
-			return checks.NewEndpoints(fake.NewClientset(), "default", "web", true, nil)
+			return checks.NewEndpoints(adapt.Clientset(fake.NewClientset()), "default", "web", true, nil)
 		}, "misconfigured"},
 		{"endpoints", "no ready endpoint anywhere", func(*testing.T) checks.Check {
-			return checks.NewEndpoints(fake.NewClientset(webSlice(false, "10.244.1.2")), "default", "web", true, nil)
+			return checks.NewEndpoints(adapt.Clientset(fake.NewClientset(webSlice(false, "10.244.1.2"))), "default", "web", true, nil)
 		}, "misconfigured"},
 		{"endpoints", "the ready endpoint cannot be reached from here", func(*testing.T) checks.Check {
 			host, port, _ := net.SplitHostPort(closed)
 			s := webSlice(true, host)
 			p, _ := strconv.Atoi(port)
 			s.Ports[0].Port = new(int32(p))
-			return checks.NewEndpoints(fake.NewClientset(s), "default", "web", true, nil)
+			return checks.NewEndpoints(adapt.Clientset(fake.NewClientset(s)), "default", "web", true, nil)
 		}, "fail"},
 		{"endpoints", "refused", func(*testing.T) checks.Check {
 			c := fake.NewClientset()
 			c.PrependReactor("list", "endpointslices", forbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}))
-			return checks.NewEndpoints(c, "default", "web", true, nil)
+			return checks.NewEndpoints(adapt.Clientset(c), "default", "web", true, nil)
 		}, "misconfigured"},
 		{"podnetwork", "refused", func(*testing.T) checks.Check {
 			c := fake.NewClientset()
 			c.PrependReactor("list", "endpointslices", forbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}))
-			return checks.NewPodNetwork(c, "node-self", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
+			return checks.NewPodNetwork(adapt.Clientset(c), "node-self", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
 		}, "misconfigured"},
 		{"podnetwork", "POD_NETWORK_SERVICE names no Service", func(*testing.T) checks.Check {
-			return checks.NewPodNetwork(fake.NewClientset(), "node-self", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
+			return checks.NewPodNetwork(adapt.Clientset(fake.NewClientset()), "node-self", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
 		}, "misconfigured"},
 		{"podnetwork", "its ready endpoints do not name their node", func(t *testing.T) checks.Check {
 			s := podSlice(t, "a1", closed, "node-a1", "", corev1.ProtocolTCP)
 			s.Endpoints[0].NodeName = nil
-			return checks.NewPodNetwork(fake.NewClientset(s), "node-self", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
+			return checks.NewPodNetwork(adapt.Clientset(fake.NewClientset(s)), "node-self", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
 		}, "misconfigured"},
 		{"podnetwork", "full-size packets lost while small ones cross", func(t *testing.T) checks.Check {
 			c := fake.NewClientset(podSlice(t, "a1", dnsPod(t).Addr(), "node-a1", "", corev1.ProtocolUDP))
-			return checks.NewPodNetwork(c, "node-self", kubeDNS, 3, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSizeErr(checks.ErrFullSizeLost)})
+			return checks.NewPodNetwork(adapt.Clientset(c), "node-self", kubeDNS, 3, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSizeErr(checks.ErrFullSizeLost)})
 		}, "fail"},
 		{"podnetwork", "the pod on another node cannot be reached", func(t *testing.T) checks.Check {
 			c := fake.NewClientset(podSlice(t, "a1", closed, "node-a1", "", corev1.ProtocolTCP))
-			return checks.NewPodNetwork(c, "node-self", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
+			return checks.NewPodNetwork(adapt.Clientset(c), "node-self", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
 		}, "fail"},
 		{"daemonsets", "a named DaemonSet does not exist", func(*testing.T) checks.Check {
 			want := dsOptions()
 			want.Names = []string{"kube-system/cilium"}
-			return checks.NewDaemonSets(fake.NewClientset(newNode()), "node-a", want)
+			return checks.NewDaemonSets(adapt.Clientset(fake.NewClientset(newNode())), "node-a", want)
 		}, "misconfigured"},
 		{"daemonsets", "its pod is not ready on the node", func(*testing.T) checks.Check {
 			ds := daemonSet("cilium", nil)
-			return checks.NewDaemonSets(fake.NewClientset(newNode(), ds, daemonPod(ds, "cilium-x", "node-a", corev1.PodRunning, false)), "node-a", dsOptions())
+			return checks.NewDaemonSets(adapt.Clientset(fake.NewClientset(newNode(), ds, daemonPod(ds, "cilium-x", "node-a", corev1.PodRunning, false))), "node-a", dsOptions())
 		}, "fail"},
 		{"conditions", "the node does not report it", func(t *testing.T) checks.Check {
-			return checks.NewNodeCondition(fake.NewClientset(node), "node-a", mustParse(t, checks.ParseConditionWant, "example.com/GPUHealthy=True"))
+			return checks.NewNodeCondition(adapt.Clientset(fake.NewClientset(node)), "node-a", mustParse(t, checks.ParseConditionWant, "example.com/GPUHealthy=True"))
 		}, "fail"},
 		{"conditions", "NODE_NAME names no node", func(t *testing.T) checks.Check {
-			return checks.NewNodeCondition(fake.NewClientset(), "node-a", mustParse(t, checks.ParseConditionWant, "Ready=True"))
+			return checks.NewNodeCondition(adapt.Clientset(fake.NewClientset()), "node-a", mustParse(t, checks.ParseConditionWant, "Ready=True"))
 		}, "misconfigured"},
 		{"resources", "below the minimum", func(t *testing.T) checks.Check {
-			return checks.NewResource(fake.NewClientset(node), "node-a", mustParse(t, checks.ParseResourceMinimum, "nvidia.com/gpu>=1"))
+			return checks.NewResource(adapt.Clientset(fake.NewClientset(node)), "node-a", mustParse(t, checks.ParseResourceMinimum, "nvidia.com/gpu>=1"))
 		}, "fail"},
 		{"csi", "not registered yet", func(*testing.T) checks.Check {
-			return checks.NewCSIDriver(fake.NewClientset(&storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}), "node-a", "ebs.csi.aws.com", true)
+			return checks.NewCSIDriver(adapt.Clientset(fake.NewClientset(&storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})), "node-a", "ebs.csi.aws.com", true)
 		}, "fail"},
 		{"csi", "refused", func(*testing.T) checks.Check {
 			c := fake.NewClientset()
 			c.PrependReactor("get", "csinodes", forbidden(schema.GroupResource{Group: "storage.k8s.io", Resource: "csinodes"}))
-			return checks.NewCSIDriver(c, "node-a", "ebs.csi.aws.com", true)
+			return checks.NewCSIDriver(adapt.Clientset(c), "node-a", "ebs.csi.aws.com", true)
 		}, "misconfigured"},
 		{"dra", "the API server serves no resource.k8s.io", func(t *testing.T) checks.Check { return newDRA(t, draClient(nil), draDriver+">=1") }, "misconfigured"},
 		{"dra", "the driver published nothing", func(t *testing.T) checks.Check { return newDRA(t, draClient([]string{"v1"}), draDriver+">=1") }, "fail"},
@@ -161,9 +162,9 @@ func serve(t *testing.T, status int) *httptest.Server {
 }
 
 // restClient is a client of the API server at host.
-func restClient(t *testing.T, host string) kubernetes.Interface {
+func restClient(t *testing.T, host string) kube.Interface {
 	t.Helper()
-	c, err := kubernetes.NewForConfig(&rest.Config{Host: host})
+	c, err := kube.NewForConfig(&rest.Config{Host: host})
 	require.NoError(t, err)
 	return c
 }

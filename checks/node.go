@@ -9,13 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/internal/envvar"
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 // getNode reads the node the gates judge, with an error that names it.
-func getNode(ctx context.Context, client kubernetes.Interface, name string) (*corev1.Node, error) {
+func getNode(ctx context.Context, client kube.Interface, name string) (*corev1.Node, error) {
 	if name == "" {
 		return nil, errors.New("get node: no node name (NODE_NAME)")
 	}
@@ -53,7 +53,7 @@ type nodeWant interface {
 // reading and naming the node are written once.
 type nodeGate[W nodeWant] struct {
 	name     Name
-	client   kubernetes.Interface
+	client   kube.Interface
 	nodeName string
 	want     W
 }

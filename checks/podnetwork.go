@@ -20,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/internal/envvar"
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 var (
@@ -50,7 +50,7 @@ var ErrNoPodsElsewhere = fmt.Errorf("%w: cannot be checked: no ready endpoint on
 // A family this pod has an address of but the Service lists no pod in (a single-stack
 // Service on a dual-stack node) cannot be probed, and the Report says so.
 type PodNetwork struct {
-	client  kubernetes.Interface
+	client  kube.Interface
 	node    string
 	service *DNSService
 	probe   PodProbe
@@ -83,7 +83,7 @@ type PodProbe struct {
 
 // NewPodNetwork returns a check, run on node, of the pods of service on up to nodes other
 // nodes.
-func NewPodNetwork(client kubernetes.Interface, node string, service *DNSService, nodes int, p PodProbe) *PodNetwork {
+func NewPodNetwork(client kube.Interface, node string, service *DNSService, nodes int, p PodProbe) *PodNetwork {
 	if p.Dialer == nil {
 		p.Dialer = &net.Dialer{}
 	}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/nodeready/nodeready/checks"
 	"github.com/nodeready/nodeready/checks/dnstest"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 )
 
 var kubeDNS = checks.NamedDNSService(types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"})
@@ -102,7 +103,7 @@ func TestPodNetworkReachesPodsOnOtherNodes(t *testing.T) {
 		podSlice(t, "b1", b1.Addr(), "node-b1", "zone-b", corev1.ProtocolUDP),
 	)
 	// One node wanted, and a spare: the first node of each zone in this agent's order.
-	c := checks.NewPodNetwork(client, "node-self", kubeDNS, 1, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local",
+	c := checks.NewPodNetwork(adapt.Clientset(client), "node-self", kubeDNS, 1, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local",
 		LocalAddrs: podAddrs("10.244.0.5/24"), FullSize: fullSize(1450)})
 	requireIdentity(t, c, "podnetwork", "pods of kube-system/kube-dns on up to 1 other nodes")
 
@@ -127,7 +128,7 @@ func TestPodNetworkAgentsSpreadOverPeers(t *testing.T) {
 	client := fake.NewClientset(objects...)
 	first := map[string]bool{}
 	for i := range 20 {
-		c := checks.NewPodNetwork(client, fmt.Sprint("new-", i), kubeDNS, 1, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSize(1450)})
+		c := checks.NewPodNetwork(adapt.Clientset(client), fmt.Sprint("new-", i), kubeDNS, 1, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSize(1450)})
 		res := checks.Execute(t.Context(), c, 5*time.Second)
 		require.NoError(t, res.Err)
 		first[res.Report.Reached[0]] = true
@@ -147,7 +148,7 @@ func TestPodNetworkBrokenPeerIsNotABrokenNode(t *testing.T) {
 		podSlice(t, "b", b.Addr(), "node-b", "", corev1.ProtocolUDP),
 		podSlice(t, "c", c1.Addr(), "node-c", "", corev1.ProtocolUDP),
 	)
-	c := checks.NewPodNetwork(client, "node-new", kubeDNS, 2, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSize(1450)})
+	c := checks.NewPodNetwork(adapt.Clientset(client), "node-new", kubeDNS, 2, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSize(1450)})
 	res := checks.Execute(t.Context(), c, 5*time.Second)
 	require.NoError(t, res.Err)
 	assert.Len(t, res.Report.Reached, 2)
@@ -175,7 +176,7 @@ func TestPodNetworkFullSize(t *testing.T) {
 	srv := dnsPod(t)
 	client := fake.NewClientset(coreDNSSlice(t, "b", srv.Addr(), srv.Addr(), "node-b"))
 	probe := func(fs func(context.Context, netip.Addr) (int, error)) *checks.PodNetwork {
-		return checks.NewPodNetwork(client, "node-a", kubeDNS, 1, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fs, LocalAddrs: podAddrs("10.244.0.5/24")})
+		return checks.NewPodNetwork(adapt.Clientset(client), "node-a", kubeDNS, 1, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fs, LocalAddrs: podAddrs("10.244.0.5/24")})
 	}
 
 	lost := checks.Execute(t.Context(), probe(fullSizeErr(fmt.Errorf("%w: no answer to 1450-byte pings with don't-fragment set, while 84-byte ones are answered", checks.ErrFullSizeLost))), 5*time.Second)
@@ -194,14 +195,14 @@ func TestPodNetworkFullSize(t *testing.T) {
 
 	// The TCP port takes the padded query and never answers: the way out loses full size.
 	silent := silentTCP(t)
-	lostOut := checks.NewPodNetwork(fake.NewClientset(coreDNSSlice(t, "b", srv.Addr(), silent, "node-b")), "node-a", kubeDNS, 1,
+	lostOut := checks.NewPodNetwork(adapt.Clientset(fake.NewClientset(coreDNSSlice(t, "b", srv.Addr(), silent, "node-b"))), "node-a", kubeDNS, 1,
 		checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSizeErr(noPing)})
 	res := checks.Execute(t.Context(), lostOut, time.Second)
 	require.Error(t, res.Err)
 	assert.ErrorContains(t, res.Err, "full-size packets lost: no answer to a ")
 
 	// A TCP connection alone sends nothing a full segment could be part of.
-	tcp := checks.NewPodNetwork(fake.NewClientset(podSlice(t, "b", silent, "node-b", "", corev1.ProtocolTCP)), "node-a", kubeDNS, 1,
+	tcp := checks.NewPodNetwork(adapt.Clientset(fake.NewClientset(podSlice(t, "b", silent, "node-b", "", corev1.ProtocolTCP))), "node-a", kubeDNS, 1,
 		checks.PodProbe{FullSize: fullSizeErr(noPing), LocalAddrs: podAddrs("10.244.0.5/24")})
 	res = checks.Execute(t.Context(), tcp, time.Second)
 	require.NoError(t, res.Err)
@@ -219,7 +220,7 @@ func TestPodNetworkTCPSegmentOverHTTP(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	client := fake.NewClientset(podSlice(t, "web", srv.Listener.Addr().String(), "node-b", "", corev1.ProtocolTCP))
-	c := checks.NewPodNetwork(client, "node-a", kubeDNS, 1, checks.PodProbe{HTTPPath: "/healthz",
+	c := checks.NewPodNetwork(adapt.Clientset(client), "node-a", kubeDNS, 1, checks.PodProbe{HTTPPath: "/healthz",
 		FullSize: fullSizeErr(fmt.Errorf("%w: no ping", checks.ErrFullSizeNotChecked))})
 	res := checks.Execute(t.Context(), c, 5*time.Second)
 	require.NoError(t, res.Err)
@@ -234,7 +235,7 @@ func TestPodNetworkAnswersAreAnswers(t *testing.T) {
 	for _, rcode := range []dnsmessage.RCode{dnsmessage.RCodeServerFailure, dnsmessage.RCodeRefused, dnsmessage.RCodeNameError} {
 		t.Run(rcode.String(), func(t *testing.T) {
 			addr := rcodeServer(t, rcode)
-			c := checks.NewPodNetwork(fake.NewClientset(podSlice(t, "b", addr, "node-b", "", corev1.ProtocolUDP)), "node-a", kubeDNS, 1,
+			c := checks.NewPodNetwork(adapt.Clientset(fake.NewClientset(podSlice(t, "b", addr, "node-b", "", corev1.ProtocolUDP))), "node-a", kubeDNS, 1,
 				checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSize(1450)})
 			require.NoError(t, checks.Execute(t.Context(), c, 2*time.Second).Err)
 		})
@@ -242,7 +243,7 @@ func TestPodNetworkAnswersAreAnswers(t *testing.T) {
 	t.Run("redirect", func(t *testing.T) {
 		srv := httptest.NewServer(http.RedirectHandler("http://192.0.2.1/unreachable", http.StatusFound))
 		t.Cleanup(srv.Close)
-		c := checks.NewPodNetwork(fake.NewClientset(podSlice(t, "web", srv.Listener.Addr().String(), "node-b", "", corev1.ProtocolTCP)), "node-a", kubeDNS, 1,
+		c := checks.NewPodNetwork(adapt.Clientset(fake.NewClientset(podSlice(t, "web", srv.Listener.Addr().String(), "node-b", "", corev1.ProtocolTCP))), "node-a", kubeDNS, 1,
 			checks.PodProbe{HTTPPath: "/", FullSize: fullSize(1450)})
 		require.NoError(t, checks.Execute(t.Context(), c, 2*time.Second).Err)
 	})
@@ -282,7 +283,7 @@ func TestPodNetworkDNSOverTCP(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { pc.Close() })
 	client := fake.NewClientset(coreDNSSlice(t, "b", pc.LocalAddr().String(), srv.Addr(), "node-b"))
-	c := checks.NewPodNetwork(client, "node-a", kubeDNS, 1, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", Port: "dns-tcp", FullSize: fullSize(1450)})
+	c := checks.NewPodNetwork(adapt.Clientset(client), "node-a", kubeDNS, 1, checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", Port: "dns-tcp", FullSize: fullSize(1450)})
 	require.NoError(t, checks.Execute(t.Context(), c, 2*time.Second).Err)
 	assert.Positive(t, queried(srv))
 }
@@ -315,7 +316,7 @@ func TestPodNetworkWhatCannotBeChecked(t *testing.T) {
 		{"endpoints without nodeName", "", []runtime.Object{noNode}, "misconfigured", "do not name their node"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c := checks.NewPodNetwork(fake.NewClientset(tt.objects...), "node-a", kubeDNS, 3,
+			c := checks.NewPodNetwork(adapt.Clientset(fake.NewClientset(tt.objects...)), "node-a", kubeDNS, 3,
 				checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", Port: tt.port, FullSize: fullSize(1450)})
 			res := checks.Execute(t.Context(), c, time.Second)
 			assert.Equal(t, tt.status, res.Status())
@@ -338,11 +339,11 @@ func TestPodNetworkTCPAndHTTP(t *testing.T) {
 	t.Cleanup(srv.Close)
 	client := fake.NewClientset(podSlice(t, "web", srv.Listener.Addr().String(), "node-b", "", corev1.ProtocolTCP))
 
-	tcp := checks.NewPodNetwork(client, "node-a", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
+	tcp := checks.NewPodNetwork(adapt.Clientset(client), "node-a", kubeDNS, 3, checks.PodProbe{FullSize: fullSize(1450)})
 	require.NoError(t, checks.Execute(t.Context(), tcp, time.Second).Err)
 	assert.Empty(t, paths, "a TCP connection only")
 
-	web := checks.NewPodNetwork(client, "node-a", kubeDNS, 3, checks.PodProbe{HTTPPath: "/healthz", Port: "dns-tcp", FullSize: fullSize(1450)})
+	web := checks.NewPodNetwork(adapt.Clientset(client), "node-a", kubeDNS, 3, checks.PodProbe{HTTPPath: "/healthz", Port: "dns-tcp", FullSize: fullSize(1450)})
 	require.NoError(t, checks.Execute(t.Context(), web, time.Second).Err)
 	assert.Equal(t, []string{"/healthz"}, paths)
 
@@ -364,7 +365,7 @@ func TestPodNetworkDualStack(t *testing.T) {
 		podSlice(t, "v4", v4, "node-b", "", corev1.ProtocolTCP),
 		podSlice(t, "v6", v6, "node-b", "", corev1.ProtocolTCP),
 	)
-	c := checks.NewPodNetwork(client, "node-a", kubeDNS, 1, checks.PodProbe{LocalAddrs: podAddrs("10.244.0.5/24", "fd00:10:244::5/64"), FullSize: fullSize(1450)})
+	c := checks.NewPodNetwork(adapt.Clientset(client), "node-a", kubeDNS, 1, checks.PodProbe{LocalAddrs: podAddrs("10.244.0.5/24", "fd00:10:244::5/64"), FullSize: fullSize(1450)})
 	res := checks.Execute(t.Context(), c, time.Second)
 	require.NoError(t, res.Err)
 	assert.Equal(t, []string{"127.0.0.1 on node-b, 1450-byte packets both ways", "::1 on node-b, 1450-byte packets both ways"}, res.Report.Reached)
@@ -386,7 +387,7 @@ func TestPodNetworkSaysWhichFamilyWasNotChecked(t *testing.T) {
 			[]string{"IPv6: kube-system/kube-dns lists no IPv6 address of a pod on another node, and this pod has one"}},
 		{[]string{"10.244.0.5/24", "fe80::1/64", "::1/128"}, nil},
 	} {
-		c := checks.NewPodNetwork(client, "node-a", kubeDNS, 1, checks.PodProbe{LocalAddrs: podAddrs(tt.addrs...), FullSize: fullSize(1450)})
+		c := checks.NewPodNetwork(adapt.Clientset(client), "node-a", kubeDNS, 1, checks.PodProbe{LocalAddrs: podAddrs(tt.addrs...), FullSize: fullSize(1450)})
 		res := checks.Execute(t.Context(), c, time.Second)
 		require.NoError(t, res.Err)
 		assert.Equal(t, []string{"127.0.0.1 on node-b, 1450-byte packets both ways"}, res.Report.Reached)
@@ -414,7 +415,7 @@ func TestDNSServiceIsFound(t *testing.T) {
 		{"neither", nil, "kube-system/kube-dns"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := checks.FindDNSService(fake.NewClientset(tt.objects...), resolv).Get(t.Context())
+			got, err := checks.FindDNSService(adapt.Clientset(fake.NewClientset(tt.objects...)), resolv).Get(t.Context())
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got.String())
 		})
@@ -484,7 +485,7 @@ func TestPodNetworkAsksAgainOverUDP(t *testing.T) {
 			}
 		}
 	}()
-	c := checks.NewPodNetwork(fake.NewClientset(podSlice(t, "b", pc.LocalAddr().String(), "node-b", "", corev1.ProtocolUDP)), "node-a", kubeDNS, 1,
+	c := checks.NewPodNetwork(adapt.Clientset(fake.NewClientset(podSlice(t, "b", pc.LocalAddr().String(), "node-b", "", corev1.ProtocolUDP))), "node-a", kubeDNS, 1,
 		checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSize(1450)})
 	require.NoError(t, checks.Execute(t.Context(), c, 3*time.Second).Err)
 	assert.Equal(t, int32(2), got.Load(), "the query, and once more")

@@ -5,9 +5,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/internal/envvar"
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 var _ Check = (*Resource)(nil)
@@ -47,7 +47,7 @@ func (m ResourceMinimum) String() string { return string(m.Name) + ">=" + m.Min.
 type Resource struct{ nodeGate[ResourceMinimum] }
 
 // NewResource returns a check that the node nodeName has at least min.
-func NewResource(client kubernetes.Interface, nodeName string, min ResourceMinimum) *Resource {
+func NewResource(client kube.Interface, nodeName string, min ResourceMinimum) *Resource {
 	return &Resource{nodeGate[ResourceMinimum]{name: NameResources, client: client, nodeName: nodeName, want: min}}
 }
 

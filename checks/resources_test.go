@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodeready/nodeready/checks"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 )
 
 func TestParseResourceMinimum(t *testing.T) {
@@ -61,7 +62,7 @@ func TestResource(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			min := mustParse(t, checks.ParseResourceMinimum, tt.min)
 			client := fake.NewClientset(tt.node)
-			c := checks.NewResource(client, "node-a", min)
+			c := checks.NewResource(adapt.Clientset(client), "node-a", min)
 			requireIdentity(t, c, "resources", min.String())
 
 			assertErr(t, checks.Execute(t.Context(), c, runTimeout).Err, tt.wantErr)
@@ -73,7 +74,7 @@ func TestResource(t *testing.T) {
 func TestResourceWaitThenPass(t *testing.T) {
 	node := nodeWithResources(nil, nil)
 	client := fake.NewClientset(node)
-	c := checks.NewResource(client, "node-a", mustParse(t, checks.ParseResourceMinimum, "nvidia.com/gpu>=1"))
+	c := checks.NewResource(adapt.Clientset(client), "node-a", mustParse(t, checks.ParseResourceMinimum, "nvidia.com/gpu>=1"))
 
 	failThenPass(t, c, "node node-a: no allocatable nvidia.com/gpu, want at least 1", func() {
 		// The device plugin registers; the kubelet advertises its devices.

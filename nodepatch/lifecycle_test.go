@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -132,7 +133,7 @@ func TestUntaint(t *testing.T) {
 	spec := Spec{Taints: []corev1.Taint{wellknown.StartupTaint(), extra}, LabelKey: wellknown.VerifiedLabel, LabelValue: "true"}
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", ResourceVersion: "1"},
 		Spec: corev1.NodeSpec{Taints: []corev1.Taint{wellknown.StartupTaint(), other, extra}}})
-	p := New(client, "node-a", spec)
+	p := New(adapt.Clientset(client), "node-a", spec)
 
 	wrote, err := p.Untaint(t.Context(), wellknown.UninstallFieldManager)
 	require.NoError(t, err)

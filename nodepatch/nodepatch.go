@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeready/nodeready/internal/kube"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -79,7 +79,7 @@ type Spec struct {
 
 // Patcher releases one node.
 type Patcher struct {
-	client  kubernetes.Interface
+	client  kube.Interface
 	node    string
 	spec    Spec
 	backoff wait.Backoff
@@ -114,7 +114,7 @@ const (
 var conflictBackoff = wait.Backoff{Steps: 8, Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.5}
 
 // New returns a Patcher for the node named node.
-func New(client kubernetes.Interface, node string, spec Spec) *Patcher {
+func New(client kube.Interface, node string, spec Spec) *Patcher {
 	return &Patcher{client: client, node: node, spec: spec, backoff: conflictBackoff, value: spec.LabelValue}
 }
 

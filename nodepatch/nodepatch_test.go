@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -69,7 +70,7 @@ func newPatcher(t *testing.T, node *corev1.Node) (*Patcher, *fake.Clientset) {
 		}
 		return handled, obj, err
 	})
-	p := New(client, nodeName, spec)
+	p := New(adapt.Clientset(client), nodeName, spec)
 	p.backoff = fastRetry
 	return p, client
 }

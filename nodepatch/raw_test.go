@@ -12,8 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 // newerServer is an API server of a newer Kubernetes as far as one Node goes: it stores the
@@ -64,7 +65,7 @@ func TestReleaseKeepsTaintFieldsItDoesNotKnow(t *testing.T) {
 		`{"key":"example.com/dedicated","value":"infra","effect":"NoSchedule","newerField":{"since":"v1.40"}}]}}`)}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL})
+	client, err := kube.NewForConfig(&rest.Config{Host: ts.URL})
 	require.NoError(t, err)
 	p := New(client, "node-a", Spec{Taints: []corev1.Taint{startup}, LabelKey: "node-ready/verified", LabelValue: "true"})
 

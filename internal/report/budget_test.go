@@ -32,7 +32,7 @@ func TestMustSendBudgetFitsTheGracePeriod(t *testing.T) {
 		{settle: config.MaxSettleTime, want: 2 * time.Second},
 	} {
 		t.Run(tt.settle.String(), func(t *testing.T) {
-			e, shutdown := NewEvents(fake.NewClientset(), "node-a", zerolog.Nop(), tt.settle)
+			e, shutdown := NewEvents(eventsOf(fake.NewClientset()), "node-a", zerolog.Nop(), tt.settle)
 			defer shutdown()
 			r, ok := e.rec.(*recorder)
 			require.True(t, ok)
@@ -58,7 +58,7 @@ func TestVerifiedEventOutlasts429s(t *testing.T) {
 		return false, nil, nil
 	})
 	var logs bytes.Buffer
-	evs, shutdown := NewEvents(client, "node-a", zerolog.New(&logs), 2*time.Second)
+	evs, shutdown := NewEvents(eventsOf(client), "node-a", zerolog.New(&logs), 2*time.Second)
 	evs.Eventf(wellknown.Verified, "All 4 checks passed; released in 1s")
 	shutdown()
 	assert.Equal(t, []string{"All 4 checks passed; released in 1s"}, sent.notes("Verified"))
@@ -76,7 +76,7 @@ func TestEventLostAtItsBudget(t *testing.T) {
 		return true, nil, apierrors.NewTooManyRequests("Too many requests, please try again later.", 1)
 	})
 	var logs bytes.Buffer
-	rec, shutdown := newRecorder(client, zerolog.New(&logs), 300*time.Millisecond)
+	rec, shutdown := newRecorder(eventsOf(client), zerolog.New(&logs), 300*time.Millisecond)
 	rec.(*recorder).backoff = wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Steps: 3, Cap: 20 * time.Millisecond}
 	EventsTo(rec, "node-a").Eventf(wellknown.Verified, "All 4 checks passed; released in 1s")
 	shutdown()

@@ -1,23 +1,38 @@
 package report
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
+// EventClient writes events.k8s.io/v1 Events: a clientset's
+// EventsV1().Events(metav1.NamespaceDefault). The default namespace is where
+// the Events about a cluster-scoped object, such as the node, are kept.
+type EventClient interface {
+	Create(ctx context.Context, event *eventsv1.Event, opts metav1.CreateOptions) (*eventsv1.Event, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*eventsv1.Event, error)
+}
+
+// EventRecorder emits Events, with the method of client-go's
+// events.EventRecorder: the agent's recorder (newRecorder), one that logs
+// them (LogEvents), or one that keeps them, in tests.
+type EventRecorder interface {
+	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
 // Events emits the Events about one node.
 type Events struct {
-	rec  events.EventRecorder
+	rec  EventRecorder
 	node *corev1.Node
 }
 
@@ -26,7 +41,7 @@ type Events struct {
 // their way; call it when the agent ends. settle is SETTLE_TIME, part of the
 // release's budget, which bounds an Event that matters (mustSendBudget).
 // Without a client the Events go nowhere and there is no shutdown.
-func NewEvents(client kubernetes.Interface, node string, log zerolog.Logger, settle time.Duration) (*Events, func()) {
+func NewEvents(client EventClient, node string, log zerolog.Logger, settle time.Duration) (*Events, func()) {
 	rec, shutdown := newRecorder(client, log, mustSendBudget(settle))
 	return EventsTo(rec, node), shutdown
 }
@@ -39,7 +54,7 @@ func LogEvents(node string, log zerolog.Logger) *Events {
 
 // EventsTo emits the Events about node through rec: client-go's FakeRecorder
 // in tests.
-func EventsTo(rec events.EventRecorder, node string) *Events {
+func EventsTo(rec EventRecorder, node string) *Events {
 	return &Events{rec: rec, node: nodeRef(node)}
 }
 

@@ -18,7 +18,7 @@ import (
 // kubelet's), from nodeready, with the type and action of its reason.
 func TestEventsAboutTheNode(t *testing.T) {
 	client, sent := recordingClient()
-	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
+	evs, shutdown := NewEvents(eventsOf(client), "node-a", zerolog.Nop(), 2*time.Second)
 	evs.Eventf(wellknown.Verified, "All %d checks passed", 4)
 	evs.Eventf(wellknown.ReleaseFailed, "patch node node-a: forbidden")
 	shutdown()

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,7 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -44,6 +48,11 @@ func (s *sentEvents) notes(reason string) []string {
 		}
 	}
 	return out
+}
+
+// eventsOf is the agent's EventClient of client.
+func eventsOf(client kubernetes.Interface) EventClient {
+	return client.EventsV1().Events(metav1.NamespaceDefault)
 }
 
 // recordingClient is a fake clientset that keeps the Events it stores.
@@ -98,7 +107,7 @@ func TestShutdownWaitsForEvents(t *testing.T) {
 		created.Add(1)
 		return false, nil, nil
 	})
-	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
+	evs, shutdown := NewEvents(eventsOf(client), "node-a", zerolog.Nop(), 2*time.Second)
 	evs.Eventf(wellknown.Verified, "All checks passed")
 	shutdown()
 	assert.Equal(t, int32(1), created.Load(), "the Event was written before the shutdown returned")
@@ -116,7 +125,7 @@ func TestEventAnsweredWith429IsSentAgain(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
+	evs, shutdown := NewEvents(eventsOf(client), "node-a", zerolog.Nop(), 2*time.Second)
 	evs.Eventf(wellknown.Verified, "All 4 checks passed; released in 1s")
 	shutdown()
 	assert.Equal(t, []string{"All 4 checks passed; released in 1s"}, sent.notes("Verified"))
@@ -136,7 +145,7 @@ func TestCheckFailedPerCheck(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
+	evs, shutdown := NewEvents(eventsOf(client), "node-a", zerolog.Nop(), 2*time.Second)
 	for _, note := range []string{
 		"dns a.example: no such host",
 		"tcp 10.0.0.1:443: connection refused",
@@ -166,7 +175,7 @@ func TestCheckFailedPerCheck(t *testing.T) {
 func TestDistinctErrorsAreEventsOfTheirOwn(t *testing.T) {
 	client, sent := recordingClient()
 	var logs syncBuffer
-	evs, shutdown := NewEvents(client, "node-a", zerolog.New(&logs), 2*time.Second)
+	evs, shutdown := NewEvents(eventsOf(client), "node-a", zerolog.New(&logs), 2*time.Second)
 	const prefix = "Checks passed but the release failed (a misconfiguration, not a failed check; no failure action follows): "
 	first, second := prefix+"patch node node-a: forbidden", prefix+`patch node node-a: failed calling webhook "x"`
 	writes := func() int {
@@ -192,7 +201,7 @@ func TestDistinctErrorsAreEventsOfTheirOwn(t *testing.T) {
 // every note is cut to fit, on a rune boundary.
 func TestNoteWithinTheLimit(t *testing.T) {
 	client, sent := recordingClient()
-	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
+	evs, shutdown := NewEvents(eventsOf(client), "node-a", zerolog.Nop(), 2*time.Second)
 	long := strings.Repeat("dns ünïcödé.example: no such host; ", 60)
 	evs.Eventf(wellknown.FailedOpen, "Released after 30m with failing checks: %s; released in %s", long, "30m0s")
 	shutdown()
@@ -211,7 +220,7 @@ func TestLostEventIsLogged(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(eventsv1.Resource("events"), "", assert.AnError)
 	})
 	var out bytes.Buffer
-	evs, shutdown := NewEvents(client, "node-a", zerolog.New(&out), 2*time.Second)
+	evs, shutdown := NewEvents(eventsOf(client), "node-a", zerolog.New(&out), 2*time.Second)
 	evs.Eventf(wellknown.ReplacingNode, "Deleted NodeClaim x because checks failed: dns a: no such host")
 	shutdown()
 	assert.Contains(t, out.String(), `"level":"error"`)
@@ -244,7 +253,7 @@ func TestEventOutlastsRetryAfter(t *testing.T) {
 	defer srv.Close()
 	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
 	require.NoError(t, err)
-	evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
+	evs, shutdown := NewEvents(eventsOf(client), "node-a", zerolog.Nop(), 2*time.Second)
 	evs.Eventf(wellknown.Verified, "All 4 checks passed; released in 1s")
 	shutdown()
 	assert.Equal(t, int32(1), stored.Load(), "the Event was stored before the shutdown returned")
@@ -262,7 +271,7 @@ func TestOneFaultOneSeries(t *testing.T) {
 			`podnetwork pods: cannot reach fd00:10:244::7 on real-node-0: dial udp [fd00:10:244::7]:53: i/o timeout`},
 	} {
 		client, sent := recordingClient()
-		evs, shutdown := NewEvents(client, "node-a", zerolog.Nop(), 2*time.Second)
+		evs, shutdown := NewEvents(eventsOf(client), "node-a", zerolog.Nop(), 2*time.Second)
 		for i, note := range notes {
 			evs.Eventf(wellknown.CheckFailed, "%s", note)
 			waitFor(t, "the write of emission "+strconv.Itoa(i+1), func() bool {
@@ -277,4 +286,147 @@ func TestOneFaultOneSeries(t *testing.T) {
 	}
 	assert.NotEqual(t, withoutAddresses(`dns x: lookup x: i/o timeout`), withoutAddresses(`dns x: lookup x: no such host`))
 	assert.Equal(t, `command /bin/false: exit status 1`, withoutAddresses(`command /bin/false: exit status 1`), "no address, nothing taken out")
+}
+
+// testClock is a clock the test moves.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// TestRepeatsCountedIntoTheSeries: as client-go's recorder does, the first emission is
+// created and the second makes it a series, patched; the third and later are counted into
+// the series in memory, written by the series' heartbeat and, once the series is not
+// observed for finishTime, by its last write, after which the next emission is a new Event.
+func TestRepeatsCountedIntoTheSeries(t *testing.T) {
+	client, sent := recordingClient()
+	var mu sync.Mutex
+	var patches []k8stesting.PatchAction
+	client.PrependReactor("patch", "events", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		patches = append(patches, a.(k8stesting.PatchAction))
+		return false, nil, nil
+	})
+	clock := &testClock{now: time.Date(2025, 1, 2, 3, 4, 5, 6000, time.UTC)}
+	start := clock.Now()
+	r := makeRecorder(eventsOf(client), zerolog.Nop(), 2*time.Second)
+	r.now = clock.Now
+	shutdown := r.start()
+	defer shutdown()
+	evs := EventsTo(r, "node-a")
+	const note = "dns a.example: no such host"
+	settled := func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.pending) == 0
+	}
+	count := func() int32 {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		require.Len(t, r.series, 1)
+		for _, ev := range r.series {
+			if ev.Series != nil {
+				return ev.Series.Count
+			}
+		}
+		return 1
+	}
+	lastPatch := func() (k8stesting.PatchAction, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotEmpty(t, patches)
+		return patches[len(patches)-1], len(patches)
+	}
+	seriesPatch := func(count int32, observed time.Time) string {
+		return `{"series":{"count":` + strconv.Itoa(int(count)) + `,"lastObservedTime":"` +
+			observed.UTC().Format("2006-01-02T15:04:05.000000Z07:00") + `"}}`
+	}
+
+	evs.Eventf(wellknown.CheckFailed, "%s", note)
+	waitFor(t, "the first Event written", settled)
+	require.Len(t, sent.notes("CheckFailed"), 1)
+	sent.mu.Lock()
+	first := sent.created[0]
+	sent.mu.Unlock()
+
+	clock.Add(time.Minute)
+	evs.Eventf(wellknown.CheckFailed, "%s", note)
+	waitFor(t, "the series written", settled)
+	patch, n := lastPatch()
+	assert.Equal(t, 1, n)
+	assert.Equal(t, first.Name, patch.GetName())
+	assert.Equal(t, types.StrategicMergePatchType, patch.GetPatchType())
+	assert.JSONEq(t, seriesPatch(2, start.Add(time.Minute)), string(patch.GetPatch()))
+	// client-go's patch of a series (createPatchBytesForSeries) is the same.
+	withSeries := first.DeepCopy()
+	withSeries.Series = &eventsv1.EventSeries{Count: 2, LastObservedTime: metav1.MicroTime{Time: start.Add(time.Minute)}}
+	oldData, err := json.Marshal(first)
+	require.NoError(t, err)
+	newData, err := json.Marshal(withSeries)
+	require.NoError(t, err)
+	clientGoPatch, err := strategicpatch.CreateTwoWayMergePatch(oldData, newData, eventsv1.Event{})
+	require.NoError(t, err)
+	assert.JSONEq(t, string(clientGoPatch), string(patch.GetPatch()))
+
+	for range 3 {
+		clock.Add(time.Minute)
+		evs.Eventf(wellknown.CheckFailed, "%s", note)
+	}
+	assert.True(t, settled(), "the third and later emissions hand nothing over to be written")
+	assert.Equal(t, int32(5), count(), "they are counted into the series")
+
+	r.refreshSeries()
+	patch, n = lastPatch()
+	assert.Equal(t, 2, n, "the heartbeat writes the series")
+	assert.Equal(t, first.Name, patch.GetName())
+	assert.JSONEq(t, seriesPatch(5, start.Add(4*time.Minute)), string(patch.GetPatch()))
+
+	clock.Add(time.Minute)
+	evs.Eventf(wellknown.CheckFailed, "%s", note)
+	assert.Equal(t, int32(6), count())
+	r.finishSeries()
+	_, n = lastPatch()
+	assert.Equal(t, 2, n, "a series observed within finishTime goes on")
+
+	clock.Add(finishTime + time.Second)
+	r.finishSeries()
+	patch, n = lastPatch()
+	assert.Equal(t, 3, n, "a series not observed for finishTime is written a last time")
+	assert.JSONEq(t, seriesPatch(6, start.Add(5*time.Minute)), string(patch.GetPatch()))
+	r.mu.Lock()
+	assert.Empty(t, r.series, "and let go")
+	assert.Empty(t, r.subjects)
+	r.mu.Unlock()
+
+	evs.Eventf(wellknown.CheckFailed, "%s", note)
+	waitFor(t, "the next Event written", settled)
+	require.Equal(t, []string{note, note}, sent.notes("CheckFailed"), "the next emission is a new Event")
+	sent.mu.Lock()
+	assert.NotEqual(t, first.Name, sent.created[1].Name)
+	assert.Nil(t, sent.created[1].Series)
+	sent.mu.Unlock()
+	_, n = lastPatch()
+	assert.Equal(t, 3, n)
+
+	// An Event not repeated within finishTime is let go without a write.
+	clock.Add(finishTime + time.Second)
+	r.finishSeries()
+	r.mu.Lock()
+	assert.Empty(t, r.series)
+	r.mu.Unlock()
+	_, n = lastPatch()
+	assert.Equal(t, 3, n)
 }

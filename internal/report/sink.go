@@ -3,15 +3,15 @@ package report
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/tools/record/util"
 )
 
 // sendBackoff paces the writes of an Event the API server answered with 429
@@ -19,53 +19,114 @@ import (
 // Retry-After).
 var sendBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5}
 
-// trackingSink writes Events of one subject for client-go's broadcaster,
-// writes again those answered with 429 or a server error, and reports each
-// outcome to the recorder.
-type trackingSink struct {
-	events.EventSink
-	r       *recorder
-	subject string
+// mustSendBackoff paces those of an Event that matters, which are tried
+// until its mustSendBudget runs out: a burst of new nodes can keep the API
+// server answering 429 for longer than sendBackoff's five tries, and the
+// next try after those comes only retryPause later. Past the cap, the delay
+// stays at the cap.
+var mustSendBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 5, Cap: 2 * time.Second}
+
+// An Event not given up after an error (final) is written again retryPause
+// later, with a quarter of jitter so that the agents of many nodes do not
+// write in step, up to maxTries times in all: client-go's
+// defaultSleepDuration and maxTriesPerEvent.
+const (
+	retryPause = 10 * time.Second
+	maxTries   = 12
+)
+
+// attempt writes the Event of an emission of key and, as client-go's
+// attemptRecording does, writes it again after a pause while the error
+// allows it, until maxTries or the shutdown. It reports the outcome to the
+// recorder.
+func (r *recorder) attempt(key seriesKey, ev *eventsv1.Event) {
+	defer r.wg.Done()
+	for tries := 1; ; tries++ {
+		retry, err := r.record(r.ctx, key, ev)
+		if !retry || tries == maxTries {
+			r.settle(key, err)
+			return
+		}
+		r.failed(key, err)
+		select {
+		case <-r.ctx.Done():
+			r.settle(key, err)
+			return
+		case <-time.After(wait.Jitter(r.pause, 0.25)):
+		}
+	}
 }
 
-func (s *trackingSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	return s.send(ctx, e, false, func(ctx context.Context) (*eventsv1.Event, error) { return s.EventSink.Create(ctx, e) })
+// rewrite writes a series again, once, as client-go's upkeep of its series
+// does, and reports whether the write is to be tried again at the next pass
+// (final). A series given up is logged.
+func (r *recorder) rewrite(key seriesKey, ev *eventsv1.Event) (retry bool) {
+	retry, err := r.record(r.ctx, key, ev)
+	if err != nil && !retry {
+		r.mu.Lock()
+		if !r.closed {
+			r.lost(key, err)
+		}
+		r.mu.Unlock()
+	}
+	return retry
 }
 
-func (s *trackingSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
-	return s.send(ctx, e, true, func(ctx context.Context) (*eventsv1.Event, error) { return s.EventSink.Patch(ctx, e, data) })
-}
-
-func (s *trackingSink) send(ctx context.Context, e *eventsv1.Event, patch bool, write func(context.Context) (*eventsv1.Event, error)) (*eventsv1.Event, error) {
-	key := sendKey{e.Reason, s.subject}
-	var out *eventsv1.Event
-	var err error
-	// Past its deadline (client-go's own later tries), an Event that
-	// matters is written as any other.
-	if deadline := s.r.deadline(key); matters(e.Reason) && time.Now().Before(deadline) {
-		out, err = s.sendUntil(ctx, deadline, write)
-	} else {
-		err = retry.OnError(sendBackoff, func(err error) bool { return ctx.Err() == nil && transient(err) }, func() error {
-			var err error
-			out, err = write(ctx)
+// record writes ev as client-go's recordEvent does: a series by a patch of
+// its series (seriesPatch), created instead if the patch finds no Event, as
+// when the Event expired or its first write has not landed yet; any other
+// Event is created. retry reports whether it is to be written again after a
+// pause (final); err is the last write's.
+func (r *recorder) record(ctx context.Context, key seriesKey, ev *eventsv1.Event) (retry bool, err error) {
+	series := ev.Series != nil
+	if series {
+		patch, patchErr := seriesPatch(ev)
+		if patchErr != nil {
+			return false, patchErr
+		}
+		err = r.send(ctx, key, func(ctx context.Context) error {
+			_, err := r.client.Patch(ctx, ev.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 			return err
 		})
+		if !util.IsKeyNotFoundError(err) {
+			return err != nil && !final(err, series), err
+		}
 	}
-	if err == nil || final(err, patch, e.Series != nil) {
-		s.r.settle(key, err)
-	}
-	return out, err
+	ev.ResourceVersion = ""
+	err = r.send(ctx, key, func(ctx context.Context) error {
+		_, err := r.client.Create(ctx, ev, metav1.CreateOptions{})
+		return err
+	})
+	return err != nil && !final(err, series), err
 }
 
-// sendUntil writes an Event that matters, and writes it again after a 429 or
-// a server error, until deadline; it returns the last write's answer.
-func (s *trackingSink) sendUntil(ctx context.Context, deadline time.Time, write func(context.Context) (*eventsv1.Event, error)) (*eventsv1.Event, error) {
+// send makes a write of an Event of key, and makes it again after a 429 or
+// a server error: paced by sendBackoff, or, for an Event that matters, by
+// r.backoff until its deadline. Past its deadline (client-go's later tries,
+// the series' upkeep), an Event that matters is written as any other.
+func (r *recorder) send(ctx context.Context, key seriesKey, write func(context.Context) error) error {
+	if deadline, ok := r.deadline(key); ok && matters(key.reason) && time.Now().Before(deadline) {
+		return r.sendUntil(ctx, deadline, write)
+	}
+	var err error
+	if waitErr := wait.ExponentialBackoffWithContext(ctx, sendBackoff, func(ctx context.Context) (bool, error) {
+		err = write(ctx)
+		return err == nil || ctx.Err() != nil || !transient(err), nil
+	}); err == nil {
+		err = waitErr // the context ended before the first write
+	}
+	return err
+}
+
+// sendUntil makes a write of an Event that matters, and makes it again after
+// a 429 or a server error, until deadline; it returns the last write's
+// error.
+func (r *recorder) sendUntil(ctx context.Context, deadline time.Time, write func(context.Context) error) error {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	var out *eventsv1.Event
 	var err error
-	_ = s.r.backoff.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
-		out, err = write(ctx)
+	if waitErr := r.backoff.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
+		err = write(ctx)
 		switch {
 		case err == nil:
 			return true, nil
@@ -74,8 +135,10 @@ func (s *trackingSink) sendUntil(ctx context.Context, deadline time.Time, write 
 		default:
 			return false, err
 		}
-	})
-	return out, err
+	}); err == nil {
+		err = waitErr // the context ended before the first write
+	}
+	return err
 }
 
 // transient reports whether writing again soon may succeed: the API server
@@ -90,17 +153,16 @@ func transient(err error) bool {
 	return !errors.As(err, &construction)
 }
 
-// final reports whether client-go's broadcaster gives the Event up after
-// err, as recordEvent in k8s.io/client-go/tools/events decides: a series
-// patch that finds no Event is created instead, an Event the API server
-// refused is given up (but for a series created twice at once), and after
-// any other error it tries again after a pause.
-func final(err error, patch, series bool) bool {
+// final reports whether an Event is given up after err, as client-go's
+// recordEvent (k8s.io/client-go/tools/events) decides: an Event the API
+// server refused is given up (but for a series created twice at once, whose
+// next try patches the Event the other write created), as is one whose
+// request could not be made; after any other error it is written again
+// after a pause. A series patch that finds no Event is not given up: the
+// Event is created instead (record).
+func final(err error, series bool) bool {
 	switch err := err.(type) {
 	case *apierrors.StatusError:
-		if patch && err.Status().Code == http.StatusNotFound {
-			return false
-		}
 		return !(series && apierrors.IsAlreadyExists(err))
 	case *rest.RequestConstructionError:
 		return true

@@ -32,9 +32,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/kube"
 	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
 )
@@ -81,14 +81,14 @@ func Flags(args []string, out io.Writer) (Options, error) {
 
 // Uninstaller takes nodeready off one cluster.
 type Uninstaller struct {
-	client kubernetes.Interface
+	client kube.Interface
 	cfg    config.Config
 	log    zerolog.Logger
 }
 
 // New returns an uninstaller that writes through client, for the startup taints and
 // the verified label of cfg.
-func New(client kubernetes.Interface, cfg config.Config, log zerolog.Logger) *Uninstaller {
+func New(client kube.Interface, cfg config.Config, log zerolog.Logger) *Uninstaller {
 	return &Uninstaller{client: client, cfg: cfg, log: log}
 }
 

@@ -18,6 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -54,7 +55,7 @@ func TestReleaseHeldThenDeleteTheDaemonSet(t *testing.T) {
 		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "nodeready"}},
 		&admissionv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "nodeready-startup-taint"}},
 	)
-	err := New(c, cfg, zerolog.Nop()).Run(t.Context(), Options{ReleaseHeld: true, DaemonSet: "kube-system/nodeready", CreationPolicyBinding: "nodeready-startup-taint"})
+	err := New(adapt.Clientset(c), cfg, zerolog.Nop()).Run(t.Context(), Options{ReleaseHeld: true, DaemonSet: "kube-system/nodeready", CreationPolicyBinding: "nodeready-startup-taint"})
 	require.NoError(t, err)
 
 	assert.Equal(t, []corev1.Taint{other}, get(t, c, "held").Spec.Taints)
@@ -94,14 +95,14 @@ func TestNodeNotReleasedKeepsItsAgent(t *testing.T) {
 		return false, nil, nil
 	})
 	opts := Options{ReleaseHeld: true, DaemonSet: "kube-system/nodeready"}
-	err := New(c, cfg, zerolog.Nop()).Run(t.Context(), opts)
+	err := New(adapt.Clientset(c), cfg, zerolog.Nop()).Run(t.Context(), opts)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "release node held")
 	_, err = c.AppsV1().DaemonSets("kube-system").Get(t.Context(), "nodeready", metav1.GetOptions{})
 	require.NoError(t, err, "the DaemonSet of a node still held was deleted")
 
 	refused = false
-	require.NoError(t, New(c, cfg, zerolog.Nop()).Run(t.Context(), opts))
+	require.NoError(t, New(adapt.Clientset(c), cfg, zerolog.Nop()).Run(t.Context(), opts))
 	assert.Empty(t, get(t, c, "held").Spec.Taints)
 }
 
@@ -114,7 +115,7 @@ func TestRemoveMarks(t *testing.T) {
 			wellknown.ReleasedByAnnotation(wellknown.VerifiedLabel): "alice", wellknown.ReleasedByTimeAnnotation(wellknown.VerifiedLabel): "2026-11-20T09:00:00Z"}, other)
 	n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: wellknown.ConditionType, Status: corev1.ConditionTrue, Reason: "Verified"})
 	c := fake.NewClientset(n, node("untouched", map[string]string{"pool": "cpu"}, nil))
-	require.NoError(t, New(c, cfg, zerolog.Nop()).Run(t.Context(), Options{RemoveMarks: true}))
+	require.NoError(t, New(adapt.Clientset(c), cfg, zerolog.Nop()).Run(t.Context(), Options{RemoveMarks: true}))
 
 	got := get(t, c, "verified")
 	assert.Equal(t, map[string]string{"pool": "gpu"}, got.Labels)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/kubelet"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
 )
@@ -149,7 +150,7 @@ func TestBadInput(t *testing.T) {
 		defer cancel()
 		_ = f.Kubelet().RemoveNode(ctx, labelled)
 	})
-	p := nodepatch.New(client, labelled, nodepatch.Spec{Taints: []corev1.Taint{wellknown.StartupTaint()}, LabelKey: wellknown.VerifiedLabel, LabelValue: "true"})
+	p := nodepatch.New(adapt.Clientset(client), labelled, nodepatch.Spec{Taints: []corev1.Taint{wellknown.StartupTaint()}, LabelKey: wellknown.VerifiedLabel, LabelValue: "true"})
 	outcome, err := p.Release(ctx, nil)
 	require.NoError(t, err)
 	assert.Equal(t, nodepatch.Patched, outcome)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
 )
@@ -168,7 +169,7 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 		})
 	}
 
-	p := nodepatch.New(agentA, nodeA, releaseSpec)
+	p := nodepatch.New(adapt.Clientset(agentA), nodeA, releaseSpec)
 	release := func(t *testing.T) {
 		t.Helper()
 		outcome, err := p.Release(t.Context(), map[string]string{"node-ready/verified-at": "2026-11-27T00:00:00Z"})
@@ -247,7 +248,7 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 			require.NoError(t, patchAs(t, admin, nodeC, fmt.Sprintf("example-%d", k),
 				fmt.Sprintf(`{"metadata":{"annotations":{"example.com/writer-%d":"x"}}}`, k)))
 		}
-		outcome, err := nodepatch.New(agentC, nodeC, releaseSpec).Release(t.Context(), nil)
+		outcome, err := nodepatch.New(adapt.Clientset(agentC), nodeC, releaseSpec).Release(t.Context(), nil)
 		require.NoError(t, err)
 		assert.Equal(t, nodepatch.Patched, outcome)
 		after := getNode(t, admin, nodeC)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
 )
@@ -205,7 +206,7 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 	assert.Equal(t, (len(forbidden)+len(noNode)+1)*repeats, attempted)
 
 	t.Run("the agent's own release still passes", func(t *testing.T) {
-		p := nodepatch.New(agentA, nodeA, releaseSpec)
+		p := nodepatch.New(adapt.Clientset(agentA), nodeA, releaseSpec)
 		outcome, err := p.Release(ctx, map[string]string{"node-ready/verified-at": "2026-11-21T08:00:00Z", "node-ready/verified-duration": "1s"})
 		require.NoError(t, err)
 		assert.Equal(t, nodepatch.Patched, outcome)
