@@ -22,6 +22,19 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 )
 
+// The resources nodeready uses, each a Resource of its types.
+type (
+	Nodes                 = Resource[*corev1.Node, *corev1.NodeList]
+	Pods                  = Resource[*corev1.Pod, *corev1.PodList]
+	DaemonSets            = Resource[*appsv1.DaemonSet, *appsv1.DaemonSetList]
+	EndpointSlices        = Resource[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList]
+	Events                = Resource[*eventsv1.Event, *eventsv1.EventList]
+	IPAddresses           = Resource[*networkingv1.IPAddress, *networkingv1.IPAddressList]
+	CSINodes              = Resource[*storagev1.CSINode, *storagev1.CSINodeList]
+	ResourceSlices        = Resource[*resourcev1.ResourceSlice, *resourcev1.ResourceSliceList]
+	ResourceSlicesV1beta1 = Resource[*resourcev1beta1.ResourceSlice, *resourcev1beta1.ResourceSliceList]
+)
+
 // scheme holds the API groups of Interface, and the options of every
 // request, as client-go's clientset scheme holds all of them.
 var (

@@ -1,10 +1,10 @@
 // Package kube is the part of the Kubernetes API nodeready speaks: a typed
 // client for each resource it reads or writes, grouped as client-go's
 // clientset groups them, so code written against the clientset reads the
-// same. The clients are client-go's generic typed clients (gentype) over a
-// scheme of only these API groups: the clientset registers every group of
-// Kubernetes, which made most of the agent's binary, and its image is pulled
-// on the path of every new node.
+// same. The clients make the requests client-go's typed clients make
+// (typed.go), over a scheme of only these API groups (client.go): the
+// clientset registers every group of Kubernetes, which made most of the
+// agent's binary, and its image is pulled on the path of every new node.
 //
 // Tests hand in client-go's fake clientset through kube/adapt.
 package kube
@@ -12,14 +12,6 @@ package kube
 import (
 	"context"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	eventsv1 "k8s.io/api/events/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	resourcev1 "k8s.io/api/resource/v1"
-	resourcev1beta1 "k8s.io/api/resource/v1beta1"
-	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -55,19 +47,6 @@ type Resource[T, L runtime.Object] interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
 }
-
-// The resources nodeready uses.
-type (
-	Nodes                 = Resource[*corev1.Node, *corev1.NodeList]
-	Pods                  = Resource[*corev1.Pod, *corev1.PodList]
-	DaemonSets            = Resource[*appsv1.DaemonSet, *appsv1.DaemonSetList]
-	EndpointSlices        = Resource[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList]
-	Events                = Resource[*eventsv1.Event, *eventsv1.EventList]
-	IPAddresses           = Resource[*networkingv1.IPAddress, *networkingv1.IPAddressList]
-	CSINodes              = Resource[*storagev1.CSINode, *storagev1.CSINodeList]
-	ResourceSlices        = Resource[*resourcev1.ResourceSlice, *resourcev1.ResourceSliceList]
-	ResourceSlicesV1beta1 = Resource[*resourcev1beta1.ResourceSlice, *resourcev1beta1.ResourceSliceList]
-)
 
 // The API groups, each with the resources nodeready uses of it.
 type (
