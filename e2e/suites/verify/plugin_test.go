@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,8 +51,10 @@ func testPlugin(t *testing.T, fw *framework.Framework) {
 		// Not a node nodeready serves: the DaemonSet's affinity asks for Linux.
 		"unmanaged": {Untainted: true, Labels: map[string]string{"kubernetes.io/os": "windows"}},
 	}
-	for s, o := range nodes {
-		require.NoError(t, f.AddNode(ctx, name(s), o))
+	// Created in the order of their names: held before misconfigured, so the golden's longest
+	// hold is held's, not whichever the map gave first when both fall in one second.
+	for _, s := range slices.Sorted(maps.Keys(nodes)) {
+		require.NoError(t, f.AddNode(ctx, name(s), nodes[s]))
 	}
 	require.NoError(t, f.WaitReleased(ctx, name("verified"), name("reverifying")))
 	fw.WaitCondition(name("held"), string(wellknown.ChecksFailed))
