@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -16,7 +15,6 @@ import (
 )
 
 var (
-	taintEffects = []string{string(corev1.TaintEffectNoSchedule), string(corev1.TaintEffectPreferNoSchedule), string(corev1.TaintEffectNoExecute)}
 	taintOwners  = []string{TaintOwnerNodeready, TaintOwnerExternal}
 	backoffs     = []string{"exponential", "linear", "constant"}
 	failures     = []string{KeepTainted, FailOpen, ReplaceNode}
@@ -42,7 +40,7 @@ func (c *Config) validate(dryRun bool) error {
 		},
 		func() error { return envvar.QualifiedName("TAINT_KEY", c.TaintKey) },
 		func() error { return envvar.LabelValue("TAINT_VALUE", c.TaintValue) },
-		func() error { return envvar.OneOf("TAINT_EFFECT", c.TaintEffect, taintEffects) },
+		func() error { return envvar.OneOf("TAINT_EFFECT", c.TaintEffect, envvar.TaintEffects) },
 		c.startupTaints,
 		func() error { return envvar.OneOf("TAINT_OWNER", c.TaintOwner, taintOwners) },
 		func() error {
@@ -122,7 +120,7 @@ func (c *Config) validate(dryRun bool) error {
 func (c *Config) startupTaints() error {
 	taints := []corev1.Taint{{Key: c.TaintKey, Value: c.TaintValue, Effect: corev1.TaintEffect(c.TaintEffect)}}
 	for _, s := range c.ExtraTaints {
-		t, err := parseTaint(s)
+		t, err := envvar.ParseTaint(s)
 		if err != nil {
 			return refuse("EXTRA_TAINTS", c.ExtraTaints.String(), fmt.Sprintf("%q: %s", s, err))
 		}
@@ -133,25 +131,6 @@ func (c *Config) startupTaints() error {
 	}
 	c.StartupTaints = taints
 	return nil
-}
-
-// parseTaint reads key[=value]:effect.
-func parseTaint(s string) (corev1.Taint, error) {
-	kv, effect, ok := strings.Cut(s, ":")
-	if !ok {
-		return corev1.Taint{}, errors.New("write key[=value]:effect, such as readiness.k8s.io/nodeready=true:NoSchedule")
-	}
-	key, value, _ := strings.Cut(kv, "=")
-	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-		return corev1.Taint{}, fmt.Errorf("not a valid taint key: %s", strings.Join(errs, "; "))
-	}
-	if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
-		return corev1.Taint{}, fmt.Errorf("not a valid taint value: %s", strings.Join(errs, "; "))
-	}
-	if !slices.Contains(taintEffects, effect) {
-		return corev1.Taint{}, fmt.Errorf("effect %q: use one of %s", effect, strings.Join(taintEffects, ", "))
-	}
-	return corev1.Taint{Key: key, Value: value, Effect: corev1.TaintEffect(effect)}, nil
 }
 
 // parseChecks reads CHECKS: names of the catalog, each once.

@@ -2,9 +2,7 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -14,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeready/nodeready/internal/envvar"
 	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
 )
@@ -110,24 +109,26 @@ func keysFrom(data map[string]string) (Keys, error) {
 		Label:      get("VERIFIED_LABEL", wellknown.VerifiedLabel),
 		LabelValue: get("VERIFIED_LABEL_VALUE", wellknown.VerifiedLabelValue),
 	}
-	if errs := validation.IsQualifiedName(k.Taints[0].Key); len(errs) > 0 {
-		return Keys{}, fmt.Errorf("TAINT_KEY=%q: %s", k.Taints[0].Key, strings.Join(errs, "; "))
-	}
-	if !slices.Contains(effects, k.Taints[0].Effect) {
-		return Keys{}, fmt.Errorf("TAINT_EFFECT=%q: use one of NoSchedule, PreferNoSchedule, NoExecute", k.Taints[0].Effect)
+	for _, err := range []error{
+		envvar.QualifiedName("TAINT_KEY", k.Taints[0].Key),
+		envvar.LabelValue("TAINT_VALUE", k.Taints[0].Value),
+		envvar.OneOf("TAINT_EFFECT", string(k.Taints[0].Effect), envvar.TaintEffects),
+		envvar.QualifiedName("VERIFIED_LABEL", k.Label),
+		envvar.LabelValue("VERIFIED_LABEL_VALUE", k.LabelValue),
+	} {
+		if err != nil {
+			return Keys{}, err
+		}
 	}
 	for s := range strings.SplitSeq(data["EXTRA_TAINTS"], ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
-		t, err := parseTaint(s)
+		t, err := envvar.ParseTaint(s)
 		if err != nil {
 			return Keys{}, fmt.Errorf("EXTRA_TAINTS %q: %w", s, err)
 		}
 		k.Taints = append(k.Taints, t)
-	}
-	if errs := validation.IsQualifiedName(k.Label); len(errs) > 0 {
-		return Keys{}, fmt.Errorf("VERIFIED_LABEL=%q: %s", k.Label, strings.Join(errs, "; "))
 	}
 	var err error
 	if k.ReverifyTaint, err = boolean(data, "REVERIFY_TAINT"); err != nil {
@@ -136,8 +137,6 @@ func keysFrom(data map[string]string) (Keys, error) {
 	k.ExternalTaint = data["TAINT_OWNER"] == "external"
 	return k, nil
 }
-
-var effects = []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute}
 
 // boolean reads a true/false setting as the agent does: absent or blank is false (the
 // agent's default for every setting the plugin reads this way).
@@ -151,24 +150,6 @@ func boolean(data map[string]string, name string) (bool, error) {
 		return false, fmt.Errorf("%s=%q: use true or false", name, v)
 	}
 	return b, nil
-}
-
-// parseTaint reads key[=value]:effect, the kubelet's --register-with-taints form that
-// EXTRA_TAINTS takes.
-func parseTaint(s string) (corev1.Taint, error) {
-	kv, effect, ok := strings.Cut(s, ":")
-	if !ok {
-		return corev1.Taint{}, errors.New("write key[=value]:effect")
-	}
-	key, value, _ := strings.Cut(kv, "=")
-	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-		return corev1.Taint{}, fmt.Errorf("not a valid taint key: %s", strings.Join(errs, "; "))
-	}
-	t := corev1.Taint{Key: key, Value: value, Effect: corev1.TaintEffect(effect)}
-	if !slices.Contains(effects, t.Effect) {
-		return corev1.Taint{}, fmt.Errorf("effect %q: use one of NoSchedule, PreferNoSchedule, NoExecute", effect)
-	}
-	return t, nil
 }
 
 // isStartupTaint reports whether t has the key and effect of one of the startup taints, as

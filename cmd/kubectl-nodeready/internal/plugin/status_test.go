@@ -172,9 +172,9 @@ func TestNoConfigMap(t *testing.T) {
 	assert.Equal(t, "Warning: could not read kube-system/nodeready-config (not found): judging nodes by nodeready's defaults; pass --namespace and --config-map where nodeready is installed, or --taint-key and --label\n", r.errOut)
 
 	r = run(t, newClient(configMap(map[string]string{"EXTRA_TAINTS": "bad taint"})))
-	require.EqualError(t, r.err, `ConfigMap kube-system/nodeready-config: EXTRA_TAINTS "bad taint": write key[=value]:effect`)
+	require.EqualError(t, r.err, `ConfigMap kube-system/nodeready-config: EXTRA_TAINTS "bad taint": write key[=value]:effect, such as readiness.k8s.io/nodeready=true:NoSchedule`)
 	r = run(t, newClient(configMap(map[string]string{"TAINT_EFFECT": "NoWay"})))
-	require.EqualError(t, r.err, `ConfigMap kube-system/nodeready-config: TAINT_EFFECT="NoWay": use one of NoSchedule, PreferNoSchedule, NoExecute`)
+	require.EqualError(t, r.err, `ConfigMap kube-system/nodeready-config: invalid configuration: TAINT_EFFECT="NoWay": use one of NoSchedule, PreferNoSchedule, NoExecute`)
 	r = run(t, newClient(), "-n", "nodeready", "--config-map", "other")
 	require.NoError(t, r.err)
 	assert.Contains(t, r.errOut, "could not read nodeready/other (not found)")
