@@ -3,10 +3,7 @@ package verify
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"maps"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,11 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/nodeready/nodeready/e2e/framework"
+	"github.com/nodeready/nodeready/internal/golden"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
-
-// update rewrites testdata/*.golden from what the plugin prints.
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the kubectl plugin's output")
 
 // testPlugin: `kubectl nodeready`, the built binary, as a user runs it against the API
 // server, on a node in each state the agents leave: verified, held by a failing check,
@@ -91,7 +86,7 @@ func testPlugin(t *testing.T, fw *framework.Framework) {
 
 	selector := "--selector=" + framework.FleetLabel + "=" + f.Name()
 	status := kubectl.MustRun("status", selector)
-	golden(t, "plugin-status", normalise(status))
+	golden.Assert(t, "plugin-status", normalise(status))
 
 	var s struct {
 		Nodes []struct {
@@ -114,7 +109,7 @@ func testPlugin(t *testing.T, fw *framework.Framework) {
 		name("misconfigured"): "misconfigured", name("failed-open"): "failed-open", name("unmanaged"): "not-managed",
 	}, states)
 
-	golden(t, "plugin-why", normalise(kubectl.MustRun("why", name("held"))))
+	golden.Assert(t, "plugin-why", normalise(kubectl.MustRun("why", name("held"))))
 }
 
 var (
@@ -152,18 +147,4 @@ func normalise(out string) string {
 		b.WriteString(strings.Join(fields, " | ") + "\n")
 	}
 	return b.String()
-}
-
-// golden compares got with testdata/name.golden, or writes it with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run the test with -update to write it")
-	assert.Equal(t, string(want), got, "%s: run the test with -update after a deliberate change", path)
 }

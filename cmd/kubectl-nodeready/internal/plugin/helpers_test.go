@@ -3,14 +3,9 @@ package plugin
 import (
 	"bytes"
 	"context"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,9 +18,6 @@ import (
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
-// update rewrites the golden files from what the tests print: go test ./cmd/kubectl-nodeready/... -update
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the output")
-
 // now is the tests' clock: every age in the golden files is counted to it.
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
@@ -33,20 +25,6 @@ var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 func ago(d time.Duration) metav1.Time { return metav1.NewTime(now.Add(-d)) }
 
 func agoString(d time.Duration) string { return now.Add(-d).Format(time.RFC3339) }
-
-// golden compares got with testdata/name.golden, or writes it with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run the test with -update to write it")
-	assert.Equal(t, string(want), got, "%s: run the test with -update after a deliberate change", path)
-}
 
 // result is what one run of the plugin printed.
 type result struct {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/nodeready/nodeready/internal/golden"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -34,7 +35,7 @@ func TestStatus(t *testing.T) {
 			r := run(t, client, tc.args...)
 			require.NoError(t, r.err)
 			assert.Empty(t, r.errOut)
-			golden(t, tc.golden, r.out)
+			golden.Assert(t, tc.golden, r.out)
 
 			var lists []string
 			for _, a := range client.Actions() {
@@ -155,7 +156,7 @@ func TestRenamedKeys(t *testing.T) {
 	}
 	r := run(t, newClient(objs...))
 	require.NoError(t, r.err)
-	golden(t, "status-renamed", r.out)
+	golden.Assert(t, "status-renamed", r.out)
 
 	r = run(t, newClient(objs...), "--taint-key", wellknown.TaintKey, "--label", wellknown.VerifiedLabel, "-o", "jsonpath={range .nodes[*]}{.name}={.state}{\"\\n\"}{end}")
 	require.NoError(t, r.err)

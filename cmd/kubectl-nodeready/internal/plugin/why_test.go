@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/nodeready/nodeready/internal/golden"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -57,7 +58,7 @@ func TestWhy(t *testing.T) {
 			r := run(t, newClient(objs...), "why", tc.node)
 			require.NoError(t, r.err)
 			assert.Empty(t, r.errOut)
-			golden(t, "why-"+tc.node, r.out)
+			golden.Assert(t, "why-"+tc.node, r.out)
 		})
 	}
 	t.Run("the latest only", func(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodeready/nodeready/internal/golden"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -70,7 +71,7 @@ func TestRelease(t *testing.T) {
 	r := run(t, client, "release", "a-held")
 	require.NoError(t, r.err)
 	assert.Empty(t, r.errOut)
-	golden(t, "release", r.out)
+	golden.Assert(t, "release", r.out)
 
 	n := getNode(t, client, "a-held")
 	assert.Equal(t, []corev1.Taint{{Key: "example.com/dedicated", Value: "infra", Effect: corev1.TaintEffectPreferNoSchedule}}, n.Spec.Taints, "only the startup taint is gone")
@@ -260,7 +261,7 @@ func TestReverify(t *testing.T) {
 			before := getNode(t, client, tc.node)
 			r := run(t, client, "reverify", tc.node)
 			require.NoError(t, r.err)
-			golden(t, "reverify-"+tc.node+"-"+tc.reverifyTaint, r.out)
+			golden.Assert(t, "reverify-"+tc.node+"-"+tc.reverifyTaint, r.out)
 			n := getNode(t, client, tc.node)
 			assert.NotContains(t, n.Labels, wellknown.VerifiedLabel)
 			for _, a := range wellknown.HandReleaseAnnotations(wellknown.VerifiedLabel) {
