@@ -7,7 +7,6 @@
 package prometheus
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -59,7 +57,7 @@ type Prometheus struct {
 // once Prometheus is ready.
 func Start(t *testing.T, o Options) *Prometheus {
 	t.Helper()
-	bin := build(t)
+	bin := framework.BuildTool(t, "prometheus")
 	sd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		type group struct {
 			Targets []string          `json:"targets"`
@@ -117,19 +115,6 @@ scrape_configs:
 	})
 	require.NoError(t, err, "prometheus ready:\n%s", process.Tail(logPath, 40))
 	return p
-}
-
-// build builds Prometheus with scripts/build-tools.sh, which returns at once when it is up to
-// date, and returns the binary.
-func build(t *testing.T) string {
-	t.Helper()
-	repo := framework.RepoRoot(t)
-	cmd := exec.Command(filepath.Join(repo, "scripts", "build-tools.sh"), "prometheus")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "scripts/build-tools.sh prometheus:\n%s", stderr.String())
-	return filepath.Join(strings.TrimSpace(string(out)), "prometheus")
 }
 
 // model is d as Prometheus' configuration writes a duration.

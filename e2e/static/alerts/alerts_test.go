@@ -1,11 +1,9 @@
 package alerts
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,7 +23,7 @@ const testFile = "testdata/nodeready_test.yaml"
 // scripts/build-tools.sh (make vet builds it first; here it is found up to date).
 func TestAlerts(t *testing.T) {
 	repo := framework.RepoRoot(t)
-	promtool := buildPromtool(t, repo)
+	promtool := framework.BuildTool(t, "promtool")
 
 	groups, err := rules.RuleGroups(filepath.Join(repo, "manifests", "monitoring", "prometheusrule.yaml"))
 	require.NoError(t, err)
@@ -60,16 +58,6 @@ spec:
 `), 0o644))
 	_, err := rules.RuleGroups(path)
 	assert.ErrorContains(t, err, "unknown field")
-}
-
-func buildPromtool(t *testing.T, repo string) string {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(repo, "scripts", "build-tools.sh"), "promtool")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "scripts/build-tools.sh promtool:\n%s", stderr.String())
-	return filepath.Join(strings.TrimSpace(string(out)), "promtool")
 }
 
 func alertNames(t *testing.T, rules []byte) []string {

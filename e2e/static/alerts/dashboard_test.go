@@ -26,7 +26,7 @@ const dashboardTests = "testdata/dashboard_test.yaml"
 // the dashboard does not have.
 func TestDashboard(t *testing.T) {
 	repo := framework.RepoRoot(t)
-	promtool := buildPromtool(t, repo)
+	promtool := framework.BuildTool(t, "promtool")
 	queries, err := rules.DashboardQueries(filepath.Join(repo, "charts", "nodeready", "dashboards", "nodeready.json"))
 	require.NoError(t, err)
 
