@@ -1,7 +1,6 @@
 package failure
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -9,11 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/internal/wellknown"
-	"github.com/nodeready/nodeready/nodepatch"
 )
 
 // TestClusterFaultsNeverReplace: with replace-node installed and after the retries, a node
@@ -32,15 +29,7 @@ func TestClusterFaultsNeverReplace(t *testing.T) {
 		out, err := fw.KubectlContext(ctx, "apply", "-f", filepath.Join(fw.RepoRoot(), "manifests", dir))
 		require.NoError(t, err, "kubectl apply -f manifests/%s/: %s", dir, out)
 	}
-	crd := filepath.Join(t.TempDir(), "nodeclaims.yaml")
-	require.NoError(t, os.WriteFile(crd, []byte(nodeClaimCRD), 0o644))
-	_, err := fw.KubectlContext(ctx, "apply", "-f", crd)
-	require.NoError(t, err)
-	_, err = fw.KubectlContext(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/nodeclaims.karpenter.sh")
-	require.NoError(t, err)
-	dyn, err := dynamic.NewForConfig(fw.ControlPlane().RESTConfig())
-	require.NoError(t, err)
-	claims := dyn.Resource(nodepatch.NodeClaims)
+	claims := installNodeClaims(t, fw)
 
 	// The fault is real: discovery lists no resource.k8s.io.
 	groups, err := fw.Client().Discovery().ServerGroups()

@@ -3,7 +3,6 @@ package failure
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,32 +23,6 @@ import (
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
-// nodeClaimCRD is just enough of Karpenter's karpenter.sh/v1 NodeClaim for the agent: a
-// cluster-scoped resource with a status subresource, its schema left open.
-const nodeClaimCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: nodeclaims.karpenter.sh
-spec:
-  group: karpenter.sh
-  scope: Cluster
-  names:
-    kind: NodeClaim
-    listKind: NodeClaimList
-    plural: nodeclaims
-    singular: nodeclaim
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      subresources:
-        status: {}
-      schema:
-        openAPIV3Schema:
-          type: object
-          x-kubernetes-preserve-unknown-fields: true
-`
-
 // replaceEnv turns replace-node on for a node; maxRetries rounds until the failure.
 func replaceEnv(maxRetries string) map[string]string {
 	return map[string]string{"FAILURE_ACTION": "replace-node", "MAX_RETRIES": maxRetries}
@@ -66,15 +39,7 @@ func testReplaceNode(t *testing.T, fw *framework.Framework) {
 	out, err := fw.KubectlContext(ctx, "apply", "-f", filepath.Join(fw.RepoRoot(), "manifests", "replace-node"))
 	require.NoError(t, err)
 	t.Logf("kubectl apply -f manifests/replace-node/:\n%s", out)
-	crd := filepath.Join(t.TempDir(), "nodeclaims.yaml")
-	require.NoError(t, os.WriteFile(crd, []byte(nodeClaimCRD), 0o644))
-	_, err = fw.KubectlContext(ctx, "apply", "-f", crd)
-	require.NoError(t, err)
-	_, err = fw.KubectlContext(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/nodeclaims.karpenter.sh")
-	require.NoError(t, err)
-	dyn, err := dynamic.NewForConfig(fw.ControlPlane().RESTConfig())
-	require.NoError(t, err)
-	claims := dyn.Resource(nodepatch.NodeClaims)
+	claims := installNodeClaims(t, fw)
 
 	fw.Run("the own NodeClaim, else the own Node; never another's", func(t *testing.T, fw *framework.Framework) {
 		f := fw.NewFleet("replace")
