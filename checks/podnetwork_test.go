@@ -251,11 +251,22 @@ func TestPodNetworkAnswersAreAnswers(t *testing.T) {
 
 // rcodeServer answers every UDP query with rcode, and returns its address.
 func rcodeServer(t *testing.T, rcode dnsmessage.RCode) string {
+	return udpDNS(t, func(_ int32, m *dnsmessage.Message) bool {
+		m.Header.RCode = rcode
+		return true
+	})
+}
+
+// udpDNS serves DNS over UDP on loopback and returns its address. Each query it
+// parses goes to answer with its number (from 1), which may change the response
+// and says whether to send it.
+func udpDNS(t *testing.T, answer func(n int32, m *dnsmessage.Message) bool) string {
 	t.Helper()
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { pc.Close() })
 	go func() {
+		var queries int32
 		buf := make([]byte, 1500)
 		for {
 			n, from, err := pc.ReadFrom(buf)
@@ -266,7 +277,11 @@ func rcodeServer(t *testing.T, rcode dnsmessage.RCode) string {
 			if m.Unpack(buf[:n]) != nil {
 				continue
 			}
-			m.Header.Response, m.Header.RCode = true, rcode
+			queries++
+			m.Header.Response = true
+			if !answer(queries, &m) {
+				continue
+			}
 			if b, err := m.Pack(); err == nil {
 				_, _ = pc.WriteTo(b, from)
 			}
@@ -428,20 +443,12 @@ func silentTCP(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				_, _ = io.Copy(io.Discard, bufio.NewReader(conn))
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return serveConns(t, ln, func(conn net.Conn) {
+		go func() {
+			defer conn.Close()
+			_, _ = io.Copy(io.Discard, bufio.NewReader(conn))
+		}()
+	})
 }
 
 // podAddrs stands for the agent pod's interface addresses.
@@ -462,30 +469,12 @@ func podAddrs(prefixes ...string) func() ([]net.Addr, error) {
 // TestPodNetworkAsksAgainOverUDP: a query over UDP whose datagram is lost is sent again, so
 // one lost packet does not make a pod unreachable.
 func TestPodNetworkAsksAgainOverUDP(t *testing.T) {
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { pc.Close() })
 	var got atomic.Int32
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if got.Add(1) == 1 {
-				continue // the first datagram is lost
-			}
-			var m dnsmessage.Message
-			if m.Unpack(buf[:n]) == nil {
-				m.Header.Response = true
-				if b, err := m.Pack(); err == nil {
-					_, _ = pc.WriteTo(b, from)
-				}
-			}
-		}
-	}()
-	c := checks.NewPodNetwork(adapt.Clientset(fake.NewClientset(podSlice(t, "b", pc.LocalAddr().String(), "node-b", "", corev1.ProtocolUDP))), "node-a", kubeDNS, 1,
+	addr := udpDNS(t, func(n int32, _ *dnsmessage.Message) bool {
+		got.Store(n)
+		return n > 1 // the first datagram is lost
+	})
+	c := checks.NewPodNetwork(adapt.Clientset(fake.NewClientset(podSlice(t, "b", addr, "node-b", "", corev1.ProtocolUDP))), "node-a", kubeDNS, 1,
 		checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSize(1450)})
 	require.NoError(t, checks.Execute(t.Context(), c, 3*time.Second).Err)
 	assert.Equal(t, int32(2), got.Load(), "the query, and once more")

@@ -23,6 +23,12 @@ func listen(t *testing.T) string {
 // acceptAll accepts and closes connections on ln until the test ends, and
 // returns ln's address.
 func acceptAll(t *testing.T, ln net.Listener) string {
+	return serveConns(t, ln, func(conn net.Conn) { conn.Close() })
+}
+
+// serveConns hands each connection ln accepts to handle until the test ends, and
+// returns ln's address.
+func serveConns(t *testing.T, ln net.Listener, handle func(net.Conn)) string {
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -30,7 +36,7 @@ func acceptAll(t *testing.T, ln net.Listener) string {
 			if err != nil {
 				return
 			}
-			conn.Close()
+			handle(conn)
 		}
 	}()
 	return ln.Addr().String()
