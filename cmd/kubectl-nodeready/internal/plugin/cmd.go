@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
@@ -196,6 +198,19 @@ func (o *Options) setup(ctx context.Context) (kubernetes.Interface, Keys, error)
 	f.namespace = o.namespace()
 	k, err := readKeys(ctx, client, f, o.warn)
 	return client, k, err
+}
+
+// setupNode is setup for a command about one node, which it reads.
+func (o *Options) setupNode(ctx context.Context, name string) (kubernetes.Interface, Keys, *corev1.Node, error) {
+	client, k, err := o.setup(ctx)
+	if err != nil {
+		return nil, Keys{}, nil, err
+	}
+	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, Keys{}, nil, fmt.Errorf("get node %s: %w", name, err)
+	}
+	return client, k, node, nil
 }
 
 func (o *Options) warn(msg string) { fmt.Fprintln(o.streams.ErrOut, "Warning: "+msg) }

@@ -28,13 +28,9 @@ var controllers = map[string]string{
 
 // runWhy is `kubectl nodeready why NODE`.
 func (o *Options) runWhy(ctx context.Context, name string, maxEvents int) error {
-	client, k, err := o.setup(ctx)
+	client, k, node, err := o.setupNode(ctx, name)
 	if err != nil {
 		return err
-	}
-	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("get node %s: %w", name, err)
 	}
 	n := nodeStatus(k, node)
 	pods, err := o.agentPods(ctx, client, name)

@@ -211,13 +211,9 @@ func taintNames(k Keys) string {
 
 // runReverify is `kubectl nodeready reverify NODE`.
 func (o *Options) runReverify(ctx context.Context, name string, force bool) error {
-	client, k, err := o.setup(ctx)
+	client, k, node, err := o.setupNode(ctx, name)
 	if err != nil {
 		return err
-	}
-	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("get node %s: %w", name, err)
 	}
 	if _, ok := node.Labels[k.Label]; !ok {
 		return fmt.Errorf("%w: node %s has no label %s: nothing to re-verify (state %s)", ErrRefused, name, k.Label, judge(k, node).state)
