@@ -45,11 +45,9 @@ func dropOnLink(t *testing.T, n *realnode.Node, op string, match ...string) {
 // once the link carries full-size packets again, the same agent pod releases it, without a
 // restart.
 func TestMTUBlackholeIsHeld(t *testing.T) {
-	c := startNodes(t, 3, 2, 2)
+	c, dnsIP, dnsNode := joiningCluster(t)
 	ctx := t.Context()
 	client := c.CP.Client()
-	dnsIP, dnsNode := readyCoreDNS(t, c)
-	installWithPodNetwork(t, c, 2)
 	joining := c.Nodes[2]
 	large := []string{"-m", "length", "--length", "1000:65535"}
 	dropOnLink(t, joining, "-I", large...)
@@ -157,10 +155,8 @@ func TestBrokenPeerHoldsNoJoiningNode(t *testing.T) {
 // the pods and their replies, never connections opened from elsewhere. The API server's proxy
 // to the agent's pod, one design that would open such a connection, is measured here too.
 func TestUnreachableFromOtherNodesIsNotProven(t *testing.T) {
-	c := startNodes(t, 3, 2, 2)
+	c, dnsIP, dnsNode := joiningCluster(t)
 	ctx := t.Context()
-	dnsIP, dnsNode := readyCoreDNS(t, c)
-	installWithPodNetwork(t, c, 2)
 	_, err := c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge", `-p={"data":{"MIN_HOLD_TIME":"30s"}}`)
 	require.NoError(t, err)
 	joining := c.Nodes[2]

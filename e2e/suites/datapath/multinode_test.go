@@ -108,11 +108,9 @@ func TestPodToPodAcrossNodes(t *testing.T) {
 // node joining a running two-node cluster: its agent pod reaches the CoreDNS pod on another
 // node by pod IP, over flannel, and the node is released with every check passed.
 func TestJoiningNodeReachesPodsElsewhere(t *testing.T) {
-	c := startNodes(t, 3, 2, 2)
+	c, dnsIP, dnsNode := joiningCluster(t)
 	ctx := t.Context()
 	client := c.CP.Client()
-	dnsIP, dnsNode := readyCoreDNS(t, c)
-	installWithPodNetwork(t, c, 2)
 
 	joining := c.Nodes[2]
 	begin := time.Now()
@@ -193,11 +191,9 @@ func TestJoiningNodeReachesPodsAcrossZones(t *testing.T) {
 // by the podnetwork check, which names the pod it could not reach; once the traffic flows the
 // node is released.
 func TestJoiningNodeWithoutPodNetworkIsHeld(t *testing.T) {
-	c := startNodes(t, 3, 2, 2)
+	c, dnsIP, dnsNode := joiningCluster(t)
 	ctx := t.Context()
 	client := c.CP.Client()
-	dnsIP, dnsNode := readyCoreDNS(t, c)
-	installWithPodNetwork(t, c, 2)
 	// A failed verification sooner: two rounds of checks that give up after 3s each.
 	_, err := c.Kubectl(t.Context(), "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
 		`-p={"data":{"CHECK_TIMEOUT":"3s","MAX_RETRIES":"2"}}`)
@@ -244,6 +240,17 @@ func TestJoiningNodeWithoutPodNetworkIsHeld(t *testing.T) {
 	})
 	require.NoError(t, err, "the node released once its VXLAN traffic flows")
 	t.Logf("fixed → verified: %s", time.Since(fixed).Round(time.Millisecond))
+}
+
+// joiningCluster starts three real nodes of which the first two have joined and run CoreDNS,
+// installs nodeready with the podnetwork check, and returns the cluster with the CoreDNS pod's
+// IP and node. The third node, c.Nodes[2], is the tests' joining node: each starts it.
+func joiningCluster(t *testing.T) (c *realnode.Cluster, dnsIP, dnsNode string) {
+	t.Helper()
+	c = startNodes(t, 3, 2, 2)
+	dnsIP, dnsNode = readyCoreDNS(t, c)
+	installWithPodNetwork(t, c, 2)
+	return c, dnsIP, dnsNode
 }
 
 // installWithPodNetwork labels the first running nodes verified (nodes of the cluster before
