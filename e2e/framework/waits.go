@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/internal/wellknown"
@@ -26,9 +27,16 @@ func Poll(t testing.TB, cond wait.ConditionWithContextFunc) error {
 // Node returns the node as the API server has it; a failed read fails the test.
 func (f *Framework) Node(name string) *corev1.Node {
 	f.t.Helper()
-	n, err := f.Client().CoreV1().Nodes().Get(f.t.Context(), name, metav1.GetOptions{})
+	return GetNode(f.t, f.Client(), name)
+}
+
+// GetNode returns the node as the API server shows it to client (an admin, a kubelet, an
+// agent's token); a failed read fails the test.
+func GetNode(t testing.TB, client kubernetes.Interface, name string) *corev1.Node {
+	t.Helper()
+	n, err := client.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
-		f.t.Fatalf("get node %s: %v", name, err)
+		t.Fatalf("get node %s: %v", name, err)
 	}
 	return n
 }

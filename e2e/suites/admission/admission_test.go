@@ -124,7 +124,7 @@ func TestStartupTaintPolicy(t *testing.T) {
 		// authorizer and NodeRestriction (on in this control plane).
 		worker := clientAs(t, cp, "system:node:kubelet-worker", "system:nodes")
 		createNode(t, worker, "kubelet-worker", linux(map[string]string{"kubernetes.io/hostname": "kubelet-worker"}), nil)
-		assert.Equal(t, []corev1.Taint{startupTaint}, ownTaints(getNode(t, admin, "kubelet-worker")),
+		assert.Equal(t, []corev1.Taint{startupTaint}, ownTaints(framework.GetNode(t, admin, "kubelet-worker")),
 			"a kubelet's new node gets the startup taint")
 
 		// NodeRestriction refuses a kubelet the control-plane label, so a
@@ -136,14 +136,14 @@ func TestStartupTaintPolicy(t *testing.T) {
 		require.True(t, apierrors.IsForbidden(err), "NodeRestriction must refuse the control-plane label: %v", err)
 		createNode(t, cpKubelet, "kubelet-control-plane", linux(map[string]string{
 			"kubernetes.io/hostname": "kubelet-control-plane", "node-ready/skip-startup-taint": "true"}), nil)
-		assert.Empty(t, ownTaints(getNode(t, admin, "kubelet-control-plane")),
+		assert.Empty(t, ownTaints(framework.GetNode(t, admin, "kubelet-control-plane")),
 			"a kubelet's node with the opt-out label gets no taint")
 	})
 
 	t.Run("the agent's release is not undone", func(t *testing.T) {
 		const name = "released"
 		createNode(t, admin, name, linux(map[string]string{"kubernetes.io/hostname": name}), []corev1.Taint{dedicatedTaint})
-		require.Equal(t, []corev1.Taint{dedicatedTaint, startupTaint}, ownTaints(getNode(t, admin, name)))
+		require.Equal(t, []corev1.Taint{dedicatedTaint, startupTaint}, ownTaints(framework.GetNode(t, admin, name)))
 
 		// The release as the agent sends it (README, "How the node is released"):
 		// one JSON Patch, an UPDATE, that tests the taints as read, replaces them
@@ -151,7 +151,7 @@ func TestStartupTaintPolicy(t *testing.T) {
 		// read again and retry when the test fails (422): kube-controller-manager
 		// may write the taints of a new node at the same moment.
 		err := retry.OnError(retry.DefaultBackoff, apierrors.IsInvalid, func() error {
-			taints := getNode(t, admin, name).Spec.Taints
+			taints := framework.GetNode(t, admin, name).Spec.Taints
 			release := `[{"op":"test","path":"/spec/taints","value":` + taintsJSON(t, taints) + `},` +
 				`{"op":"replace","path":"/spec/taints","value":` + taintsJSON(t, withoutStartupTaint(taints)) + `},` +
 				`{"op":"add","path":"/metadata/labels/node-ready~1verified","value":"true"}]`
@@ -159,7 +159,7 @@ func TestStartupTaintPolicy(t *testing.T) {
 			return err
 		})
 		require.NoError(t, err)
-		n := getNode(t, admin, name)
+		n := framework.GetNode(t, admin, name)
 		assert.Equal(t, []corev1.Taint{dedicatedTaint}, ownTaints(n))
 		assert.Equal(t, "true", n.Labels["node-ready/verified"])
 
@@ -167,7 +167,7 @@ func TestStartupTaintPolicy(t *testing.T) {
 		_, err = admin.CoreV1().Nodes().Patch(t.Context(), name, types.MergePatchType,
 			[]byte(`{"metadata":{"labels":{"example.com/pool":"workers"}}}`), metav1.PatchOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, []corev1.Taint{dedicatedTaint}, ownTaints(getNode(t, admin, name)))
+		assert.Equal(t, []corev1.Taint{dedicatedTaint}, ownTaints(framework.GetNode(t, admin, name)))
 	})
 }
 
@@ -236,7 +236,7 @@ func TestLabelToTaintPolicy(t *testing.T) {
 		kubelet := clientAs(t, cp, "system:node:kubelet-labelled", "system:nodes")
 		createNode(t, kubelet, "kubelet-labelled", linux(map[string]string{
 			"kubernetes.io/hostname": "kubelet-labelled", "dedicated": "ci"}), nil)
-		assert.Equal(t, []corev1.Taint{ciTaint}, ownTaints(getNode(t, admin, "kubelet-labelled")))
+		assert.Equal(t, []corev1.Taint{ciTaint}, ownTaints(framework.GetNode(t, admin, "kubelet-labelled")))
 	})
 
 	t.Run("on a running node", func(t *testing.T) {
@@ -293,12 +293,12 @@ func TestLabelToTaintPolicy(t *testing.T) {
 	})
 
 	t.Run("the catch-up command in manifests/label-to-taint/README.md taints nodes labelled before the install", func(t *testing.T) {
-		require.Empty(t, ownTaints(getNode(t, admin, "before-labelled")), "a node labelled before the install")
+		require.Empty(t, ownTaints(framework.GetNode(t, admin, "before-labelled")), "a node labelled before the install")
 		kubectl(t, cp, "annotate", "nodes", "--all", "--overwrite", "node-ready/label-to-taint-sync="+time.Now().UTC().Format(time.RFC3339Nano))
-		assert.Equal(t, []corev1.Taint{ciTaint}, ownTaints(getNode(t, admin, "before-labelled")), "labelled before the install")
-		assert.Equal(t, []corev1.Taint{dedicatedTaint}, ownTaints(getNode(t, admin, "before-unlabelled")), "unlabelled")
+		assert.Equal(t, []corev1.Taint{ciTaint}, ownTaints(framework.GetNode(t, admin, "before-labelled")), "labelled before the install")
+		assert.Equal(t, []corev1.Taint{dedicatedTaint}, ownTaints(framework.GetNode(t, admin, "before-unlabelled")), "unlabelled")
 		// The catch-up asks for the label's taints: a taint removed by hand comes back.
-		assert.Equal(t, []corev1.Taint{ciTaint}, ownTaints(getNode(t, admin, "running")), "labelled, its taint removed by hand")
+		assert.Equal(t, []corev1.Taint{ciTaint}, ownTaints(framework.GetNode(t, admin, "running")), "labelled, its taint removed by hand")
 	})
 }
 
@@ -313,7 +313,7 @@ func TestLabelToTaintRules(t *testing.T) {
 
 	gpuPool := corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
 	createNode(t, admin, "both", linux(map[string]string{"dedicated": "ci", "example.com/pool": "gpu"}), nil)
-	assert.ElementsMatch(t, []corev1.Taint{ciTaint, gpuPool}, ownTaints(getNode(t, admin, "both")), "both labels")
+	assert.ElementsMatch(t, []corev1.Taint{ciTaint, gpuPool}, ownTaints(framework.GetNode(t, admin, "both")), "both labels")
 	n := patchLabels(t, admin, "both", `{"example.com/pool":null}`)
 	assert.Equal(t, []corev1.Taint{ciTaint}, ownTaints(n), "one label removed")
 	n = patchLabels(t, admin, "both", `{"example.com/pool":"gpu","dedicated":null}`)
@@ -328,7 +328,7 @@ func TestLabelToTaintRules(t *testing.T) {
 	gpuDedicated := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
 	waitPolicy(t, cp, map[string]string{"dedicated": "gpu"}, gpuDedicated)
 	createNode(t, admin, "startup-rule", linux(map[string]string{"node-ready/taint-on-create": "true", "dedicated": "gpu"}), nil)
-	assert.Equal(t, []corev1.Taint{gpuDedicated}, ownTaints(getNode(t, admin, "startup-rule")), "the startup taint's rule is skipped")
+	assert.Equal(t, []corev1.Taint{gpuDedicated}, ownTaints(framework.GetNode(t, admin, "startup-rule")), "the startup taint's rule is skipped")
 }
 
 // TestLabelToTaintWithTheAgent: label-to-taint.yaml and startup-taint.yaml on one cluster
@@ -346,7 +346,7 @@ func TestLabelToTaintWithTheAgent(t *testing.T) {
 	f := fw.NewFleet("l2t")
 	const name = "l2t-ci"
 	require.NoError(t, f.AddNode(t.Context(), name, framework.NodeOptions{Labels: dedicated, Untainted: true}))
-	created := getNode(t, admin, name)
+	created := framework.GetNode(t, admin, name)
 	require.Contains(t, created.Spec.Taints, ciTaint, "label-to-taint.yaml at creation")
 	require.Equal(t, 1, countStartupTaints(created.Spec.Taints), "startup-taint.yaml at creation")
 
@@ -425,7 +425,7 @@ func setTaints(t *testing.T, c kubernetes.Interface, name string, taints []corev
 func checkNode(t *testing.T, c kubernetes.Interface, tc nodeCase) {
 	t.Helper()
 	createNode(t, c, tc.node, linux(tc.labels), tc.taints)
-	got := ownTaints(getNode(t, c, tc.node))
+	got := ownTaints(framework.GetNode(t, c, tc.node))
 	if len(tc.want) == 0 {
 		assert.Empty(t, got)
 		return
@@ -510,13 +510,6 @@ func linux(labels map[string]string) map[string]string {
 	out := map[string]string{"kubernetes.io/os": "linux"}
 	maps.Copy(out, labels)
 	return out
-}
-
-func getNode(t *testing.T, c kubernetes.Interface, name string) *corev1.Node {
-	t.Helper()
-	n, err := c.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
-	require.NoError(t, err)
-	return n
 }
 
 // ownTaints are the node's taints without those Kubernetes itself manages

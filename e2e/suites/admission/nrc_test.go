@@ -56,7 +56,7 @@ func TestTaintOwnerExternal(t *testing.T) {
 	cond, err := fw.Cluster().WaitAgentCondition(t.Context(), fails, string(wellknown.ChecksFailed))
 	require.NoError(t, err)
 	assert.Equal(t, corev1.ConditionFalse, cond.Status)
-	n := getNode(t, admin, fails)
+	n := framework.GetNode(t, admin, fails)
 	assert.True(t, hasTaint(n.Spec.Taints, ruleTaint), "the rule's taint is gone from a node whose checks fail")
 	assert.NotContains(t, n.Labels, wellknown.VerifiedLabel)
 

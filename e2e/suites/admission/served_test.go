@@ -61,11 +61,11 @@ func TestServedNodes(t *testing.T) {
 	}
 
 	for _, n := range unserved {
-		assert.Equal(t, 0, countStartupTaints(ownTaints(getNode(t, admin, n.name))), "node %s got the startup taint", n.name)
-		assert.Equal(t, n.taints, ownTaints(getNode(t, admin, n.name)), "node %s keeps its own taints", n.name)
+		assert.Equal(t, 0, countStartupTaints(ownTaints(framework.GetNode(t, admin, n.name))), "node %s got the startup taint", n.name)
+		assert.Equal(t, n.taints, ownTaints(framework.GetNode(t, admin, n.name)), "node %s keeps its own taints", n.name)
 	}
 	for _, n := range served {
-		assert.Equal(t, []corev1.Taint{startupTaint}, ownTaints(getNode(t, admin, n.name)), "node %s", n.name)
+		assert.Equal(t, []corev1.Taint{startupTaint}, ownTaints(framework.GetNode(t, admin, n.name)), "node %s", n.name)
 	}
 
 	// The DaemonSet controller: an agent pod for every served node, none for the others.

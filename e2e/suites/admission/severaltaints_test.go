@@ -45,11 +45,11 @@ func TestSeveralStartupTaints(t *testing.T) {
 	f := fw.NewFleet("taints")
 	require.NoError(t, f.AddNode(t.Context(), name, framework.NodeOptions{Untainted: true, Taints: []corev1.Taint{foreignReadinessTaint},
 		Env: map[string]string{"EXTRA_TAINTS": "readiness.k8s.io/nodeready-unverified=true:NoSchedule", "REVERIFY_TAINT": "true"}}))
-	created := getNode(t, admin, name)
+	created := framework.GetNode(t, admin, name)
 	assert.Subset(t, created.Spec.Taints, []corev1.Taint{startupTaint, readinessTaint, foreignReadinessTaint}, "at creation")
 
 	require.NoError(t, f.WaitReleased(t.Context(), name))
-	n := getNode(t, admin, name)
+	n := framework.GetNode(t, admin, name)
 	assert.Contains(t, n.Spec.Taints, foreignReadinessTaint, "the other controller's taint stays through the release")
 	assert.Zero(t, countStartupTaints(n.Spec.Taints))
 	assert.NotContains(t, n.Spec.Taints, readinessTaint)
@@ -59,7 +59,7 @@ func TestSeveralStartupTaints(t *testing.T) {
 	_, err := fw.Kubectl("label", "node", name, wellknown.VerifiedLabel+"-")
 	require.NoError(t, err)
 	require.NoError(t, f.WaitReleased(t.Context(), name))
-	assert.Contains(t, getNode(t, admin, name).Spec.Taints, foreignReadinessTaint, "the other controller's taint stays through the re-verification")
+	assert.Contains(t, framework.GetNode(t, admin, name).Spec.Taints, foreignReadinessTaint, "the other controller's taint stays through the re-verification")
 
 	// Every version: both startup taints or neither, the other readiness taint always; and
 	// the taints went both, neither (released), both (put back), neither (released again).

@@ -72,7 +72,7 @@ func TestAgentDeletesOnlyANodeItHolds(t *testing.T) {
 			require.Error(t, err, "deleted")
 			assert.True(t, apierrors.IsForbidden(err), "want 403, got %v", err)
 			assert.Contains(t, err.Error(), "nodeready: deletion of node "+names[i]+" refused")
-			getNode(t, admin, names[i]) // still there
+			framework.GetNode(t, admin, names[i]) // still there
 		})
 	}
 }
@@ -114,7 +114,7 @@ func TestPoliciesGuardTheAgentOnly(t *testing.T) {
 				return err == nil, nil
 			})
 			require.NoError(t, err, "%s could not label node-b, a node its pod does not run on", tt.name)
-			assert.Equal(t, "x", getNode(t, admin, nodeB).Labels["example.com/"+tt.name])
+			assert.Equal(t, "x", framework.GetNode(t, admin, nodeB).Labels["example.com/"+tt.name])
 		})
 	}
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
@@ -108,7 +109,7 @@ func retaint(t *testing.T, c kubernetes.Interface, node, manager string) {
 func TestAgentCannotRewriteManagedFields(t *testing.T) {
 	cp, admin, nodeA, _, agentA := twoNodes(t)
 	waitForPolicy(t, admin, agentA)
-	owner := creator(t, getNode(t, admin, nodeA))
+	owner := creator(t, framework.GetNode(t, admin, nodeA))
 	const refused = "may not rewrite managedFields"
 
 	// ops are JSON Patch operations on the creator's entry at its position (at); the position
@@ -147,15 +148,15 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 	}
 	for _, w := range forbidden {
 		t.Run(w.name, func(t *testing.T) {
-			before := entries(t, getNode(t, admin, nodeA))
+			before := entries(t, framework.GetNode(t, admin, nodeA))
 			var err error
 			for range 5 { // a 422 is the test op: the entry moved; read its position again
-				at := fmt.Sprintf("/metadata/managedFields/%d", index(t, getNode(t, admin, nodeA), owner))
+				at := fmt.Sprintf("/metadata/managedFields/%d", index(t, framework.GetNode(t, admin, nodeA), owner))
 				if err = patchAs(t, agentA, nodeA, w.manager, w.patch(at)); !apierrors.IsInvalid(err) {
 					break
 				}
 			}
-			after := getNode(t, admin, nodeA)
+			after := framework.GetNode(t, admin, nodeA)
 			if err == nil && w.discarded {
 				t.Logf("the API server discarded the change itself before admission")
 			} else {
@@ -178,7 +179,7 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 	}
 
 	t.Run("a release takes the taint list from the manager that wrote it", func(t *testing.T) {
-		before := entries(t, getNode(t, admin, nodeA))
+		before := entries(t, framework.GetNode(t, admin, nodeA))
 		var taints entry // whoever wrote the list last: the creator, or the node lifecycle controller's taint
 		for _, e := range before {
 			if spec, ok := e.Fields["f:spec"].(map[string]any); ok && spec["f:taints"] != nil && e.Manager != wellknown.FieldManager {
@@ -187,7 +188,7 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 		}
 		require.NotEmpty(t, taints.Manager, "another manager owns the taint list")
 		release(t)
-		after := entries(t, getNode(t, admin, nodeA))
+		after := entries(t, framework.GetNode(t, admin, nodeA))
 		want := taints
 		want.Fields = maps.Clone(taints.Fields)
 		spec := maps.Clone(taints.Fields["f:spec"].(map[string]any))
@@ -222,10 +223,10 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 
 	t.Run("an entry that held only the taint list goes with it", func(t *testing.T) {
 		retaint(t, admin, nodeA, "readiness-controller")
-		held := entries(t, getNode(t, admin, nodeA))["readiness-controller Update "]
+		held := entries(t, framework.GetNode(t, admin, nodeA))["readiness-controller Update "]
 		require.Equal(t, map[string]any{"f:spec": map[string]any{"f:taints": map[string]any{}}}, held.Fields)
 		release(t)
-		assert.NotContains(t, managers(getNode(t, admin, nodeA)), "readiness-controller")
+		assert.NotContains(t, managers(framework.GetNode(t, admin, nodeA)), "readiness-controller")
 	})
 
 	t.Run("past ten update entries the API server folds the oldest, also under a release", func(t *testing.T) {
@@ -234,7 +235,7 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 		nodeC := createNode(t, admin, "node-c")
 		agentC := agentClient(t, cp, agentPod(t, admin, nodeC))
 		for k := 0; ; k++ {
-			n := getNode(t, admin, nodeC)
+			n := framework.GetNode(t, admin, nodeC)
 			updates := 0
 			for _, f := range n.ManagedFields {
 				if f.Operation == metav1.ManagedFieldsOperationUpdate {
@@ -251,7 +252,7 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 		outcome, err := nodepatch.New(adapt.Clientset(agentC), nodeC, releaseSpec).Release(t.Context(), nil)
 		require.NoError(t, err)
 		assert.Equal(t, nodepatch.Patched, outcome)
-		after := getNode(t, admin, nodeC)
+		after := framework.GetNode(t, admin, nodeC)
 		assert.Contains(t, managers(after), "ancient-changes")
 		assert.Contains(t, managers(after), wellknown.FieldManager)
 		assert.Equal(t, "true", after.Labels["node-ready/verified"])
@@ -261,14 +262,14 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 		// agent's adds no entry, so the API server folds nothing, and an entry that goes is one
 		// the token dropped. That is refused for the oldest entry as for any other.
 		var newest string // the example writer the fold left, the last to write
-		for _, m := range managers(getNode(t, admin, nodeC)) {
+		for _, m := range managers(framework.GetNode(t, admin, nodeC)) {
 			if strings.HasPrefix(m, "example-") {
 				newest = m
 			}
 		}
 		for _, manager := range []string{"ancient-changes", newest, owner} {
 			t.Run("on a node that folded before, dropping "+manager, func(t *testing.T) {
-				before := getNode(t, admin, nodeC)
+				before := framework.GetNode(t, admin, nodeC)
 				require.Contains(t, managers(before), manager)
 				at := fmt.Sprintf("/metadata/managedFields/%d", slices.IndexFunc(before.ManagedFields, func(f metav1.ManagedFieldsEntry) bool {
 					return f.Manager == manager && f.Subresource == ""
@@ -278,7 +279,7 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 				require.Error(t, err, "got through")
 				assert.True(t, apierrors.IsForbidden(err), "want 403, got %v", err)
 				assert.Contains(t, err.Error(), refused)
-				assert.Contains(t, managers(getNode(t, admin, nodeC)), manager)
+				assert.Contains(t, managers(framework.GetNode(t, admin, nodeC)), manager)
 			})
 		}
 	})

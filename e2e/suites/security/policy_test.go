@@ -161,7 +161,7 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 	attempted, denied := 0, 0
 	try := func(t *testing.T, c kubernetes.Interface, w write, wantMessage string) {
 		t.Helper()
-		before := getNode(t, admin, w.node)
+		before := framework.GetNode(t, admin, w.node)
 		for range repeats {
 			attempted++
 			err := w.do(ctx, c)
@@ -170,7 +170,7 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 				assert.Contains(t, err.Error(), wantMessage)
 			}
 		}
-		after := getNode(t, admin, w.node)
+		after := framework.GetNode(t, admin, w.node)
 		assert.Equal(t, targetsOf(before), targetsOf(after), "%s changed the node", w.name)
 		assert.NotContains(t, managers(after), forbiddenManager, "%s got into the node's managedFields", w.name)
 	}
@@ -213,7 +213,7 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 		wrote, err := p.SetCondition(ctx, wellknown.Condition{Status: corev1.ConditionTrue, Reason: wellknown.Verified, Message: "All checks passed"})
 		require.NoError(t, err)
 		assert.True(t, wrote)
-		n := getNode(t, admin, nodeA)
+		n := framework.GetNode(t, admin, nodeA)
 		assert.Equal(t, "true", n.Labels["node-ready/verified"])
 		assert.Equal(t, "1s", n.Annotations["node-ready/verified-duration"])
 		if conditions := targetsOf(n).Conditions; assert.Len(t, conditions, 1) {
@@ -238,7 +238,7 @@ func TestAgentMayChangeOnlyItsOwnNode(t *testing.T) {
 	})
 
 	t.Run("node B is untouched and admins are not restricted", func(t *testing.T) {
-		n := getNode(t, admin, nodeB)
+		n := framework.GetNode(t, admin, nodeB)
 		assert.NotContains(t, n.Labels, "node-ready/verified")
 		assert.ElementsMatch(t, []corev1.Taint{startupTaint, foreignTaint}, targetsOf(n).Taints)
 		_, err := admin.CoreV1().Nodes().Patch(ctx, nodeB, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
@@ -292,13 +292,6 @@ func createNode(t *testing.T, c kubernetes.Interface, name string) string {
 	_, err := c.CoreV1().Nodes().Create(t.Context(), node, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return name
-}
-
-func getNode(t *testing.T, c kubernetes.Interface, name string) *corev1.Node {
-	t.Helper()
-	n, err := c.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
-	require.NoError(t, err)
-	return n
 }
 
 // agentPod creates a pod of the agent's ServiceAccount bound to node, as the
