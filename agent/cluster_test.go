@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodeready/nodeready/internal/kube"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -65,6 +67,9 @@ func newCluster(objects ...runtime.Object) *cluster {
 	})
 	return c
 }
+
+// kube is the cluster as the agent's API client.
+func (c *cluster) kube() kube.Interface { return adapt.Clientset(c) }
 
 // apply stores a node patch as the API server would; a fault that lets a write land calls it.
 func (c *cluster) apply(a k8stesting.Action) (runtime.Object, error) {

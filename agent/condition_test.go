@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -86,7 +85,7 @@ func TestConditionLastTryAfterSIGTERM(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	r := prepare(t, newAgent(t, Clients{Kube: adapt.Clientset(c)}, passing))
+	r := prepare(t, newAgent(t, Clients{Kube: c.kube()}, passing))
 	c.onRelease(r.sigterm)
 	require.NoError(t, r.start().wait(t))
 

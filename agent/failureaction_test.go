@@ -19,7 +19,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodeready/nodeready/internal/config"
-	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/nodepatch"
 )
@@ -82,7 +81,7 @@ func TestFailOpenReleasesAfterItsTime(t *testing.T) {
 // NodeClaim deleted, once, and its condition says Replacing while the rounds go on.
 func TestReplaceNodeOnceAfterFailure(t *testing.T) {
 	c, dyn := newCluster(ownedNode()), nodeClaims()
-	r := start(t, newAgent(t, Clients{Kube: adapt.Clientset(c), Dynamic: dyn}, failing, map[string]string{"MAX_RETRIES": "2", "FAILURE_ACTION": config.ReplaceNode}))
+	r := start(t, newAgent(t, Clients{Kube: c.kube(), Dynamic: dyn}, failing, map[string]string{"MAX_RETRIES": "2", "FAILURE_ACTION": config.ReplaceNode}))
 
 	waitFor(t, "replaced", func() bool { return deletes(dyn) == 1 })
 	n := rounds(r.Agent)
@@ -101,7 +100,7 @@ func TestReplaceNodeNeverOnAbort(t *testing.T) {
 	srv, dns := dnsServer(t)
 	srv.Hold()
 	c, dyn := newCluster(ownedNode()), nodeClaims()
-	r := start(t, newAgent(t, Clients{Kube: adapt.Clientset(c), Dynamic: dyn}, dns,
+	r := start(t, newAgent(t, Clients{Kube: c.kube(), Dynamic: dyn}, dns,
 		map[string]string{"CHECKS": "dns", "MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode, "CHECK_TIMEOUT": "1m"}))
 
 	waitFor(t, "the check asked", func() bool { n, _ := srv.Queries(); return n > 0 })
@@ -152,7 +151,7 @@ func TestReplaceRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newCluster(heldNode())
-			a := newAgent(t, Clients{Kube: adapt.Clientset(c)}, failing, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode})
+			a := newAgent(t, Clients{Kube: c.kube()}, failing, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode})
 			tt.setup(t, c, a)
 			r := start(t, a)
 
@@ -252,7 +251,7 @@ func TestClusterFaultsNeverReplace(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newCluster(ownedNode())
 			dyn := nodeClaims()
-			r := prepare(t, newAgent(t, Clients{Kube: adapt.Clientset(c), Dynamic: dyn}, tt.env, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode}))
+			r := prepare(t, newAgent(t, Clients{Kube: c.kube(), Dynamic: dyn}, tt.env, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode}))
 			r.start()
 
 			waitFor(t, "failure recorded", func() bool { return failures(r.Agent) == 1 })

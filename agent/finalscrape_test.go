@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeready/nodeready/internal/config"
-	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/report"
 )
 
@@ -31,7 +30,7 @@ func TestFinalScrape(t *testing.T) {
 		node := heldNode()
 		node.CreationTimestamp = metav1.NewTime(time.Now().Add(-5 * time.Second).Truncate(time.Second))
 		c := newCluster(node)
-		r := prepare(t, newAgent(t, Clients{Kube: adapt.Clientset(c)}, passing, map[string]string{"METRICS_PORT": port, "METRICS_FINAL_SCRAPE_TIMEOUT": "20s"}))
+		r := prepare(t, newAgent(t, Clients{Kube: c.kube()}, passing, map[string]string{"METRICS_PORT": port, "METRICS_FINAL_SCRAPE_TIMEOUT": "20s"}))
 		c.onRelease(r.sigterm)
 		r.start()
 		<-r.ctx.Done() // the release brought the SIGTERM
@@ -51,7 +50,7 @@ func TestFinalScrape(t *testing.T) {
 		c := newCluster(heldNode())
 		srv, dns := dnsServer(t)
 		srv.SetBroken(true)
-		r := prepare(t, newAgent(t, Clients{Kube: adapt.Clientset(c)}, dns, map[string]string{"CHECKS": "dns", "METRICS_PORT": port, "METRICS_FINAL_SCRAPE_TIMEOUT": "20s"}))
+		r := prepare(t, newAgent(t, Clients{Kube: c.kube()}, dns, map[string]string{"CHECKS": "dns", "METRICS_PORT": port, "METRICS_FINAL_SCRAPE_TIMEOUT": "20s"}))
 		c.onRelease(r.sigterm)
 		r.start()
 		serving(t, port)
@@ -71,7 +70,7 @@ func TestFinalScrape(t *testing.T) {
 
 	t.Run("ends at the timeout when nothing scrapes", func(t *testing.T) {
 		c := newCluster(heldNode())
-		r := prepare(t, newAgent(t, Clients{Kube: adapt.Clientset(c)}, passing, map[string]string{"METRICS_FINAL_SCRAPE_TIMEOUT": "1s"}))
+		r := prepare(t, newAgent(t, Clients{Kube: c.kube()}, passing, map[string]string{"METRICS_FINAL_SCRAPE_TIMEOUT": "1s"}))
 		var sigterm time.Time
 		c.onRelease(func() { sigterm = time.Now(); r.sigterm() })
 		r.start()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/nodeready/nodeready/internal/config"
 	"github.com/nodeready/nodeready/internal/config/configtest"
-	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/report"
 )
 
@@ -98,7 +97,7 @@ func start(t *testing.T, a *Agent) *running { return prepare(t, a).start() }
 // runNew runs the agent New builds for the cluster's node-a with env on top of fast.
 func runNew(t *testing.T, c *cluster, env ...map[string]string) *running {
 	t.Helper()
-	return start(t, newAgent(t, Clients{Kube: adapt.Clientset(c)}, env...))
+	return start(t, newAgent(t, Clients{Kube: c.kube()}, env...))
 }
 
 // stop sends the SIGTERM and returns what Run returned, which must be within the pod's

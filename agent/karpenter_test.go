@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeready/nodeready/internal/config"
-	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -59,7 +58,7 @@ func TestFailureBeforeRegistration(t *testing.T) {
 	node := unregistered(heldNode())
 	node.Spec.Taints = []corev1.Taint{otherTaint}
 	c, dyn := newCluster(node), nodeClaims()
-	r := start(t, newAgent(t, Clients{Kube: adapt.Clientset(c), Dynamic: dyn}, failing, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode}))
+	r := start(t, newAgent(t, Clients{Kube: c.kube(), Dynamic: dyn}, failing, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode}))
 
 	waitFor(t, "failure recorded", func() bool { return failures(r.Agent) == 1 })
 	waitFor(t, "rounds go on", func() bool { return rounds(r.Agent) >= 3 })

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/nodeready/nodeready/internal/config"
-	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -118,7 +117,7 @@ func TestMomentaryAPIErrorsAreNotMisconfigurations(t *testing.T) {
 // release is finished and reported, condition and Event, not taken for an abort.
 func TestSIGTERMDuringReleaseIsCarriedThrough(t *testing.T) {
 	c := newCluster(heldNode())
-	r := prepare(t, newAgent(t, Clients{Kube: adapt.Clientset(c)}, passing))
+	r := prepare(t, newAgent(t, Clients{Kube: c.kube()}, passing))
 	c.onRelease(r.sigterm)
 	require.NoError(t, r.start().wait(t))
 

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeready/nodeready/checks"
-	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -81,7 +80,7 @@ func (c *stubbornCheck) Run(context.Context) error {
 // check does not notice its context ending.
 func TestRunAbortDoesNotWaitForChecks(t *testing.T) {
 	c := newCluster(heldNode())
-	a := newAgent(t, Clients{Kube: adapt.Clientset(c)}, passing, map[string]string{"CHECK_TIMEOUT": "1m"})
+	a := newAgent(t, Clients{Kube: c.kube()}, passing, map[string]string{"CHECK_TIMEOUT": "1m"})
 	// Every check built from config honours its context: this one stands in for one that
 	// does not.
 	check := &stubbornCheck{started: make(chan struct{}), release: make(chan struct{})}

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeready/nodeready/internal/config"
-	"github.com/nodeready/nodeready/internal/kube/adapt"
 )
 
 // get returns the status and body of a GET of the agent's server on port.
@@ -82,7 +81,7 @@ func TestMetricsServerOffKeepsProbes(t *testing.T) {
 func TestProbesAnsweredThroughTheSettleWindow(t *testing.T) {
 	port := freePort(t)
 	c := newCluster(heldNode())
-	r := prepare(t, newAgent(t, Clients{Kube: adapt.Clientset(c)}, passing, map[string]string{"METRICS_PORT": port, "SETTLE_TIME": config.MaxSettleTime.String()}))
+	r := prepare(t, newAgent(t, Clients{Kube: c.kube()}, passing, map[string]string{"METRICS_PORT": port, "SETTLE_TIME": config.MaxSettleTime.String()}))
 	c.onRelease(r.sigterm)
 	r.start()
 
