@@ -172,7 +172,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.retaint(ctx)
 	}
 	if !a.verify(ctx) {
-		a.log.Info().Str("reason", cause(ctx)).Msg("Aborted verification, node left as it was")
+		if a.unconfirmed != nil {
+			// The last release's write got no answer and the node could not be read
+			// since: it may have landed (its label may be what brought the SIGTERM).
+			a.log.Warn().Str("reason", cause(ctx)).Msg("Stopped with the last release's outcome unknown")
+		} else {
+			a.log.Info().Str("reason", cause(ctx)).Msg("Aborted verification, node left as it was")
+		}
 		a.condition.LastFlush(ctx, a.log)
 		return nil
 	}

@@ -130,12 +130,12 @@ func (a *Agent) confirm(ctx context.Context, log zerolog.Logger, err error, anno
 // got no answer and was not seen to land: the label that write sets is what
 // brings the DaemonSet controller's deletion. If it landed, the release is
 // reported as usual, on a release budget of its own, and it returns true.
+// If that cannot be told, a.unconfirmed stays set, for the last line to say so.
 func (a *Agent) releasedLate(ctx context.Context, log zerolog.Logger) bool {
 	r := a.unconfirmed
 	if r == nil {
 		return false
 	}
-	a.unconfirmed = nil
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), report.ReleaseBudget(a.cfg.SettleTime))
 	defer cancel()
 	landed, err := a.read.Confirm(ctx, r.annotations)
@@ -143,6 +143,7 @@ func (a *Agent) releasedLate(ctx context.Context, log zerolog.Logger) bool {
 		log.Warn().Err(err).Msg("Could not tell whether the last release landed")
 		return false
 	}
+	a.unconfirmed = nil
 	if !landed {
 		return false
 	}
