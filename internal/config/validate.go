@@ -15,11 +15,11 @@ import (
 )
 
 var (
-	taintOwners  = []string{TaintOwnerNodeready, TaintOwnerExternal}
-	backoffs     = []string{"exponential", "linear", "constant"}
-	failures     = []string{KeepTainted, FailOpen, ReplaceNode}
-	logLevels    = []string{"trace", "debug", "info", "warn", "error"}
-	logFormats   = []string{"json", "console"}
+	taintOwners = []string{TaintOwnerNodeready, TaintOwnerExternal}
+	backoffs    = []string{"exponential", "linear", "constant"}
+	failures    = []string{KeepTainted, FailOpen, ReplaceNode}
+	logLevels   = []string{"trace", "debug", "info", "warn", "error"}
+	logFormats  = []string{"json", "console"}
 )
 
 // validate checks the agent's own values, parses the ones the agent uses
