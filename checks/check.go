@@ -100,6 +100,10 @@ func (r Result) Skipped() bool { return errors.Is(r.Err, ErrSkipped) }
 // the configuration, not this node (Misconfiguration).
 func (r Result) Misconfigured() bool { return errors.Is(r.Err, ErrMisconfigured) }
 
+// Unattributed reports whether the check failed on this node by a fault whose owner
+// the node cannot tell (Unattributed): it holds the node and brings no failure action.
+func (r Result) Unattributed() bool { return errors.Is(r.Err, ErrUnattributed) }
+
 // Status is "pass", "fail" (this node's fault), "misconfigured" (the cluster's or
 // the configuration's) or "skip".
 func (r Result) Status() string {

@@ -19,6 +19,10 @@ import (
 //     exist, a program that is not in the image, an API server that answers it is
 //     not ready), so the node stays held with the condition Misconfigured, the
 //     misconfiguration alert fires, and the failure action never runs;
+//   - nobody's to tell: the error is Unattributed. It fails on this node, but nothing
+//     this node can see tells whether the fault is its own or another's (the one
+//     other node it could probe does not answer, say). It holds the node, as a
+//     failing check, and never brings on the failure action by itself;
 //   - not applicable: the error wraps ErrSkipped, a documented skip.
 
 // ErrMisconfigured matches, with errors.Is, a check error that is the cluster's or the
@@ -38,6 +42,25 @@ type misconfigured struct{ error }
 
 func (m misconfigured) Unwrap() error      { return m.error }
 func (misconfigured) Is(target error) bool { return target == ErrMisconfigured }
+
+// ErrUnattributed matches, with errors.Is, a check error whose owner this node
+// cannot tell (Unattributed).
+var ErrUnattributed = errors.New("fault not attributable to this node")
+
+// Unattributed marks err as a failure on this node whose owner cannot be told from
+// it: it holds the node and never brings on the failure action by itself. Its
+// message is err's.
+func Unattributed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return unattributed{err}
+}
+
+type unattributed struct{ error }
+
+func (u unattributed) Unwrap() error      { return u.error }
+func (unattributed) Is(target error) bool { return target == ErrUnattributed }
 
 // answered reports whether err is the API server's answer (a status it sent), rather
 // than a request that got none: a path from this node to the API server that works.
