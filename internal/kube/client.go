@@ -78,11 +78,14 @@ func NewForConfig(c *rest.Config) (Interface, error) {
 		}
 		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
 	}
+	// Every response's Date, for the clock check, from the agent's own requests.
+	clock := NewClock()
+	cfg.Wrap(clock.Wrap)
 	httpClient, err := rest.HTTPClientFor(&cfg)
 	if err != nil {
 		return nil, err
 	}
-	cs := &clientset{}
+	cs := &clientset{clock: clock}
 	for _, g := range []struct {
 		rc      *rest.Interface
 		gv      schema.GroupVersion
@@ -125,7 +128,11 @@ type clientset struct {
 	core, apps, discovery, events, networking, storage, resource, resourceV1beta1, admissionregistration rest.Interface
 	// server asks the API server about itself (/apis, /readyz).
 	server rest.Interface
+	clock  *Clock
 }
+
+// Clock is what ClockOf returns.
+func (c *clientset) Clock() *Clock { return c.clock }
 
 func (c *clientset) CoreV1() CoreV1                   { return coreV1{c.core} }
 func (c *clientset) AppsV1() AppsV1                   { return appsV1{c.apps} }
