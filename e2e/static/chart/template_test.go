@@ -213,6 +213,10 @@ func TestBadValuesFail(t *testing.T) {
 		{"config.checks={podnetwork},config.clusterDNSService=", []string{"config.podNetworkService: required when config.checks has podnetwork"}},
 		{"config.daemonSets={kube-system/cilium},config.daemonSetsSelector=tier=node", []string{"config.daemonSetsSelector: limits discovery only"}},
 		{"config.deleteFailedNode=true,config.failureAction=fail-open", []string{"config.deleteFailedNode: true contradicts config.failureAction fail-open"}},
+		// Comparisons of durations, which the agent refuses too (docs/install.md).
+		{"config.retryBackoffBase=1m,config.retryBackoffMax=30s", []string{"config.retryBackoffMax: 30s: must not be shorter than config.retryBackoffBase (1m)"}},
+		{"config.settleTime=20s", []string{"config.settleTime: 20s: must be at most 15s"}},
+		{"config.metricsFinalScrapeTimeout=25s", []string{"config.metricsFinalScrapeTimeout: 25s: must be at most 24s"}},
 		{"config.verifiedLabel=example.com/" + strings.Repeat("v", 55), []string{"config.verifiedLabel: example.com/vvv", "at most 54 characters"}},
 		{"labelToTaintPolicy.enabled=true,labelToTaintPolicy.rules=[]", []string{"labelToTaintPolicy.rules: list at least one"}},
 		{`labelToTaintPolicy.rules=[{"label":"pool","value":"ci","taint":{"key":"node-ready/unverified","effect":"NoSchedule"}}]`,
