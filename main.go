@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/nodeready/nodeready/agent"
@@ -89,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 
 	cfg, err := config.Load(*dryRun)
 	if err != nil {
-		fmt.Fprintf(stderr, "nodeready: %v\n", err)
+		printConfigError(stderr, err)
 		return exitConfig
 	}
 	log := wiring.NewLogger(cfg, stderr)
@@ -118,6 +119,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 		return exitFailed
 	}
 	return exitOK
+}
+
+// printConfigError writes what config.Load refused: one line for each bad
+// variable (config.Errors), every one at once.
+func printConfigError(w io.Writer, err error) {
+	for line := range strings.SplitSeq(err.Error(), "\n") {
+		fmt.Fprintf(w, "nodeready: %s\n", line)
+	}
 }
 
 // newClient builds the clients from wiring.RestConfig, or none in dry-run

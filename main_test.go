@@ -142,6 +142,25 @@ func TestBadConfigurationStopsBeforeAnyClient(t *testing.T) {
 	}
 }
 
+// TestEveryBadVariableOnItsLine: several mistakes are named at once, one line each,
+// so that a ConfigMap is mended in one go.
+func TestEveryBadVariableOnItsLine(t *testing.T) {
+	cleanEnv(t, map[string]string{"NODE_NAME": "node-a", "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+		"TAINT_EFFECT": "NoRun", "CHECK_TIMEOUT": "10", "CHECKS": "dns,ping"})
+	var stdout, stderr bytes.Buffer
+	client := &countingClient{}
+	code := run(t.Context(), nil, &stdout, &stderr, client.new, time.Now())
+
+	assert.Equal(t, exitConfig, code)
+	assert.Zero(t, client.calls)
+	lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+	require.Len(t, lines, 3, "one line for each: %q", stderr.String())
+	for i, name := range []string{"CHECK_TIMEOUT=", "TAINT_EFFECT=", "CHECKS="} {
+		assert.Contains(t, lines[i], name)
+		assert.True(t, strings.HasPrefix(lines[i], "nodeready: invalid configuration: "), lines[i])
+	}
+}
+
 func TestFlags(t *testing.T) {
 	cleanEnv(t, nil)
 	tests := []struct {

@@ -27,7 +27,7 @@ func uninstallCommand(ctx context.Context, args []string, stderr io.Writer, newC
 	}
 	cfg, err := config.Load(true)
 	if err != nil {
-		fmt.Fprintf(stderr, "nodeready: %v\n", err)
+		printConfigError(stderr, err)
 		return exitConfig
 	}
 	log := wiring.NewLogger(cfg, stderr)

@@ -72,8 +72,10 @@ const linearDelay = 5 * time.Second
 
 // fromKubeNodeReady carries out what KubeNodeReadyVariables promises beyond
 // reading the variables: the log spellings, linear's delay, and the refusal
-// of the variables nodeready has no use for. It runs before validate.
+// of the variables nodeready has no use for, every one it refuses as Errors.
+// It runs before validate.
 func (c *Config) fromKubeNodeReady() error {
+	var bad Errors
 	c.LogLevel = strings.ToLower(c.LogLevel)
 	if c.LogLevel == "warning" {
 		c.LogLevel = "warn"
@@ -88,26 +90,26 @@ func (c *Config) fromKubeNodeReady() error {
 	if v := os.Getenv("ENABLE_CONNECTIVITY_MATRIX"); v != "" {
 		on, err := strconv.ParseBool(v)
 		if err != nil {
-			return refuse("ENABLE_CONNECTIVITY_MATRIX", v, "use true (adds the podnetwork check to CHECKS) or false")
+			bad.Collect(refuse("ENABLE_CONNECTIVITY_MATRIX", v, "use true (adds the podnetwork check to CHECKS) or false"))
 		}
 		if on && !slices.Contains(c.CheckNames, string(checks.NamePodNetwork)) {
 			c.CheckNames = append(c.CheckNames, string(checks.NamePodNetwork))
 		}
 	}
 	if ip := os.Getenv("CLUSTER_DNS_IP"); ip != "" {
-		return refuse("CLUSTER_DNS_IP", ip, "kube-node-ready read it but never used it (its dns check asked the pod's resolv.conf, as nodeready does): "+
-			"remove it, or write DNS_NAMESERVER="+net.JoinHostPort(ip, "53")+" to ask that server")
+		bad.Collect(refuse("CLUSTER_DNS_IP", ip, "kube-node-ready read it but never used it (its dns check asked the pod's resolv.conf, as nodeready does): "+
+			"remove it, or write DNS_NAMESERVER="+net.JoinHostPort(ip, "53")+" to ask that server"))
 	}
 	if v := os.Getenv("KLOG_VERBOSITY"); v != "" {
 		n, err := strconv.ParseInt(v, 0, strconv.IntSize)
-		if err != nil {
-			return refuse("KLOG_VERBOSITY", v, envvar.WholeNumber)
-		}
-		if n > 0 {
-			return refuse("KLOG_VERBOSITY", v, "nodeready does not log through klog: remove it, and write LOG_LEVEL=debug for more detail")
+		switch {
+		case err != nil:
+			bad.Collect(refuse("KLOG_VERBOSITY", v, envvar.WholeNumber))
+		case n > 0:
+			bad.Collect(refuse("KLOG_VERBOSITY", v, "nodeready does not log through klog: remove it, and write LOG_LEVEL=debug for more detail"))
 		}
 	}
-	return nil
+	return bad.Err()
 }
 
 // fromDeleteFailedNode resolves DELETE_FAILED_NODE, the original

@@ -111,6 +111,9 @@ func (c *Config) ExternalTaint() bool { return c.TaintOwner == TaintOwnerExterna
 // accepted.
 type Error = envvar.Error
 
+// Errors is every bad environment variable, as Load returns them.
+type Errors = envvar.Errors
+
 // refuse returns the *Error that refuses value of the variable name, with
 // what it accepts.
 func refuse(name, value, accepted string) error {

@@ -10,31 +10,38 @@ import (
 )
 
 // Load reads every variable from the process environment, the agent's and
-// each kind of check's, checks every value and returns the first bad one as
-// an *Error. In dry-run mode NODE_NAME may be empty, and so may the tcp
-// check's targets. A variable that is not set takes its default; a blank one
-// is read as kube-node-ready's flags read it (envvar).
+// each kind of check's, checks every value and returns every bad one at once
+// as Errors (errors.As finds the first *Error): those that cannot be read,
+// then kube-node-ready's, the agent's own, and each kind of check's. In dry-run mode NODE_NAME may be empty, and so may the tcp check's
+// targets. A variable that is not set takes its default; a blank one is read
+// as kube-node-ready's flags read it (envvar).
 func Load(dryRun bool) (Config, error) {
 	var c Config
-	if err := envvar.Read(&c); err != nil {
+	var bad Errors
+	if err := envvar.Read(&c); !bad.Collect(err) {
 		return Config{}, err
 	}
 	for _, k := range checks.Catalog {
-		if err := envvar.Read(k.Options(&c.Options)); err != nil {
+		if err := envvar.Read(k.Options(&c.Options)); !bad.Collect(err) {
 			return Config{}, err
 		}
 	}
-	if err := c.fromKubeNodeReady(); err != nil {
+	// A value that could not be read keeps its default below, so that each
+	// variable is judged once: a refusal never follows from another's.
+	if err := c.fromKubeNodeReady(); !bad.Collect(err) {
 		return Config{}, err
 	}
-	if err := c.validate(dryRun); err != nil {
+	if err := c.validate(dryRun); !bad.Collect(err) {
 		return Config{}, err
 	}
 	for _, k := range checks.Catalog {
 		use := checks.Use{Selected: slices.Contains(c.Checks, k.Name), DryRun: dryRun}
-		if err := k.Options(&c.Options).Validate(&c.Options, use); err != nil {
+		if err := k.Options(&c.Options).Validate(&c.Options, use); !bad.Collect(err) {
 			return Config{}, err
 		}
+	}
+	if err := bad.Err(); err != nil {
+		return Config{}, err
 	}
 	return c, nil
 }

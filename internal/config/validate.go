@@ -23,9 +23,10 @@ var (
 )
 
 // validate checks the agent's own values, parses the ones the agent uses
-// parsed, and returns the first bad one as an *Error. Each kind of check
-// validates its own (checks.KindOptions).
+// parsed, and returns every bad one as Errors. Each kind of check validates
+// its own (checks.KindOptions).
 func (c *Config) validate(dryRun bool) error {
+	var bad Errors
 	for _, v := range []func() error{
 		func() error {
 			if c.NodeName == "" && !dryRun {
@@ -108,11 +109,11 @@ func (c *Config) validate(dryRun bool) error {
 		func() error { return envvar.OneOf("LOG_LEVEL", c.LogLevel, logLevels) },
 		func() error { return envvar.OneOf("LOG_FORMAT", c.LogFormat, logFormats) },
 	} {
-		if err := v(); err != nil {
+		if err := v(); !bad.Collect(err) {
 			return err
 		}
 	}
-	return nil
+	return bad.Err()
 }
 
 // startupTaints parses the taints the agent holds the node with: TAINT_KEY's

@@ -140,11 +140,87 @@ func Print(w io.Writer, vars []Variable) {
 	_ = tw.Flush()
 }
 
+// Errors is every bad variable of a configuration, in the order they were
+// found: the agent names them all at once, one line each, so that a ConfigMap
+// with several mistakes is mended in one go. errors.As finds the first
+// *Error.
+type Errors []*Error
+
+func (e Errors) Error() string {
+	lines := make([]string, len(e))
+	for i, err := range e {
+		lines[i] = err.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap gives the *Errors to errors.Is and errors.As.
+func (e Errors) Unwrap() []error {
+	errs := make([]error, len(e))
+	for i, err := range e {
+		errs[i] = err
+	}
+	return errs
+}
+
+// Collect adds err to errs: an *Error or Errors, every one of them; nil adds
+// nothing. It reports false for any other error, which the caller returns as
+// it is.
+func (e *Errors) Collect(err error) bool {
+	var one *Error
+	var many Errors
+	switch {
+	case err == nil:
+	case errors.As(err, &many):
+		*e = append(*e, many...)
+	case errors.As(err, &one):
+		*e = append(*e, one)
+	default:
+		return false
+	}
+	return true
+}
+
+// Err is the Errors as an error: nil when there are none.
+func (e Errors) Err() error {
+	if len(e) == 0 {
+		return nil
+	}
+	return e
+}
+
 // Read fills spec, a pointer to a struct, from the process environment. A
 // blank value is first read as the package doc says: where it means the
 // default the variable is unset, and where its `blank` tag gives a value it
-// takes that value. A value that cannot be read is an *Error.
+// takes that value. A value that cannot be read is an *Error; every such
+// value is, as Errors, and its field keeps its default meanwhile, so that
+// what follows can still check the others.
 func Read(spec any) error {
+	var bad Errors
+	for {
+		err := read(spec)
+		var pe *envconfig.ParseError
+		if !errors.As(err, &pe) {
+			if err != nil {
+				return err
+			}
+			return bad.Err()
+		}
+		bad = append(bad, &Error{Var: pe.KeyName, Value: pe.Value, Accepted: accepted(pe)})
+		if _, set := os.LookupEnv(pe.KeyName); !set {
+			return bad // a default that does not parse: a programming error, and no pass would end
+		}
+		// envconfig stops at the first value it cannot parse: read again without
+		// it, and put it back for whatever reads the environment after.
+		if err := os.Unsetenv(pe.KeyName); err != nil {
+			return err
+		}
+		defer os.Setenv(pe.KeyName, pe.Value) //nolint:errcheck // it was set a moment ago
+	}
+}
+
+// read is one pass of envconfig over spec.
+func read(spec any) error {
 	for _, v := range Describe(spec) {
 		if value, set := os.LookupEnv(v.Name); !set || value != "" {
 			continue
@@ -160,12 +236,7 @@ func Read(spec any) error {
 			return err
 		}
 	}
-	err := envconfig.Process("", spec)
-	var pe *envconfig.ParseError
-	if errors.As(err, &pe) {
-		return &Error{Var: pe.KeyName, Value: pe.Value, Accepted: accepted(pe)}
-	}
-	return err
+	return envconfig.Process("", spec)
 }
 
 // accepted says what a variable of the field's type accepts.

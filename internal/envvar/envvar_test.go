@@ -2,6 +2,7 @@ package envvar
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,6 +81,40 @@ func TestReadRefusesByName(t *testing.T) {
 			assert.Contains(t, e.Accepted, tt.accepted)
 		})
 	}
+}
+
+// TestReadRefusesEveryBadValue: every value that cannot be read is named at once, in
+// the order of the fields; the others are read, the bad ones' fields keep their
+// defaults, and the environment is left as it was.
+func TestReadRefusesEveryBadValue(t *testing.T) {
+	setenv(t, map[string]string{"ENVVAR_TEST_NUMBER": "many", "ENVVAR_TEST_SWITCH": "yes", "ENVVAR_TEST_PORT": "9090", "ENVVAR_TEST_DURATION": "10"})
+	var s spec
+	err := Read(&s)
+	var errs Errors
+	require.ErrorAs(t, err, &errs)
+	var names []string
+	for _, e := range errs {
+		names = append(names, e.Var)
+	}
+	assert.Equal(t, []string{"ENVVAR_TEST_NUMBER", "ENVVAR_TEST_DURATION", "ENVVAR_TEST_SWITCH"}, names)
+	var first *Error
+	require.ErrorAs(t, err, &first)
+	assert.Equal(t, "ENVVAR_TEST_NUMBER", first.Var, "errors.As finds the first")
+	assert.Equal(t, 3, strings.Count(err.Error(), "invalid configuration: "), "one line each: %q", err)
+	assert.Equal(t, Port(9090), s.Port, "the good values are read")
+	assert.Equal(t, 5, s.Number, "a bad value's field keeps its default")
+	assert.Equal(t, "many", os.Getenv("ENVVAR_TEST_NUMBER"), "the environment is as it was")
+}
+
+func TestErrorsCollect(t *testing.T) {
+	var errs Errors
+	assert.True(t, errs.Collect(nil))
+	assert.NoError(t, errs.Err(), "no errors, no error")
+	assert.True(t, errs.Collect(&Error{Var: "A"}))
+	assert.True(t, errs.Collect(Errors{{Var: "B"}, {Var: "C"}}))
+	assert.False(t, errs.Collect(os.ErrNotExist), "not a bad variable")
+	require.Len(t, errs, 3)
+	assert.Equal(t, "C", errs[2].Var)
 }
 
 func TestDescribe(t *testing.T) {
