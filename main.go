@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/nodeready/nodeready/agent"
 	"github.com/nodeready/nodeready/internal/config"
 	"github.com/nodeready/nodeready/internal/wiring"
@@ -42,9 +44,10 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, newClient, started))
 }
 
-// newClientFunc builds the Kubernetes clients; tests count its calls to
-// prove that bad configuration stops the agent before any client exists.
-type newClientFunc func(dryRun bool) (agent.Clients, error)
+// newClientFunc builds the Kubernetes clients, which log to log; tests
+// count its calls to prove that bad configuration stops the agent before any
+// client exists.
+type newClientFunc func(dryRun bool, log zerolog.Logger) (agent.Clients, error)
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient newClientFunc, started time.Time) int {
 	// The init containers of the pre-pull variant (manifests/variants/prepull)
@@ -97,8 +100,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 	if cfg.ReadOnly {
 		log = log.With().Bool("dry_run", true).Logger() // DRY_RUN=true: every line says so
 	}
+	wiring.RouteClientGoLogs(log)
 
-	clients, err := newClient(*dryRun)
+	clients, err := newClient(*dryRun, log)
 	if err != nil {
 		log.Error().Err(err).Msg("Could not create Kubernetes client")
 		return exitFailed
@@ -130,12 +134,13 @@ func printConfigError(w io.Writer, err error) {
 }
 
 // newClient builds the clients from wiring.RestConfig, or none in dry-run
-// without a configuration.
-func newClient(dryRun bool) (agent.Clients, error) {
+// without a configuration. The API server's warnings go to log.
+func newClient(dryRun bool, log zerolog.Logger) (agent.Clients, error) {
 	cfg, err := wiring.RestConfig(dryRun)
 	if err != nil || cfg == nil {
 		return agent.Clients{}, err
 	}
 	cfg.UserAgent = "nodeready/" + version
+	cfg.WarningHandler = wiring.WarningHandler(log)
 	return wiring.NewClients(cfg)
 }

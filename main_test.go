@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,7 +31,7 @@ func cleanEnv(t *testing.T, base map[string]string) {
 // countingClient fails the test's promise if it is ever called.
 type countingClient struct{ calls int }
 
-func (c *countingClient) new(bool) (agent.Clients, error) {
+func (c *countingClient) new(bool, zerolog.Logger) (agent.Clients, error) {
 	c.calls++
 	return agent.Clients{}, nil
 }

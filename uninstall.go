@@ -31,7 +31,8 @@ func uninstallCommand(ctx context.Context, args []string, stderr io.Writer, newC
 		return exitConfig
 	}
 	log := wiring.NewLogger(cfg, stderr)
-	clients, err := newClient(false)
+	wiring.RouteClientGoLogs(log)
+	clients, err := newClient(false, log)
 	if err == nil && clients.Kube == nil {
 		err = errors.New("no Kubernetes configuration: set KUBECONFIG, or run in a pod")
 	}

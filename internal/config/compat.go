@@ -59,7 +59,7 @@ var KubeNodeReadyVariables = []KubeNodeReadyVariable{
 	{"METRICS_PORT", Same, "Port of `/metrics`, `/healthz` and `/readyz`. Empty means `8080`."},
 	{"LOG_LEVEL", Translated, "kube-node-ready logged through klog and ignored it. `trace`, `debug`, `info`, `warn` (or `warning`), `error`, in any case; empty means `info`; anything else stops the agent."},
 	{"LOG_FORMAT", Translated, "kube-node-ready ignored it and wrote klog's text. `json`, or `console` (or `text`) for people, in any case; empty means `json`; anything else stops the agent."},
-	{"KLOG_VERBOSITY", Refused, "nodeready does not log through klog. Empty or `0` is accepted; a higher value stops the agent: remove it, and write `LOG_LEVEL=debug` for more detail."},
+	{"KLOG_VERBOSITY", Refused, "nodeready's log level is `LOG_LEVEL`, client-go's klog lines included. Empty or `0` is accepted; a higher value stops the agent: remove it, and write `LOG_LEVEL=debug` for more detail."},
 	{"DRY_RUN", Translated, "`true` runs the agent read-only: rounds of checks as usual, and a log line for each write it would make, but no label, taint, condition, Event or deletion. Empty means `false`."},
 	{"KUBECONFIG", Same, "A kubeconfig file instead of the in-cluster configuration."},
 	{"DELETE_FAILED_NODE", Translated, "`true` selects `FAILURE_ACTION=replace-node`, which needs `manifests/replace-node/`. Empty means `false`."},
@@ -106,7 +106,7 @@ func (c *Config) fromKubeNodeReady() error {
 		case err != nil:
 			bad.Collect(refuse("KLOG_VERBOSITY", v, envvar.WholeNumber))
 		case n > 0:
-			bad.Collect(refuse("KLOG_VERBOSITY", v, "nodeready does not log through klog: remove it, and write LOG_LEVEL=debug for more detail"))
+			bad.Collect(refuse("KLOG_VERBOSITY", v, "nodeready's log level, client-go's klog lines included, is LOG_LEVEL: remove it, and write LOG_LEVEL=debug for more detail"))
 		}
 	}
 	return bad.Err()
