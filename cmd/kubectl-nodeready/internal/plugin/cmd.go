@@ -36,6 +36,11 @@ type Options struct {
 	nsFlag        func() bool
 	keys          keyFlags
 	agentSelector string
+	// verbosity is -v: 1 and up tell what the plugin read and left, 6 and up the API
+	// requests (client-go's, as kubectl's -v does).
+	verbosity int
+	// warnedExternal: the warning of TAINT_OWNER=external is given once per command.
+	warnedExternal bool
 
 	// newClient, now and whoAmI are the cluster, the clock and the user; tests replace them.
 	newClient func() (kubernetes.Interface, error)
@@ -76,16 +81,22 @@ when, and why (the condition's reason and message), then a summary line of the f
 It reads the nodes with one LIST; -o wide adds the startup taints, the label's value, the
 verification's duration, who released a node by hand, and the agent pods (one more LIST);
 -o json and -o yaml print all of it in a stable form (apiVersion nodeready.io/v1alpha1,
-kind FleetStatus), times in RFC 3339.`,
+kind FleetStatus), times in RFC 3339.
+
+--watch keeps watching the nodes (one watch, resumed where it left off) and prints a node's
+row again when its state, reason or message changes, then the summary when it changes.`,
 		Example: `  kubectl nodeready
   kubectl nodeready status -o wide
+  kubectl nodeready status --watch
   kubectl nodeready status -l karpenter.sh/nodepool=default -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.runStatus(cmd.Context(), cmd.Flag("selector").Value.String())
+			watch, _ := cmd.Flags().GetBool("watch")
+			return o.runStatus(cmd.Context(), cmd.Flag("selector").Value.String(), watch)
 		},
 	}
 	status.Flags().StringP("selector", "l", "", "only the nodes that match this label selector, such as karpenter.sh/nodepool=default")
+	status.Flags().BoolP("watch", "w", false, "after the table, watch the nodes and print a node's row again when its state, reason or message changes, and the summary when it changes")
 	o.printFlags.AddFlags(status)
 	// The table's wide form is the plugin's own, not a printer of cli-runtime's.
 	status.Flag("output").Usage = "Output format: wide, json, yaml, jsonpath=..., go-template=... (default: a table)"
@@ -96,19 +107,26 @@ kind FleetStatus), times in RFC 3339.`,
 		Long: `The node's state as status tells it, nodeready's condition node-ready/Verified in full,
 the latest Events nodeready sent about the node (the agent's CheckFailed, VerificationFailed,
 ReleaseFailed and the others, each with its note; a release by hand; a release at
-uninstall), and the agent pod on the node (phase, restarts), with what to do next.`,
-		Example: `  kubectl nodeready why ip-10-0-1-23.ec2.internal`,
-		Args:    cobra.ExactArgs(1),
+uninstall), and the agent pod on the node (phase, restarts), with what to do next.
+
+-o json and -o yaml print the same in a stable form (apiVersion nodeready.io/v1alpha1,
+kind NodeReport), times in RFC 3339.`,
+		Example: `  kubectl nodeready why ip-10-0-1-23.ec2.internal
+  kubectl nodeready why ip-10-0-1-23.ec2.internal -o json`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeNodes(func(Keys, *corev1.Node) bool { return true }),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			events, _ := cmd.Flags().GetInt("events")
-			return o.runWhy(cmd.Context(), args[0], events)
+			output, _ := cmd.Flags().GetString("output")
+			return o.runWhy(cmd.Context(), args[0], events, output)
 		},
 	}
 	why.Flags().Int("events", 10, "how many of the latest Events to show")
+	why.Flags().StringP("output", "o", "", "Output format: json or yaml (default: for people)")
 
 	release := &cobra.Command{
-		Use:   "release NODE",
-		Short: "Break-glass: release a held node by hand, unverified",
+		Use:   "release (NODE | -l SELECTOR | --all)",
+		Short: "Break-glass: release a held node, or every held node of a selector, by hand, unverified",
 		Long: `Releases a node that nodeready holds, without its verification: removes its startup
 taints (every other taint stays), sets the verified label to VERIFIED_LABEL_VALUE so the
 DaemonSet takes its agent away, and records who released it and when in the annotations
@@ -117,19 +135,33 @@ keeps another writer's change. It sends a Warning Event ReleasedByHand about the
 
 It refuses a node that carries no startup taint (nothing holds it), and a Karpenter node
 that Karpenter has not registered yet (it would put its startupTaints back), unless --force.
-It never writes a node that already has the label and no startup taint.`,
-		Example: `  kubectl nodeready release ip-10-0-1-23.ec2.internal`,
-		Args:    cobra.ExactArgs(1),
+It never writes a node that already has the label and no startup taint.
+
+With -l SELECTOR or --all instead of a name, it releases every held node among those (one
+LIST, then each node as above, recorded alike) and leaves the others as they are: a node
+without a startup taint, and a Karpenter node not registered yet (--force takes a name
+only). --dry-run prints what would change and writes nothing.`,
+		Example: `  kubectl nodeready release ip-10-0-1-23.ec2.internal
+  kubectl nodeready release -l karpenter.sh/nodepool=default --dry-run
+  kubectl nodeready release --all`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: o.completeNodes(func(k Keys, n *corev1.Node) bool { return len(k.startupTaints(n)) > 0 }),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			sel, err := selectionOf(cmd, args)
+			if err != nil {
+				return err
+			}
 			force, _ := cmd.Flags().GetBool("force")
-			return o.runRelease(cmd.Context(), args[0], force)
+			dryRun, _ := cmd.Flags().GetBool("dry-run")
+			return o.runRelease(cmd.Context(), sel, force, dryRun)
 		},
 	}
-	release.Flags().Bool("force", false, "release a node that carries no startup taint, or a Karpenter node not registered yet, too")
+	release.Flags().Bool("force", false, "release a node that carries no startup taint, or a Karpenter node not registered yet, too (a named node only)")
+	addSelectionFlags(release, "release")
 
 	reverify := &cobra.Command{
-		Use:   "reverify NODE",
-		Short: "Verify a node again: remove its verified label so the DaemonSet runs an agent there",
+		Use:   "reverify (NODE | -l SELECTOR | --all)",
+		Short: "Verify a node, or the nodes of a selector, again: remove the verified label so the DaemonSet runs an agent there",
 		Long: `Removes the node's verified label (and the record of a release by hand), so the node
 matches the DaemonSet's node affinity again and an agent checks it. With REVERIFY_TAINT=true
 in the installed configuration the agent first puts the startup taint back, but only on a
@@ -137,15 +169,28 @@ node nodeready verified before (it carries <label>-at): no new workloads land th
 is checked. Otherwise the node stays schedulable meanwhile.
 
 It refuses a node without the label, and one where an agent pod still runs (within its
-SETTLE_TIME after a release that agent puts a removed label back), unless --force.`,
-		Example: `  kubectl nodeready reverify ip-10-0-1-23.ec2.internal`,
-		Args:    cobra.ExactArgs(1),
+SETTLE_TIME after a release that agent puts a removed label back), unless --force.
+
+With -l SELECTOR or --all instead of a name, it removes the label of every labelled node
+among those where no agent pod runs, and leaves the others as they are (--force takes a
+name only). With REVERIFY_TAINT=true each of them is tainted again while it is checked:
+choose a few nodes at a time. --dry-run prints what would change and writes nothing.`,
+		Example: `  kubectl nodeready reverify ip-10-0-1-23.ec2.internal
+  kubectl nodeready reverify -l node-ready/verified=failed-open --dry-run`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: o.completeNodes(func(k Keys, n *corev1.Node) bool { _, ok := n.Labels[k.Label]; return ok }),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			sel, err := selectionOf(cmd, args)
+			if err != nil {
+				return err
+			}
 			force, _ := cmd.Flags().GetBool("force")
-			return o.runReverify(cmd.Context(), args[0], force)
+			dryRun, _ := cmd.Flags().GetBool("dry-run")
+			return o.runReverify(cmd.Context(), sel, force, dryRun)
 		},
 	}
-	reverify.Flags().Bool("force", false, "remove the label even while an agent pod runs on the node")
+	reverify.Flags().Bool("force", false, "remove the label even while an agent pod runs on the node (a named node only)")
+	addSelectionFlags(reverify, "re-verify")
 
 	root := &cobra.Command{
 		Use:   "kubectl-nodeready",
@@ -168,6 +213,10 @@ work; --taint-key and --label override them.`,
 	root.Flags().AddFlagSet(status.Flags())
 	// -v is kubectl's verbosity: the version has no shorthand.
 	root.Flags().Bool("version", false, "print the plugin's version")
+	root.PersistentFlags().IntVarP(&o.verbosity, "v", "v", 0, "verbosity: 1 tells what the plugin read (the keys, nodes it leaves as they are), 6 and up log the API requests as kubectl's -v does")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return o.setVerbosity() }
+	// Completion goes through kubectl (a kubectl_complete-nodeready on the PATH calls
+	// `kubectl-nodeready __complete`), not through a completion script of the plugin's own.
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(status, why, release, reverify)
 	o.configFlags.AddFlags(root.PersistentFlags())
@@ -197,6 +246,9 @@ func (o *Options) setup(ctx context.Context) (kubernetes.Interface, Keys, error)
 	f := o.keys
 	f.namespace = o.namespace()
 	k, err := readKeys(ctx, client, f, o.warn)
+	if err == nil {
+		o.logf(1, "Judging nodes by %s: startup taints %s, verified label %s=%s", k.Source, taintNames(k), k.Label, k.LabelValue)
+	}
 	return client, k, err
 }
 
@@ -214,3 +266,10 @@ func (o *Options) setupNode(ctx context.Context, name string) (kubernetes.Interf
 }
 
 func (o *Options) warn(msg string) { fmt.Fprintln(o.streams.ErrOut, "Warning: "+msg) }
+
+// logf tells on stderr what -v asks for from level up.
+func (o *Options) logf(level int, format string, args ...any) {
+	if o.verbosity >= level {
+		fmt.Fprintf(o.streams.ErrOut, format+"\n", args...)
+	}
+}

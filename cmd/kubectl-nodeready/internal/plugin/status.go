@@ -117,15 +117,20 @@ func (o *Options) fleetStatus(ctx context.Context, client kubernetes.Interface, 
 			return nil, err
 		}
 	}
+	return fleetOf(k, nodes.Items, pods), nil
+}
+
+// fleetOf judges the nodes, with their agent pods when listed.
+func fleetOf(k Keys, nodes []corev1.Node, pods map[string][]AgentPod) *FleetStatus {
 	s := &FleetStatus{
 		TypeMeta: metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: "FleetStatus"},
 		Keys:     k,
 		Nodes:    []NodeStatus{},
 		Summary:  Summary{States: map[State]int{}},
 	}
-	slices.SortFunc(nodes.Items, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
-	for i := range nodes.Items {
-		n := nodeStatus(k, &nodes.Items[i])
+	slices.SortFunc(nodes, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	for i := range nodes {
+		n := nodeStatus(k, &nodes[i])
 		n.Agents = pods[n.Name]
 		s.Nodes = append(s.Nodes, n)
 		s.Summary.States[n.State]++
@@ -135,7 +140,7 @@ func (o *Options) fleetStatus(ctx context.Context, client kubernetes.Interface, 
 		}
 	}
 	s.Summary.Nodes = len(s.Nodes)
-	return s, nil
+	return s
 }
 
 // nodeStatus is the status of one node.
@@ -204,6 +209,15 @@ func printTable(w io.Writer, s *FleetStatus, wide bool, now time.Time) error {
 		_, err := fmt.Fprintln(w, "No nodes found.")
 		return err
 	}
+	if err := printers.NewTablePrinter(printers.PrintOptions{Wide: wide}).PrintObj(statusTable(s.Nodes, wide, now), w); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, summaryLine(s.Summary, now))
+	return err
+}
+
+// statusTable is the nodes' table, its wide columns at priority 1.
+func statusTable(nodes []NodeStatus, wide bool, now time.Time) *metav1.Table {
 	width := messageWidth
 	if wide {
 		width = wideMessageWidth
@@ -220,7 +234,7 @@ func printTable(w io.Writer, s *FleetStatus, wide bool, now time.Time) error {
 		{Name: "Released-By", Type: "string", Priority: 1},
 		{Name: "Agent", Type: "string", Priority: 1},
 	}}
-	for _, n := range s.Nodes {
+	for _, n := range nodes {
 		label := "<none>"
 		if n.Label != nil {
 			label = *n.Label
@@ -230,11 +244,7 @@ func printTable(w io.Writer, s *FleetStatus, wide bool, now time.Time) error {
 			dash(strings.Join(n.StartupTaints, ",")), label, dash(n.VerificationDuration), dash(n.ReleasedBy), agentCell(n.Agents),
 		}})
 	}
-	if err := printers.NewTablePrinter(printers.PrintOptions{Wide: wide}).PrintObj(t, w); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintln(w, summaryLine(s.Summary, now))
-	return err
+	return t
 }
 
 // summaryLine is the fleet in one line: the nodes per state, and the longest hold now.
@@ -297,10 +307,16 @@ func dash(s string) string {
 }
 
 // runStatus is `kubectl nodeready status`.
-func (o *Options) runStatus(ctx context.Context, selector string) error {
+func (o *Options) runStatus(ctx context.Context, selector string, watch bool) error {
+	if output := *o.printFlags.OutputFormat; watch && output != "" {
+		return fmt.Errorf("--watch prints the table: leave out -o %s", output)
+	}
 	client, k, err := o.setup(ctx)
 	if err != nil {
 		return err
+	}
+	if watch {
+		return o.watchStatus(ctx, client, k, selector)
 	}
 	output := *o.printFlags.OutputFormat
 	table := output == "" || output == "wide"

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -14,6 +15,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/internal/wellknown"
@@ -26,8 +30,71 @@ var controllers = map[string]string{
 	wellknown.PluginController:    "kubectl-nodeready",
 }
 
+// NodeReport is `kubectl nodeready why NODE -o json|yaml`: what why prints for people.
+type NodeReport struct {
+	metav1.TypeMeta `json:",inline"`
+	// Keys are the taints and label the node was judged by, and where they were read.
+	Keys Keys `json:"keys"`
+	// Node is the node as status tells it, with its agent pods.
+	Node NodeStatus `json:"node"`
+	// Next says what a person may do about the node in its state.
+	Next string `json:"next"`
+	// Events are the latest of nodeready's Events about the node, latest first (--events).
+	Events []NodeEvent `json:"events"`
+	// EventsTotal counts nodeready's Events about the node, shown or not.
+	EventsTotal int `json:"eventsTotal"`
+}
+
+// NodeEvent is one of nodeready's Events about a node.
+type NodeEvent struct {
+	LastSeen metav1.Time `json:"lastSeen"`
+	Type     string      `json:"type"`
+	Reason   string      `json:"reason"`
+	Count    int32       `json:"count"`
+	// From names the reporting controller: agent, uninstall or kubectl-nodeready.
+	From string `json:"from"`
+	Note string `json:"note"`
+}
+
+// DeepCopyObject makes NodeReport a runtime.Object, for cli-runtime's printers.
+func (r *NodeReport) DeepCopyObject() runtime.Object {
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(err) // API types and strings only
+	}
+	out := &NodeReport{}
+	if err := json.Unmarshal(b, out); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// nodeReport is the machine-readable form of why.
+func nodeReport(k Keys, n NodeStatus, events []eventsv1.Event, maxEvents int) *NodeReport {
+	r := &NodeReport{
+		TypeMeta:    metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: "NodeReport"},
+		Keys:        k,
+		Node:        n,
+		Next:        next(n, k),
+		Events:      []NodeEvent{},
+		EventsTotal: len(events),
+	}
+	for _, e := range events[:min(len(events), max(maxEvents, 0))] {
+		r.Events = append(r.Events, NodeEvent{LastSeen: metav1.NewTime(lastSeen(e)), Type: e.Type, Reason: e.Reason, Count: count(e),
+			From: controllers[e.ReportingController], Note: e.Note})
+	}
+	return r
+}
+
 // runWhy is `kubectl nodeready why NODE`.
-func (o *Options) runWhy(ctx context.Context, name string, maxEvents int) error {
+func (o *Options) runWhy(ctx context.Context, name string, maxEvents int, output string) error {
+	var printer printers.ResourcePrinter
+	if output != "" {
+		var err error
+		if printer, err = (&genericclioptions.JSONYamlPrintFlags{}).ToPrinter(output); err != nil {
+			return fmt.Errorf("-o %s: use json or yaml", output)
+		}
+	}
 	client, k, node, err := o.setupNode(ctx, name)
 	if err != nil {
 		return err
@@ -44,6 +111,9 @@ func (o *Options) runWhy(ctx context.Context, name string, maxEvents int) error 
 		o.warn(fmt.Sprintf("could not list the node's Events: %v", err))
 	case err != nil:
 		return err
+	}
+	if printer != nil {
+		return printer.PrintObj(nodeReport(k, n, events, maxEvents), o.streams.Out)
 	}
 	return printWhy(o.streams.Out, k, n, events, maxEvents, o.now())
 }

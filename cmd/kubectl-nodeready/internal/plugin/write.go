@@ -116,8 +116,15 @@ func (o *Options) event(ctx context.Context, client kubernetes.Interface, node *
 	}
 }
 
-// runRelease is `kubectl nodeready release NODE`.
-func (o *Options) runRelease(ctx context.Context, name string, force bool) error {
+// released is what a release wrote, or would write under --dry-run.
+type released struct {
+	node    *corev1.Node
+	removed []string
+}
+
+// runRelease is `kubectl nodeready release`: one node by name, or every held node the
+// selection matches.
+func (o *Options) runRelease(ctx context.Context, sel selection, force, dryRun bool) error {
 	client, k, err := o.setup(ctx)
 	if err != nil {
 		return err
@@ -129,13 +136,46 @@ func (o *Options) runRelease(ctx context.Context, name string, force bool) error
 	}
 	user := o.whoAmI(ctx, client)
 	at := o.now().UTC().Format(time.RFC3339)
-	var (
-		node    *corev1.Node
-		removed []string
-	)
-	err = retry.OnError(lockBackoff, lostLock, func() error {
-		var err error
-		if node, err = client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
+	release := func(name string, force bool) error {
+		r, err := o.releaseNode(ctx, client, k, name, user, at, force, dryRun)
+		if err != nil {
+			return err
+		}
+		if dryRun {
+			fmt.Fprintf(o.streams.Out, "node/%s would be released by hand (dry run, nothing written): would remove %s, label %s=%s and record it as released by %s\n",
+				name, orNone(strings.Join(r.removed, ", ")), k.Label, k.LabelValue, orUnknown(user))
+			return nil
+		}
+		what := "removed " + orNone(strings.Join(r.removed, ", "))
+		note := fmt.Sprintf("Released by hand by %s with kubectl nodeready release, without verification: %s, labelled %s=%s", orUnknown(user), what, k.Label, k.LabelValue)
+		o.event(ctx, client, r.node, wellknown.ReleasedByHand, "Release", note)
+		fmt.Fprintf(o.streams.Out, "node/%s released by hand: %s, labelled %s=%s, recorded as released by %s at %s\n",
+			name, what, k.Label, k.LabelValue, orUnknown(user), at)
+		if k.ExternalTaint && len(r.removed) > 0 && !o.warnedExternal {
+			o.warnedExternal = true
+			o.warn("TAINT_OWNER is external: the startup taint is another controller's (a NodeReadinessRule), which may put it back while nodeready's condition is not True")
+		}
+		return nil
+	}
+	if sel.name != "" {
+		return release(sel.name, force)
+	}
+	// A fleet-wide release takes the held nodes only: one that carries no startup taint
+	// is left as it is, never labelled.
+	return o.eachNode(ctx, client, sel, "release", "released", dryRun, func(node *corev1.Node) string {
+		if len(k.startupTaints(node)) == 0 {
+			return "not held: it carries no startup taint (" + string(judge(k, node).state) + ")"
+		}
+		return ""
+	}, func(node *corev1.Node) error { return release(node.Name, false) })
+}
+
+// releaseNode releases one node by hand, or with dryRun works out what it would write.
+func (o *Options) releaseNode(ctx context.Context, client kubernetes.Interface, k Keys, name, user, at string, force, dryRun bool) (released, error) {
+	var r released
+	err := retry.OnError(lockBackoff, lostLock, func() error {
+		node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
 			return fmt.Errorf("get node %s: %w", name, err)
 		}
 		j := judge(k, node)
@@ -153,7 +193,7 @@ func (o *Options) runRelease(ctx context.Context, name string, force bool) error
 				ErrRefused, name, karpenterRegistered)
 		}
 		kept := slices.DeleteFunc(slices.Clone(node.Spec.Taints), k.isStartupTaint)
-		removed = j.taints
+		r = released{node: node, removed: j.taints}
 		var ops []operation
 		if len(kept) < len(node.Spec.Taints) {
 			// spec.taints is an atomic list: replaced whole, under a test of the whole list
@@ -167,24 +207,15 @@ func (o *Options) runRelease(ctx context.Context, name string, force bool) error
 			wellknown.ReleasedByAnnotation(k.Label):     user,
 			wellknown.ReleasedByTimeAnnotation(k.Label): at,
 		})...)
-		node, err = patchNode(ctx, client, name, ops)
-		if err != nil {
+		if dryRun {
+			return nil
+		}
+		if r.node, err = patchNode(ctx, client, name, ops); err != nil {
 			return fmt.Errorf("release node %s: %w", name, err)
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	what := "removed " + orNone(strings.Join(removed, ", "))
-	note := fmt.Sprintf("Released by hand by %s with kubectl nodeready release, without verification: %s, labelled %s=%s", orUnknown(user), what, k.Label, k.LabelValue)
-	o.event(ctx, client, node, wellknown.ReleasedByHand, "Release", note)
-	fmt.Fprintf(o.streams.Out, "node/%s released by hand: %s, labelled %s=%s, recorded as released by %s at %s\n",
-		name, what, k.Label, k.LabelValue, orUnknown(user), at)
-	if k.ExternalTaint && len(removed) > 0 {
-		o.warn("TAINT_OWNER is external: the startup taint is another controller's (a NodeReadinessRule), which may put it back while nodeready's condition is not True")
-	}
-	return nil
+	return r, err
 }
 
 // Karpenter's node labels: a node with the first is Karpenter-managed, and Karpenter sets the
@@ -209,38 +240,72 @@ func taintNames(k Keys) string {
 	return strings.Join(names, ", ")
 }
 
-// runReverify is `kubectl nodeready reverify NODE`.
-func (o *Options) runReverify(ctx context.Context, name string, force bool) error {
-	client, k, node, err := o.setupNode(ctx, name)
+// runReverify is `kubectl nodeready reverify`: one node by name, or every labelled node
+// the selection matches.
+func (o *Options) runReverify(ctx context.Context, sel selection, force, dryRun bool) error {
+	client, k, err := o.setup(ctx)
 	if err != nil {
 		return err
 	}
-	if _, ok := node.Labels[k.Label]; !ok {
-		return fmt.Errorf("%w: node %s has no label %s: nothing to re-verify (state %s)", ErrRefused, name, k.Label, judge(k, node).state)
-	}
-	if !force {
-		pods, err := o.agentPods(ctx, client, name)
+	if sel.name != "" {
+		node, err := client.CoreV1().Nodes().Get(ctx, sel.name, metav1.GetOptions{})
 		if err != nil {
-			return err
+			return fmt.Errorf("get node %s: %w", sel.name, err)
 		}
-		if p := pods[name]; len(p) > 0 {
-			return fmt.Errorf("%w: the agent pod %s/%s still runs on node %s: within its SETTLE_TIME after a release it puts a removed label back. Run this again once it is gone, or with --force",
-				ErrRefused, p[0].Namespace, p[0].Name, name)
+		if _, ok := node.Labels[k.Label]; !ok {
+			return fmt.Errorf("%w: node %s has no label %s: nothing to re-verify (state %s)", ErrRefused, sel.name, k.Label, judge(k, node).state)
 		}
-	}
-	read := func() error { return nil } // the first try writes from the node just read
-	err = retry.OnError(lockBackoff, lostLock, func() error {
-		if err := read(); err != nil {
-			return err
-		}
-		read = func() (err error) {
-			if node, err = client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
-				return fmt.Errorf("get node %s: %w", name, err)
+		if !force {
+			pods, err := o.agentPods(ctx, client, sel.name)
+			if err != nil {
+				return err
 			}
-			return nil
+			if err := agentStillRuns(sel.name, pods); err != nil {
+				return err
+			}
 		}
-		value, ok := node.Labels[k.Label]
-		if !ok {
+		return o.reverifyNode(ctx, client, k, sel.name, dryRun)
+	}
+	// One LIST of the agent pods for the fleet: a node where one still runs is left as it
+	// is, as a single reverify refuses it without --force.
+	pods, err := o.agentPods(ctx, client, "")
+	if err != nil {
+		return err
+	}
+	return o.eachNode(ctx, client, sel, "re-verify", "unlabelled for re-verification", dryRun, func(node *corev1.Node) string {
+		if _, ok := node.Labels[k.Label]; !ok {
+			return fmt.Sprintf("no label %s: nothing to re-verify (%s)", k.Label, judge(k, node).state)
+		}
+		if err := agentStillRuns(node.Name, pods); err != nil {
+			return strings.TrimPrefix(err.Error(), ErrRefused.Error()+": ")
+		}
+		return ""
+	}, func(node *corev1.Node) error { return o.reverifyNode(ctx, client, k, node.Name, dryRun) })
+}
+
+// agentStillRuns refuses a node where an agent pod still runs.
+func agentStillRuns(name string, pods map[string][]AgentPod) error {
+	if p := pods[name]; len(p) > 0 {
+		return fmt.Errorf("%w: the agent pod %s/%s still runs on node %s: within its SETTLE_TIME after a release it puts a removed label back. Run this again once it is gone, or with --force",
+			ErrRefused, p[0].Namespace, p[0].Name, name)
+	}
+	return nil
+}
+
+// reverifyNode removes one node's label, or with dryRun says what it would remove.
+func (o *Options) reverifyNode(ctx context.Context, client kubernetes.Interface, k Keys, name string, dryRun bool) error {
+	var (
+		node    *corev1.Node
+		value   string
+		records []string
+	)
+	err := retry.OnError(lockBackoff, lostLock, func() error {
+		var err error
+		if node, err = client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("get node %s: %w", name, err)
+		}
+		var ok bool
+		if value, ok = node.Labels[k.Label]; !ok {
 			return fmt.Errorf("%w: node %s has no label %s: nothing to re-verify (state %s)", ErrRefused, name, k.Label, judge(k, node).state)
 		}
 		// The test makes the removal one of the label as read: a label another writer
@@ -249,19 +314,28 @@ func (o *Options) runReverify(ctx context.Context, name string, force bool) erro
 			{Op: "test", Path: "/metadata/labels/" + escape(k.Label), Value: value},
 			{Op: "remove", Path: "/metadata/labels/" + escape(k.Label)},
 		}
+		records = nil
 		for _, a := range wellknown.HandReleaseAnnotations(k.Label) {
 			if _, ok := node.Annotations[a]; ok {
 				ops = append(ops, operation{Op: "remove", Path: "/metadata/annotations/" + escape(a)})
+				records = append(records, a)
 			}
 		}
-		node, err = patchNode(ctx, client, name, ops)
-		if err != nil {
+		if dryRun {
+			return nil
+		}
+		if node, err = patchNode(ctx, client, name, ops); err != nil {
 			return fmt.Errorf("remove the label %s of node %s: %w", k.Label, name, err)
 		}
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	if dryRun {
+		fmt.Fprintf(o.streams.Out, "node/%s would lose its label %s=%s%s (dry run, nothing written). %s\n",
+			name, k.Label, value, prefixed(" and the record of a release by hand ", strings.Join(records, ", ")), reverifyNote(k, node))
+		return nil
 	}
 	fmt.Fprintf(o.streams.Out, "node/%s: label %s removed, the DaemonSet runs an agent there again. %s\n", name, k.Label, reverifyNote(k, node))
 	return nil
