@@ -138,6 +138,15 @@ func (a *DRAAPI) Version(ctx context.Context) (string, error) {
 	return "", Misconfiguration(ErrDRANotServed)
 }
 
+// forget drops the version found, when it is version: the next look-up discovers it again.
+func (a *DRAAPI) forget(version string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.version == version {
+		a.version = ""
+	}
+}
+
 // DRADevices passes when a DRA driver has published at least a minimum number of devices
 // for the node: the ResourceSlices that apply to the node (its own, spec.nodeName, and
 // those that select nodes, spec.nodeSelector, spec.allNodes or per device) form complete
@@ -165,15 +174,13 @@ func (c *DRADevices) Target() string { return c.min.String() }
 
 // Run implements Check.
 func (c *DRADevices) Run(ctx context.Context) error {
-	version, err := c.api.Version(ctx)
-	if err != nil {
-		return gateError(err, "dra")
+	own, shared, err := c.slices(ctx)
+	if errors.Is(err, errVersionGone) {
+		// The API server that answered does not serve the version discovery found: in a
+		// control-plane upgrade, API servers of two versions answer behind one endpoint.
+		// The version is found again, once; a second 404 is the cluster's, not this node's.
+		own, shared, err = c.slices(ctx)
 	}
-	own, err := c.list(ctx, version, fields.Set{"spec.driver": c.min.Driver, "spec.nodeName": c.nodeName})
-	if err != nil {
-		return err
-	}
-	shared, err := c.list(ctx, version, fields.Set{"spec.driver": c.min.Driver, "spec.nodeName": ""})
 	if err != nil {
 		return err
 	}
@@ -189,12 +196,35 @@ func (c *DRADevices) Run(ctx context.Context) error {
 	return evaluatePools(c.nodeName, node, c.min, append(own, shared...))
 }
 
-// list reads the slices that match set from the watch cache, in the served version.
+// slices reads the driver's slices of this node and of no one node, in the served version.
+func (c *DRADevices) slices(ctx context.Context) (own, shared []draSlice, err error) {
+	version, err := c.api.Version(ctx)
+	if err != nil {
+		return nil, nil, gateError(err, "dra")
+	}
+	if own, err = c.list(ctx, version, fields.Set{"spec.driver": c.min.Driver, "spec.nodeName": c.nodeName}); err != nil {
+		return nil, nil, err
+	}
+	if shared, err = c.list(ctx, version, fields.Set{"spec.driver": c.min.Driver, "spec.nodeName": ""}); err != nil {
+		return nil, nil, err
+	}
+	return own, shared, nil
+}
+
+// errVersionGone matches the 404 of a list in a version discovery found: the API server
+// that answered does not serve it (any more, or yet).
+var errVersionGone = errors.New("the API server that answered does not serve it")
+
+// list reads the slices that match set from the watch cache, in the served version. A 404
+// forgets the version, so that the next look-up discovers it again, and is the cluster's
+// fault: every node's list would get the same answer.
 func (c *DRADevices) list(ctx context.Context, version string, set fields.Set) ([]draSlice, error) {
 	opts := metav1.ListOptions{FieldSelector: fields.SelectorFromSet(set).String(), ResourceVersion: "0"}
 	out, err := listSlices(ctx, c.client, version, opts)
 	if apierrors.IsNotFound(err) {
-		return nil, ErrDRANotServed
+		c.api.forget(version)
+		return nil, Misconfiguration(fmt.Errorf("list resourceslices (resource.k8s.io/%s): %w, although discovery found it "+
+			"(API servers of two versions behind one endpoint, as in a control-plane upgrade): %w", version, errVersionGone, err))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list resourceslices (resource.k8s.io/%s, %s): %w", version, opts.FieldSelector, gateError(err, "dra"))

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	resourcev1beta1 "k8s.io/api/resource/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -192,9 +193,9 @@ func TestDRADevicesReads(t *testing.T) {
 	}, selectors)
 }
 
-// TestDRADevicesV1beta1: a cluster that serves only v1beta1 (1.32 and 1.33 with DRA on).
-func TestDRADevicesV1beta1(t *testing.T) {
-	s := &resourcev1beta1.ResourceSlice{
+// betaSlice is a v1beta1 ResourceSlice of draNode with one device of productName A100.
+func betaSlice() *resourcev1beta1.ResourceSlice {
+	return &resourcev1beta1.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "beta"},
 		Spec: resourcev1beta1.ResourceSliceSpec{
 			Driver: draDriver, NodeName: draNode,
@@ -204,7 +205,11 @@ func TestDRADevicesV1beta1(t *testing.T) {
 			}}},
 		},
 	}
-	client := draClient([]string{"v1beta1"}, s)
+}
+
+// TestDRADevicesV1beta1: a cluster that serves only v1beta1 (1.32 and 1.33 with DRA on).
+func TestDRADevicesV1beta1(t *testing.T) {
+	client := draClient([]string{"v1beta1"}, betaSlice())
 	for want, pass := range map[string]bool{draDriver + "[productName=A100]>=1": true, draDriver + ">=2": false} {
 		err := newDRA(t, client, want).Run(t.Context())
 		assert.Equal(t, pass, err == nil, "%s: %v", want, err)
@@ -223,4 +228,48 @@ func TestDRANotServed(t *testing.T) {
 	err = newDRA(t, client, draDriver+">=1").Run(t.Context())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "kubectl apply -f manifests/gates/dra.yaml")
+}
+
+// TestDRAVersionGone: a 404 on the list of the version discovery found is the cluster's,
+// never this node's: in a control-plane upgrade the next request may reach an API server of
+// another version behind the same endpoint. The version is discovered again, once, and read
+// there; where discovery still finds the version that 404s, the check is misconfigured.
+func TestDRAVersionGone(t *testing.T) {
+	notFoundIn := func(version string) k8stesting.ReactionFunc {
+		return func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetResource().Version != version {
+				return false, nil, nil
+			}
+			return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceslices"}, "")
+		}
+	}
+	serve := func(client *fake.Clientset, versions ...string) {
+		client.Discovery().(*fakediscovery.FakeDiscovery).Resources = draClient(versions).Discovery().(*fakediscovery.FakeDiscovery).Resources
+	}
+	discoveries := func(client *fake.Clientset) (n int) {
+		for _, a := range client.Actions() {
+			if a.GetResource().Resource == "group" {
+				n++
+			}
+		}
+		return n
+	}
+
+	// v1 is found and kept; the device is published in v1beta1 only.
+	client := draClient([]string{"v1", "v1beta1"}, betaSlice())
+	c := newDRA(t, client, draDriver+">=1")
+	assertErrContains(t, c.Run(t.Context()), "no ResourceSlice for node gpu-node")
+	// The next API server serves v1beta1 only (an older one, mid-upgrade): found again, read there.
+	client.PrependReactor("list", "resourceslices", notFoundIn("v1"))
+	serve(client, "v1beta1")
+	require.NoError(t, c.Run(t.Context()))
+	assert.Equal(t, 2, discoveries(client))
+
+	// Discovery keeps finding v1 while its list 404s: the cluster's fault, never the node's.
+	client = draClient([]string{"v1"})
+	client.PrependReactor("list", "resourceslices", notFoundIn("v1"))
+	err := newDRA(t, client, draDriver+">=1").Run(t.Context())
+	require.ErrorIs(t, err, checks.ErrMisconfigured)
+	assert.ErrorContains(t, err, "list resourceslices (resource.k8s.io/v1): the API server that answered does not serve it, although discovery found it")
+	assert.Equal(t, 2, discoveries(client), "discovered again once, not in a loop")
 }
