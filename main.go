@@ -101,6 +101,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, newClient
 		log = log.With().Bool("dry_run", true).Logger() // DRY_RUN=true: every line says so
 	}
 	wiring.RouteClientGoLogs(log)
+	for _, w := range cfg.Warnings(os.Environ()) {
+		log.Warn().Str("variable", w.Var).Str("hint", w.Hint).Msg(w.Message)
+	}
 
 	clients, err := newClient(*dryRun, log)
 	if err != nil {

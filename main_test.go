@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"net"
 	"os"
 	"strings"
@@ -160,6 +161,32 @@ func TestEveryBadVariableOnItsLine(t *testing.T) {
 		assert.Contains(t, lines[i], name)
 		assert.True(t, strings.HasPrefix(lines[i], "nodeready: invalid configuration: "), lines[i])
 	}
+}
+
+// TestLookalikeAndDeprecatedVariablesWarn: a variable that looks like one of nodeready's
+// (a typo in the ConfigMap) and a deprecated one are each a Warn line naming them; the
+// agent runs on.
+func TestLookalikeAndDeprecatedVariablesWarn(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	cleanEnv(t, map[string]string{"HOME": t.TempDir(), "CHECKS": "tcp", "TCP_TARGETS": ln.Addr().String(),
+		"CHECK_TIMOUT": "5s", "INITIAL_TIMEOUT": "10m"})
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"--dry-run"}, &stdout, &stderr, newClient, time.Now())
+
+	assert.Equal(t, exitOK, code, "a warning, not a refusal: %s", stderr.String())
+	warned := map[string]string{}
+	for line := range strings.Lines(stderr.String()) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), "JSON: %q", line)
+		if v, ok := m["variable"].(string); ok && m["level"] == "warn" {
+			warned[v], _ = m["hint"].(string)
+		}
+	}
+	assert.Contains(t, warned["CHECK_TIMOUT"], "CHECK_TIMEOUT", "named with the variable it looks like")
+	assert.Contains(t, warned["INITIAL_TIMEOUT"], "MAX_RETRIES", "deprecated, with what to set instead")
+	assert.Len(t, warned, 2)
 }
 
 func TestFlags(t *testing.T) {

@@ -42,7 +42,7 @@ type KubeNodeReadyVariable struct {
 var KubeNodeReadyVariables = []KubeNodeReadyVariable{
 	{"NODE_NAME", Same, "Required. kube-node-ready's dry run made it optional; here only `--dry-run` does."},
 	{"POD_NAMESPACE", Same, "Informational: names the pod in logs and Events."},
-	{"INITIAL_TIMEOUT", Same, "When it runs out with checks failing, kube-node-ready exited to be restarted; nodeready records the failure and keeps checking (`FAILURE_ACTION`). Empty means `300s`."},
+	{"INITIAL_TIMEOUT", Same, "When it runs out with checks failing, kube-node-ready exited to be restarted; nodeready records the failure and keeps checking (`FAILURE_ACTION`). Empty means `300s`. Deprecated: `MAX_RETRIES` rounds come first with the defaults; another value is honoured and warned about."},
 	{"CHECK_TIMEOUT", Same, "Per check. Unset or empty means `10s` (kube-node-ready's flag defaulted to `3s`; its chart always set it)."},
 	{"MAX_RETRIES", Same, "Rounds before the failure is recorded. Empty means `5`."},
 	{"RETRY_BACKOFF", Same, "`exponential`: 1s, 2s, 4s, ... up to 30s; `linear`: 5s every round. Both with 10% jitter."},

@@ -35,7 +35,7 @@ type Config struct {
 	VerifiedLabel      string `envconfig:"VERIFIED_LABEL" default:"node-ready/verified" desc:"Label added to a verified node; the DaemonSet's node affinity must use the same key"`
 	VerifiedLabelValue string `envconfig:"VERIFIED_LABEL_VALUE" default:"true" desc:"Value of the verified label"`
 
-	InitialTimeout   time.Duration `envconfig:"INITIAL_TIMEOUT" default:"300s" desc:"Time from the agent's first start in its pod after which failing checks are recorded as a failed verification"`
+	InitialTimeout   time.Duration `envconfig:"INITIAL_TIMEOUT" default:"300s" desc:"Deprecated: MAX_RETRIES decides. Time from the agent's first start in its pod after which failing checks are recorded as a failed verification when MAX_RETRIES rounds have not come first (with the defaults they come within about 67s); another value than 300s is warned about at start"`
 	MaxRetries       int           `envconfig:"MAX_RETRIES" default:"5" desc:"Rounds of checks after which failing checks are recorded as a failed verification"`
 	RetryBackoff     string        `envconfig:"RETRY_BACKOFF" default:"exponential" desc:"Delay between rounds: exponential, linear or constant"`
 	RetryBackoffBase time.Duration `envconfig:"RETRY_BACKOFF_BASE" default:"1s" desc:"First delay between rounds (every delay with constant and linear); unset with linear, it is 5s, kube-node-ready's delay"`
