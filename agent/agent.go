@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,7 @@ type nodeWriter interface {
 	Settle(ctx context.Context, window time.Duration) (int, error)
 	SetCondition(ctx context.Context, c wellknown.Condition) (bool, error)
 	Taint(ctx context.Context) (bool, error)
+	Mark(ctx context.Context, labels, annotations map[string]string) (bool, error)
 	Replace(ctx context.Context, dyn dynamic.Interface) (string, error)
 }
 
@@ -82,9 +84,13 @@ type Agent struct {
 	policy policy
 	// state is the run state that decide moves from round to round.
 	state state
-	// told are the last release and replacement errors told in an Event, so a
-	// repeating one is not told every round.
-	told struct{ release, replace string }
+	// told are the last release and replacement errors, and the last reason a
+	// failure action was withheld, told in an Event, so a repeating one is not
+	// told every round.
+	told struct{ release, replace, shared string }
+	// fleet reads the other nodes' evidence before a failure action, and writes
+	// this node's.
+	fleet *fleet
 	// timeline holds the times of the verification's phases, for the log.
 	timeline timeline
 	// unread: this round's release could not read the node, so nothing
@@ -116,11 +122,14 @@ func New(cfg config.Config, log zerolog.Logger, clients Clients, build BuildInfo
 		log.Info().Time("first_start", first).Dur("since", started.Sub(first).Round(time.Millisecond)).
 			Msg("Restarted in the same pod, the timers count from its first start")
 	}
+	fl := newFleet(cfg, clients.Kube)
 	spec := nodepatch.Spec{
 		Taints:     cfg.StartupTaints,
 		LabelKey:   cfg.VerifiedLabel,
 		LabelValue: cfg.VerifiedLabelValue,
 		KeepTaints: cfg.ExternalTaint(),
+		Labels:     fl.releaseLabels(first),
+		Drop:       wellknown.EvidenceAnnotations(cfg.VerifiedLabel),
 	}
 	p := nodepatch.New(clients.Kube, cfg.NodeName, spec)
 	write, events, shutdown := writers(cfg, log, clients.Kube, p, spec)
@@ -137,6 +146,7 @@ func New(cfg config.Config, log zerolog.Logger, clients Clients, build BuildInfo
 		metrics:   m,
 		started:   first,
 		policy:    policyOf(cfg),
+		fleet:     fl,
 		shutdown:  shutdown,
 	}, nil
 }
@@ -172,11 +182,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.retaint(ctx)
 	}
 	if !a.verify(ctx) {
-		if a.unconfirmed != nil {
+		switch {
+		case a.state.deleting && !a.cfg.ReadOnly:
+			a.log.Info().Str("reason", cause(ctx)).Msg("Stopped, the node was being replaced")
+		case a.unconfirmed != nil:
 			// The last release's write got no answer and the node could not be read
 			// since: it may have landed (its label may be what brought the SIGTERM).
 			a.log.Warn().Str("reason", cause(ctx)).Msg("Stopped with the last release's outcome unknown")
-		} else {
+		default:
 			a.log.Info().Str("reason", cause(ctx)).Msg("Aborted verification, node left as it was")
 		}
 		a.condition.LastFlush(ctx, a.log)
@@ -260,6 +273,12 @@ func (a *Agent) verify(ctx context.Context) bool {
 		if a.carryOut(ctx, log, d, r, round) {
 			return true
 		}
+		if a.state.deleting && !a.cfg.ReadOnly {
+			// The node is going: nothing more to check or write on it. The pod ends
+			// with the node (or its drain). DRY_RUN=true deleted nothing: its rounds go on.
+			<-ctx.Done()
+			return false
+		}
 		delay := delays.Step()
 		if d.capped {
 			delay = a.cfg.RetryBackoffMax
@@ -299,6 +318,10 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) result {
 		case res.Misconfigured():
 			ev = log.Error()
 			r.misconfigured = append(r.misconfigured, problem)
+		case res.Unattributed():
+			ev = log.Warn()
+			r.unattributed = append(r.unattributed, problem)
+			r.unattributedChecks = appendOnce(r.unattributedChecks, res.Name)
 		case uncheckable(res.Err) != "":
 			ev = log.Warn()
 			notChecked = append(notChecked, problem)
@@ -306,6 +329,7 @@ func (a *Agent) round(ctx context.Context, log zerolog.Logger) result {
 		case !res.Passed() && !res.Skipped():
 			ev = log.Warn()
 			r.failing = append(r.failing, problem)
+			r.failingChecks = appendOnce(r.failingChecks, res.Name)
 		}
 		if !res.Report.Empty() {
 			ev = ev.Strs("reached", res.Report.Reached).Strs("not_proven", res.Report.NotProven).Strs("unreachable", res.Report.Unreachable)
@@ -387,6 +411,14 @@ func (a *Agent) runChecks(ctx context.Context) (results []checks.Result, stopped
 	case <-ctx.Done():
 		return nil, true
 	}
+}
+
+// appendOnce appends name to names unless it is there.
+func appendOnce(names []string, name string) []string {
+	if slices.Contains(names, name) {
+		return names
+	}
+	return append(names, name)
 }
 
 func (a *Agent) taint() string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,19 @@ import (
 // reports whether the node was released (fail-open).
 func (a *Agent) carryOut(ctx context.Context, log zerolog.Logger, d decision, r result, round int) bool {
 	a.state = d.next
+	if d.act != "" {
+		// The fleet's evidence first: the condition and the Events of this round say
+		// whether the action goes ahead or why it waits.
+		a.state.withheld = a.fleet.judge(ctx, r.failingChecks)
+		a.metrics.sharedFault(r.failingChecks, a.state.withheld != "")
+		if a.state.withheld != "" {
+			a.withhold(ctx, log, d.act)
+			d.act = ""
+		}
+	}
+	if d.record || d.follow {
+		a.mark(ctx, log, r)
+	}
 	switch {
 	case d.record:
 		a.recordFailure(ctx, log, r, round)
@@ -46,7 +60,7 @@ func (a *Agent) carryOut(ctx context.Context, log zerolog.Logger, d decision, r 
 // the condition.
 func (a *Agent) recordFailure(ctx context.Context, log zerolog.Logger, r result, round int) {
 	a.metrics.failures.Inc()
-	action := a.state.actionText(a.policy, len(r.misconfigured) > 0)
+	action := a.state.actionText(a.policy, r)
 	a.checkFailed(r)
 	cond := a.state.problemCondition(r, a.told.replace)
 	a.tell(ctx, log, told{
@@ -61,9 +75,54 @@ func (a *Agent) recordFailure(ctx context.Context, log zerolog.Logger, r result,
 
 // checkFailed emits a CheckFailed Event per check that failed on this node.
 func (a *Agent) checkFailed(r result) {
-	for _, p := range r.failing {
+	for _, p := range r.holding() {
 		a.events.Eventf(wellknown.CheckFailed, "%s", p)
 	}
+}
+
+// withhold tells, once per reason, that the failure action due waits for evidence
+// from the fleet that the fault is the node's own: a Warning log line and a
+// SharedFault Event (the condition follows the round).
+func (a *Agent) withhold(ctx context.Context, log zerolog.Logger, action string) {
+	if a.told.shared == a.state.withheld {
+		return
+	}
+	a.told.shared = a.state.withheld
+	a.tell(ctx, log, told{
+		level: zerolog.WarnLevel, msg: "Withheld the failure action, the fault looks shared",
+		fields: map[string]any{"action": action, "why": a.state.withheld},
+		reason: wellknown.SharedFault,
+		note:   fmt.Sprintf("Not %s: the fault looks shared, no evidence from the fleet that it is this node's own: %s", actionDoing(action), a.state.withheld),
+	})
+}
+
+// actionDoing names the failure action as what it does.
+func actionDoing(action string) string {
+	if action == config.FailOpen {
+		return "failing open"
+	}
+	return "replacing the node"
+}
+
+// mark writes, while checks fail on a node nodeready holds and a failure action is
+// set, the evidence the other agents read before theirs: the config label and the
+// failing checks, on the own node. Only when it changed; a write that fails is
+// logged and tried again with the next round: other agents then count this node
+// less, never more.
+func (a *Agent) mark(ctx context.Context, log zerolog.Logger, r result) {
+	names := slices.Concat(r.failingChecks, r.unattributedChecks)
+	if a.policy.action == config.KeepTainted || !a.state.held || a.state.deleting || len(names) == 0 {
+		return
+	}
+	labels, annotations, changed := a.fleet.mark(names, time.Now())
+	if !changed {
+		return
+	}
+	if _, err := a.write.Mark(ctx, labels, annotations); err != nil {
+		log.Warn().Err(err).Msg("Could not record the failing checks on the node for the fleet's evidence, will try again")
+		return
+	}
+	a.fleet.marked = labels[wellknown.ConfigLabel(a.cfg.VerifiedLabel)] + " " + annotations[wellknown.FailingAnnotation(a.cfg.VerifiedLabel)]
 }
 
 // failOpen releases a node whose checks still fail, FAIL_OPEN_AFTER after the

@@ -58,7 +58,7 @@ func deletes(dyn *dynamicfake.FakeDynamicClient) int {
 // failed open: nothing recovered.
 func TestFailOpenReleasesAfterItsTime(t *testing.T) {
 	c := newCluster(heldNode())
-	r := runNew(t, c, failing, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.FailOpen, "FAIL_OPEN_AFTER": "100ms"})
+	r := start(t, c.peered(t, newAgent(t, Clients{Kube: c.kube()}, failing, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.FailOpen, "FAIL_OPEN_AFTER": "100ms"})))
 
 	waitFor(t, "failed open", func() bool { return isVerified(r.Agent) })
 	node := c.node(t)
@@ -67,7 +67,7 @@ func TestFailOpenReleasesAfterItsTime(t *testing.T) {
 	assert.GreaterOrEqual(t, held, 100*time.Millisecond, "released before its time")
 	assert.Equal(t, wellknown.FailedOpenValue, node.Labels["node-ready/verified"], "released as failed open, in the release's own write")
 	assert.Equal(t, []corev1.Taint{otherTaint}, node.Spec.Taints)
-	assert.Equal(t, 1, c.requests("patch", ""))
+	assert.Equal(t, 2, c.requests("patch", ""), "the failing checks recorded for the fleet, then the release")
 	assert.Equal(t, []string{string(wellknown.ChecksFailed), string(wellknown.FailedOpen)}, c.reasons())
 	e := c.waitEvent(t, wellknown.FailedOpen)
 	assert.Equal(t, corev1.EventTypeWarning, e.Type)
@@ -78,19 +78,23 @@ func TestFailOpenReleasesAfterItsTime(t *testing.T) {
 }
 
 // TestReplaceNodeOnceAfterFailure: with replace-node, a held node whose checks fail has its
-// NodeClaim deleted, once, and its condition says Replacing while the rounds go on.
+// NodeClaim deleted, once, and its condition says Replacing; then the agent runs no more
+// rounds and writes nothing more: the node is going.
 func TestReplaceNodeOnceAfterFailure(t *testing.T) {
 	c, dyn := newCluster(ownedNode()), nodeClaims()
-	r := start(t, newAgent(t, Clients{Kube: c.kube(), Dynamic: dyn}, failing, map[string]string{"MAX_RETRIES": "2", "FAILURE_ACTION": config.ReplaceNode}))
+	r := start(t, c.peered(t, newAgent(t, Clients{Kube: c.kube(), Dynamic: dyn}, failing, map[string]string{"MAX_RETRIES": "2", "FAILURE_ACTION": config.ReplaceNode})))
 
 	waitFor(t, "replaced", func() bool { return deletes(dyn) == 1 })
-	n := rounds(r.Agent)
-	waitFor(t, "rounds go on", func() bool { return rounds(r.Agent) >= n+3 })
+	waitFor(t, "condition Replacing", func() bool { return c.condition(t).Reason == string(wellknown.Replacing) })
+	n, writes := rounds(r.Agent), c.writes()
+	time.Sleep(100 * time.Millisecond) // some twenty rounds of 5 ms
+	assert.Equal(t, n, rounds(r.Agent), "rounds went on after the node's deletion")
+	assert.Equal(t, writes, c.writes(), "writes went on after the node's deletion")
 	_, err := dyn.Resource(nodepatch.NodeClaims).Get(t.Context(), claimName, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the NodeClaim is there: %v", err)
 	assert.Equal(t, 1, deletes(dyn), "replaced more than once")
 	assert.Zero(t, c.requests("delete", ""), "the Node deleted beside its NodeClaim")
-	assert.Zero(t, c.requests("patch", ""), "a failing node released")
+	assert.Equal(t, 1, c.requests("patch", ""), "a failing node released (one patch: the failing checks recorded for the fleet)")
 	assert.Equal(t, []string{string(wellknown.ChecksFailed), string(wellknown.Replacing)}, c.reasons())
 	assert.Equal(t, "Deleted NodeClaim "+claimName+" because checks failed: "+failingNote, c.waitEvent(t, wellknown.ReplacingNode).Note)
 }
@@ -151,7 +155,7 @@ func TestReplaceRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newCluster(heldNode())
-			a := newAgent(t, Clients{Kube: c.kube()}, failing, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode})
+			a := c.peered(t, newAgent(t, Clients{Kube: c.kube()}, failing, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode}))
 			tt.setup(t, c, a)
 			r := start(t, a)
 
@@ -209,8 +213,9 @@ func TestFailureActionsOnlyOnHeldNodes(t *testing.T) {
 }
 
 // TestForbiddenCheckIsAMisconfiguration: a check the API refuses (the endpoints Role in the
-// wrong namespace) cannot say anything about the node: it holds the node but never brings
-// on the failure action, and it is no failed check.
+// wrong namespace) cannot say anything about the node: it holds the node, is no failed
+// check, and brings no failure action by itself; beside it, the node's own failing check
+// still does, with the fleet's evidence.
 func TestForbiddenCheckIsAMisconfiguration(t *testing.T) {
 	srv, dns := dnsServer(t)
 	srv.SetBroken(true)
@@ -218,14 +223,12 @@ func TestForbiddenCheckIsAMisconfiguration(t *testing.T) {
 	c.PrependReactor("list", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "", assert.AnError)
 	})
-	r := runNew(t, c, dns, map[string]string{"CHECKS": "endpoints,dns", "MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode})
+	r := start(t, c.peered(t, newAgent(t, Clients{Kube: c.kube()}, dns, map[string]string{"CHECKS": "endpoints,dns", "MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode})))
 
 	waitFor(t, "failure recorded", func() bool { return failures(r.Agent) == 1 })
-	waitFor(t, "rounds go on", func() bool { return rounds(r.Agent) >= 5 })
-	assert.Zero(t, c.requests("delete", ""), "replaced while the installation is misconfigured")
-	assert.Zero(t, c.requests("patch", ""))
-	assert.Contains(t, c.waitEvent(t, wellknown.VerificationFailed).Note, "failure action: none while the installation is misconfigured")
-	assert.Contains(t, c.condition(t).Message, "endpoints default/kubernetes: list EndpointSlices of default/kubernetes: forbidden")
+	waitFor(t, "the node's own failure replaced it", func() bool { return c.requests("delete", "") == 1 })
+	assert.Contains(t, c.waitEvent(t, wellknown.VerificationFailed).Note, "failure action: replace-node")
+	assert.Contains(t, c.waitEvent(t, wellknown.ReplacingNode).Note, "because checks failed: dns ok.test.: ")
 	require.NoError(t, r.stop(t))
 	checkFailed := c.eventsOf(t, wellknown.CheckFailed)
 	require.NotEmpty(t, checkFailed)

@@ -69,7 +69,7 @@ func TestTimersSurviveContainerRestart(t *testing.T) {
 
 	// The container restarts an hour later in the same pod; its checks still fail.
 	c := newCluster(heldNode())
-	r := runNew(t, c, env)
+	r := start(t, c.peered(t, newAgent(t, Clients{Kube: c.kube()}, env)))
 	waitFor(t, "failed open", func() bool { return isVerified(r.Agent) })
 	assert.Equal(t, 1.0, rounds(r.Agent), "INITIAL_TIMEOUT and FAIL_OPEN_AFTER ran out before this container started")
 	assert.Equal(t, 1.0, failures(r.Agent))

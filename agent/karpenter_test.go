@@ -58,7 +58,7 @@ func TestFailureBeforeRegistration(t *testing.T) {
 	node := unregistered(heldNode())
 	node.Spec.Taints = []corev1.Taint{otherTaint}
 	c, dyn := newCluster(node), nodeClaims()
-	r := start(t, newAgent(t, Clients{Kube: c.kube(), Dynamic: dyn}, failing, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode}))
+	r := start(t, c.peered(t, newAgent(t, Clients{Kube: c.kube(), Dynamic: dyn}, failing, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode})))
 
 	waitFor(t, "failure recorded", func() bool { return failures(r.Agent) == 1 })
 	waitFor(t, "rounds go on", func() bool { return rounds(r.Agent) >= 3 })

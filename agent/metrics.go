@@ -25,6 +25,7 @@ type metrics struct {
 	verified       prometheus.Gauge
 	timeToVerified prometheus.Gauge
 	misconfigured  prometheus.Gauge
+	shared         *prometheus.GaugeVec
 	// hold is the node's hold time; final tells when a scrape has read the
 	// final numbers (METRICS_FINAL_SCRAPE_TIMEOUT).
 	hold  *hold
@@ -80,6 +81,10 @@ func newMetrics(build BuildInfo, started time.Time) *metrics {
 			Name: "nodeready_misconfigured",
 			Help: "Whether the latest round found the cluster or the configuration in the way (a check no node could pass, a refused release) (1) or not (0).",
 		}),
+		shared: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeready_shared_fault",
+			Help: "Whether the failure action due for the check's failure is withheld because the fault looks shared by the fleet (1) or not (0).",
+		}, []string{"check"}),
 	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "nodeready_build_info",
@@ -88,7 +93,7 @@ func newMetrics(build BuildInfo, started time.Time) *metrics {
 	})
 	buildInfo.Set(1)
 	m.registry.MustRegister(m.checkDuration, m.checkSuccess, m.checksTotal, m.rounds, m.failures,
-		m.patches, m.verified, m.timeToVerified, m.misconfigured, m.hold, buildInfo,
+		m.patches, m.verified, m.timeToVerified, m.misconfigured, m.shared, m.hold, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -121,5 +126,16 @@ func (m *metrics) recordRound(results []checks.Result) {
 			v = 1
 		}
 		m.checkSuccess.WithLabelValues(name).Set(v)
+	}
+}
+
+// sharedFault records whether the failure action due for the failing checks is
+// withheld for a fault that looks shared.
+func (m *metrics) sharedFault(failing []string, withheld bool) {
+	m.shared.Reset()
+	if withheld {
+		for _, c := range failing {
+			m.shared.WithLabelValues(c).Set(1)
+		}
 	}
 }

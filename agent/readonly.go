@@ -57,6 +57,13 @@ func (r readOnly) Release(ctx context.Context, annotations map[string]string) (n
 	return nodepatch.Unchanged, nil
 }
 
+// Mark logs the evidence the agent would record on the node for the fleet.
+func (r readOnly) Mark(_ context.Context, labels, annotations map[string]string) (bool, error) {
+	r.log.Info().Interface("labels", labels).Interface("annotations", annotations).
+		Msg("Would record the failing checks on the node, left it as it is (DRY_RUN=true)")
+	return false, nil
+}
+
 // FailOpen logs what releasing the node with failing checks would change.
 func (r readOnly) FailOpen(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error) {
 	r.log.Info().Str("label", r.spec.LabelKey+"="+wellknown.FailedOpenValue).Msg("Would fail open")

@@ -70,6 +70,9 @@ func TestDryRunVariableIsReadOnly(t *testing.T) {
 			var logs bytes.Buffer
 			a, err := New(cfg, zerolog.New(&logs), Clients{Kube: adapt.Clientset(client)}, BuildInfo{Version: "test"}, time.Now())
 			require.NoError(t, err)
+			// A node of the configuration passed: the failure action has the fleet's evidence.
+			require.NoError(t, client.Tracker().Add(fleetNode("node-passed", a.fleet.fingerprint, time.Now(), "")))
+			a.fleet.every = 0
 			r := start(t, a)
 			waitFor(t, "rounds of checks", func() bool { return tt.until(a) })
 			require.NoError(t, r.stop(t))

@@ -14,7 +14,7 @@ import (
 // that no autoscaler will bring.
 func TestReplaceUnclaimedNodeSaysWhatHappens(t *testing.T) {
 	c, dyn := newCluster(heldNode()), nodeClaims()
-	start(t, newAgent(t, Clients{Kube: c.kube(), Dynamic: dyn}, failing, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode}))
+	start(t, c.peered(t, newAgent(t, Clients{Kube: c.kube(), Dynamic: dyn}, failing, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode})))
 
 	waitFor(t, "the Node deleted", func() bool { return c.requests("delete", "") == 1 })
 	assert.Zero(t, deletes(dyn), "a NodeClaim deleted for a node no NodeClaim owns")

@@ -25,7 +25,8 @@ func TestRunReleasesThenWaitsForSIGTERM(t *testing.T) {
 	waitFor(t, "verified", func() bool { return isVerified(r.Agent) })
 	node := c.node(t)
 	assert.Equal(t, []corev1.Taint{otherTaint}, node.Spec.Taints)
-	assert.Equal(t, map[string]string{"kubernetes.io/hostname": nodeName, "node-ready/verified": "true"}, node.Labels)
+	assert.Equal(t, map[string]string{"kubernetes.io/hostname": nodeName, "node-ready/verified": "true",
+		"node-ready/verified-config": r.fleet.configValue(r.started)}, node.Labels, "the label, and the configuration it was verified with")
 	assert.Contains(t, node.Annotations, "node-ready/verified-at")
 	assert.Contains(t, node.Annotations, "node-ready/verified-duration")
 	cond := c.condition(t)

@@ -32,6 +32,10 @@ type state struct {
 	// deleting: the node's NodeClaim or Node was deleted, which the condition
 	// says from then on.
 	deleting bool
+	// withheld says why the failure action due was not carried out: the fleet
+	// shows no evidence that the fault is the node's own (fleet.go); "" when none
+	// was withheld.
+	withheld string
 }
 
 // verdict is what a round ended in.
@@ -59,10 +63,20 @@ type result struct {
 	// misconfigured are the cluster's or the configuration's: a check no node
 	// could pass, a refused release. They hold the node and never act.
 	misconfigured []string
+	// unattributed fail on this node by a fault whose owner it cannot tell
+	// (checks.Unattributed): they hold the node and never act by themselves.
+	unattributed []string
+	// failingChecks and unattributedChecks name the checks of failing and
+	// unattributed, each once: the evidence other agents read (fleet.go).
+	failingChecks, unattributedChecks []string
 }
 
 // all lists the problems of the result, the node's first.
-func (r result) all() []string { return slices.Concat(r.failing, r.misconfigured) }
+func (r result) all() []string { return slices.Concat(r.failing, r.unattributed, r.misconfigured) }
+
+// holding lists the problems that fail on this node: its own and those whose owner
+// it cannot tell.
+func (r result) holding() []string { return slices.Concat(r.failing, r.unattributed) }
 
 // policy is what the failure policy reads of the configuration.
 type policy struct {
@@ -113,7 +127,10 @@ func decide(s state, r result, round int, elapsed time.Duration, p policy) decis
 		d.follow = true
 	}
 	d.capped = d.next.failed
-	if !d.next.failed || !s.held || len(r.failing) == 0 || len(r.misconfigured) > 0 {
+	// Only the node's own failures may act; a misconfiguration or a failure whose
+	// owner cannot be told beside them does not stop that, nor act by itself. Whether
+	// the fault is really the node's alone, the fleet says before the action (fleet.go).
+	if !d.next.failed || !s.held || s.deleting || len(r.failing) == 0 {
 		return d
 	}
 	switch p.action {
@@ -159,10 +176,11 @@ func (s state) replacedWith(err error) state {
 
 // actionText names the failure action that applies, or why none does, for the
 // VerificationFailed Event: only a node nodeready holds is ever failed open or
-// replaced, and a misconfiguration is never the node's fault. A Karpenter node
+// replaced, only for a check failing by the node's own fault (r.failing), and only
+// with the fleet's evidence that the fault is not shared. A Karpenter node
 // whose checks fail before Karpenter registered it is not known to be held yet:
 // its agent starts before the registration, and the startup taint comes with it.
-func (s state) actionText(p policy, misconfigured bool) string {
+func (s state) actionText(p policy, r result) string {
 	switch {
 	case p.action == config.KeepTainted:
 		return config.KeepTainted
@@ -171,8 +189,12 @@ func (s state) actionText(p policy, misconfigured bool) string {
 			p.action + " once it is known to be held"
 	case !s.held:
 		return "none, the node is not held by nodeready (it had no startup taint when the agent started)"
-	case misconfigured:
-		return "none while the installation is misconfigured (" + p.action + " once only checks fail)"
+	case len(r.failing) == 0 && len(r.misconfigured) > 0:
+		return "none while the installation is misconfigured (" + p.action + " once a check fails by this node's own fault)"
+	case len(r.failing) == 0:
+		return "none while no check fails by a fault this node can tell as its own (" + p.action + " once one does)"
+	case s.withheld != "":
+		return "none, " + p.action + " withheld: " + s.withheld
 	default:
 		return p.action
 	}
@@ -187,11 +209,17 @@ func (s state) problemCondition(r result, replaceErr string) wellknown.Condition
 	switch {
 	case s.deleting:
 		reason = wellknown.Replacing
-	case len(r.failing) == 0:
+	case len(r.holding()) == 0:
 		reason = wellknown.Misconfigured
+	case s.withheld != "" && len(r.failing) > 0:
+		reason = wellknown.SharedFault
 	}
 	msg := summary(r.all())
-	if replaceErr != "" && len(r.failing) > 0 && !s.deleting {
+	switch {
+	case s.deleting || len(r.failing) == 0:
+	case s.withheld != "":
+		msg += "; failure action withheld, the fault looks shared: " + s.withheld
+	case replaceErr != "":
 		msg += "; not replaced: " + replaceErr
 	}
 	return wellknown.Condition{Status: corev1.ConditionFalse, Reason: reason, Message: msg}

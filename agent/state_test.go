@@ -52,7 +52,10 @@ func TestDecide(t *testing.T) {
 		{"fail-open after its time", failedHeld, node, 4, late, failOpen, decision{next: failedHeld, follow: true, capped: true, act: config.FailOpen}},
 		{"the cluster's fault never acts", held, cluster, 3, late, replace, decision{next: failedHeld, record: true, capped: true}},
 		{"the cluster's fault never fails open", failedHeld, cluster, 4, late, failOpen, decision{next: failedHeld, follow: true, capped: true}},
-		{"the cluster's fault beside the node's never acts", failedHeld, both, 4, late, replace, decision{next: failedHeld, follow: true, capped: true}},
+		{"the cluster's fault beside the node's does not stop the node's from acting", failedHeld, both, 4, late, replace,
+			decision{next: failedHeld, follow: true, capped: true, act: config.ReplaceNode}},
+		{"a fault whose owner the node cannot tell never acts", held, result{verdict: problems, unattributed: []string{"podnetwork: one peer"}}, 3, late, replace,
+			decision{next: failedHeld, record: true, capped: true}},
 		{"not held: never acts", state{observed: true}, node, 3, late, replace, decision{next: state{observed: true, failed: true}, record: true, capped: true}},
 		{"not known yet: never acts", state{}, node, 3, late, failOpen, decision{next: state{failed: true}, record: true, capped: true}},
 	} {

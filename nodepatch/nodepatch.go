@@ -75,6 +75,12 @@ type Spec struct {
 	// release sets the label only and never writes a taint; the taints still
 	// tell a held node (State, Replace).
 	KeepTaints bool
+	// Labels are more labels a release sets, in the same write as LabelKey: the
+	// config label, the fleet's evidence that this configuration passed here.
+	Labels map[string]string
+	// Drop are annotations a release removes, in the same write, where the node
+	// has them: the failing checks an earlier round recorded (Mark).
+	Drop []string
 }
 
 // Patcher releases one node.

@@ -13,7 +13,7 @@ import (
 type operation struct {
 	Op    string `json:"op"`
 	Path  string `json:"path"`
-	Value any    `json:"value"`
+	Value any    `json:"value"` // ignored by a remove
 }
 
 // plan returns the JSON Patch that releases node with the label's value and sets annotations, or
@@ -44,8 +44,14 @@ func releaseOps[T any](p *Patcher, rv string, taints []T, startup func(T) bool, 
 			operation{Op: "test", Path: "/spec/taints", Value: taints},
 			operation{Op: "replace", Path: "/spec/taints", Value: kept})
 	}
-	ops = append(ops, mapOps(rv, "/metadata/labels", labels, map[string]string{p.spec.LabelKey: value})...)
+	setLabels := maps.Clone(p.spec.Labels)
+	if setLabels == nil {
+		setLabels = map[string]string{}
+	}
+	setLabels[p.spec.LabelKey] = value
+	ops = append(ops, mapOps(rv, "/metadata/labels", labels, setLabels)...)
 	ops = append(ops, mapOps(rv, "/metadata/annotations", have, annotations)...)
+	ops = append(ops, dropOps("/metadata/annotations", have, p.spec.Drop)...)
 	return mustJSON(ops)
 }
 
@@ -74,6 +80,18 @@ func mapOps(resourceVersion, path string, have, want map[string]string) []operat
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		if v, ok := have[k]; !ok || v != want[k] {
 			ops = append(ops, operation{Op: "add", Path: path + "/" + escape(k), Value: want[k]})
+		}
+	}
+	return ops
+}
+
+// dropOps removes the keys of drop that the string map at path has. A key the
+// node as read does not have is left alone: removing it would fail the patch.
+func dropOps(path string, have map[string]string, drop []string) []operation {
+	var ops []operation
+	for _, k := range drop {
+		if _, ok := have[k]; ok {
+			ops = append(ops, operation{Op: "remove", Path: path + "/" + escape(k)})
 		}
 	}
 	return ops

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -164,11 +165,25 @@ func (c *Config) validateFailureAction() error {
 	if err := c.fromDeleteFailedNode(); err != nil {
 		return err
 	}
+	if c.FleetWindow < MinFleetWindow || c.FleetWindow > MaxFleetWindow {
+		return refuse("FLEET_WINDOW", c.FleetWindow.String(), fmt.Sprintf("between %s and %s", MinFleetWindow, MaxFleetWindow))
+	}
+	if c.SharedFaultPercentage < 1 || c.SharedFaultPercentage > 100 {
+		return refuse("SHARED_FAULT_PERCENTAGE", fmt.Sprint(c.SharedFaultPercentage), "a whole number from 1 to 100")
+	}
 	if c.FailureAction == FailOpen {
 		return envvar.Positive("FAIL_OPEN_AFTER", c.FailOpenAfter)
 	}
 	return nil
 }
+
+// FLEET_WINDOW's bounds: shorter, a node that passed a moment before would not
+// count; longer than a day, a read of the fleet would select the nodes of too
+// many hours (wellknown.ConfigLabel).
+const (
+	MinFleetWindow = time.Minute
+	MaxFleetWindow = 24 * time.Hour
+)
 
 // validateReverifyTaint refuses a NoExecute startup taint with REVERIFY_TAINT: the
 // taint goes back on a node that serves workloads, and the taint manager would evict

@@ -56,6 +56,8 @@ func init() {
 		resourcev1beta1.AddToScheme,
 	)
 	utilruntime.Must(groups.AddToScheme(scheme))
+	// PartialObjectMetadataList, which a list of metadata only answers with.
+	utilruntime.Must(metav1.AddMetaToScheme(scheme))
 	// The options of a delete, the one request made of this group.
 	metav1.AddToGroupVersion(scheme, admissionregistrationV1)
 }
@@ -151,6 +153,18 @@ type coreV1 struct{ rc rest.Interface }
 
 func (g coreV1) Nodes() Nodes {
 	return newTyped(g.rc, "nodes", "", func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} })
+}
+
+// metadataOnly asks for a list as PartialObjectMetadataList, as client-go's
+// metadata client does: protobuf preferred, JSON where the server has none.
+const metadataOnly = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1," +
+	"application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+func (g coreV1) NodesMetadata(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	out := &metav1.PartialObjectMetadataList{}
+	err := g.rc.Get().SetHeader("Accept", metadataOnly).Resource("nodes").VersionedParams(&opts, parameterCodec).
+		Timeout(timeout(opts)).Do(ctx).Into(out)
+	return out, err
 }
 
 func (g coreV1) Pods(namespace string) Pods {

@@ -52,6 +52,9 @@ type Resource[T, L runtime.Object] interface {
 type (
 	CoreV1 interface {
 		Nodes() Nodes
+		// NodesMetadata lists the metadata of nodes only, no spec nor status: the
+		// fleet's evidence before a failure action reads labels and annotations.
+		NodesMetadata(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error)
 		Pods(namespace string) Pods
 		// RESTClient is for requests no typed client makes: a node read as
 		// raw JSON (nodepatch).

@@ -30,6 +30,7 @@ var kinds = map[wellknown.Reason]kind{
 	wellknown.PeerUnreachable:      {corev1.EventTypeWarning, "Verify", false},
 	wellknown.ReplacingNode:        {corev1.EventTypeWarning, "Replace", true},
 	wellknown.ReplaceFailed:        {corev1.EventTypeWarning, "Replace", false},
+	wellknown.SharedFault:          {corev1.EventTypeWarning, "Withhold", true},
 	wellknown.Reverifying:          {corev1.EventTypeNormal, "Taint", false},
 }
 

@@ -52,6 +52,41 @@ func Annotations(label string) []string {
 	return []string{ReleasedAtAnnotation(label), DurationAnnotation(label)}
 }
 
+// The evidence an agent leaves on its own node for the other agents, which read
+// it (metadata only, by the config label) before a failure action, to tell a
+// fault of their own node from one every new node shares (docs/checks.md,
+// "Whose fault it is"):
+//
+//   - the config label, on a node verified or failing under a configuration:
+//     the configuration's fingerprint and the hour (UTC) the agent started or
+//     recorded its failure, <fingerprint>.<YYYYMMDDHH>, so a read selects the
+//     nodes of one configuration and of the last hours only;
+//   - on a failing node, the checks that fail (comma-separated, at most 64
+//     bytes of whole names) and when that was recorded (RFC 3339).
+const (
+	configSuffix   = "-config"
+	failingSuffix  = "-failing"
+	failedAtSuffix = "-failed-at"
+)
+
+// ConfigLabel returns the label that names the configuration and hour under
+// which the node with the verified label label was verified or failed.
+func ConfigLabel(label string) string { return label + configSuffix }
+
+// FailingAnnotation returns the annotation that lists the checks failing on
+// the node with the verified label label.
+func FailingAnnotation(label string) string { return label + failingSuffix }
+
+// FailedAtAnnotation returns the annotation that records when the checks of
+// FailingAnnotation were recorded as failing.
+func FailedAtAnnotation(label string) string { return label + failedAtSuffix }
+
+// EvidenceAnnotations lists the annotations a failing agent writes for the
+// label.
+func EvidenceAnnotations(label string) []string {
+	return []string{FailingAnnotation(label), FailedAtAnnotation(label)}
+}
+
 // A release by hand (`kubectl nodeready release`) records who released the
 // node and when, in annotations named after the verified label, apart from
 // the agent's: it is not nodeready's record of a verification, so a
@@ -114,6 +149,10 @@ const (
 	Replacing     Reason = "Replacing"     // its NodeClaim or Node is being deleted (FAILURE_ACTION=replace-node)
 	Verifying     Reason = "Verifying"     // re-verification started; the node is tainted again
 	Misconfigured Reason = "Misconfigured" // the installation or the cluster stands in the way, not the node
+	// SharedFault: the node's checks fail, and its failure action is withheld:
+	// nothing from the fleet shows the fault is the node's own (no node of the
+	// same configuration passed while it failed, or most fail the same way).
+	SharedFault Reason = "SharedFault"
 )
 
 // The reasons of the Events only.

@@ -50,7 +50,22 @@ type coreV1 struct{ cs kubernetes.Interface }
 
 func (g coreV1) Nodes() kube.Nodes               { return g.cs.CoreV1().Nodes() }
 func (g coreV1) Pods(namespace string) kube.Pods { return g.cs.CoreV1().Pods(namespace) }
-func (g coreV1) RESTClient() rest.Interface      { return g.cs.CoreV1().RESTClient() }
+
+// NodesMetadata lists the nodes and keeps their metadata: what the API server
+// answers a list of metadata only with.
+func (g coreV1) NodesMetadata(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	nodes, err := g.cs.CoreV1().Nodes().List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := &metav1.PartialObjectMetadataList{ListMeta: nodes.ListMeta}
+	for _, n := range nodes.Items {
+		out.Items = append(out.Items, metav1.PartialObjectMetadata{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: n.ObjectMeta})
+	}
+	return out, nil
+}
+func (g coreV1) RESTClient() rest.Interface { return g.cs.CoreV1().RESTClient() }
 
 type appsV1 struct{ cs kubernetes.Interface }
 

@@ -1,0 +1,223 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/kube"
+	"github.com/nodeready/nodeready/internal/wellknown"
+)
+
+// An agent sees one node, and a fault every new node shares (a cluster domain
+// the configuration gets wrong, a dependency down, a typo in a gate) looks from
+// each of them like its own. So a failure action (fail-open, replace-node) needs
+// evidence from the fleet that the fault is this node's alone, as the node
+// lifecycle controller stops evicting when most of a zone is NotReady:
+//
+//   - another node of the same configuration (config.Fingerprint) passed within
+//     FLEET_WINDOW, and
+//   - for each check failing here, fewer than 3 nodes of that configuration fail
+//     it, or they are less than SHARED_FAULT_PERCENTAGE of those that failed it or
+//     passed (kube-controller-manager's partial disruption: at least 3 NotReady
+//     and at least 55 % of the zone).
+//
+// Without it the node stays held, its condition SharedFault saying why. The
+// evidence is each agent's own node's metadata (wellknown.ConfigLabel and the
+// failing annotations): a verified node's release wrote its config label, a
+// failing node's agent writes it with its failing checks (Mark) when its failure
+// is recorded. It is read only when an action is due, metadata only, selected by
+// that label (docs/checks.md, "Whose fault it is").
+
+// fleet reads and writes the evidence for one agent.
+type fleet struct {
+	client      kube.Interface
+	node        string
+	fingerprint string
+	// label and value: the verified label, and its value on a verified node.
+	label, value string
+	window       time.Duration
+	percentage   int
+	// marked is the evidence last written on the own node, so it is written
+	// again only when it changes.
+	marked string
+	// every bounds how often the evidence is read (fleetRead); next is when it
+	// may be read again, and last what it said then.
+	every time.Duration
+	next  time.Time
+	last  string
+}
+
+// minSharedFailing is kube-controller-manager's: a zone is partially disrupted
+// only with more than 2 nodes NotReady.
+const minSharedFailing = 3
+
+// fleetRead bounds how often an agent reads the evidence while its action is due:
+// a fault shared by a thousand joining nodes costs a read of the fleet per node
+// per this interval, not per round.
+const fleetRead = 2 * time.Minute
+
+func newFleet(cfg config.Config, client kube.Interface) *fleet {
+	return &fleet{
+		client: client, node: cfg.NodeName, fingerprint: cfg.Fingerprint(),
+		label: cfg.VerifiedLabel, value: cfg.VerifiedLabelValue,
+		window: cfg.FleetWindow, percentage: cfg.SharedFaultPercentage, every: fleetRead,
+	}
+}
+
+// hour is the bucket of the config label's value: a read selects the nodes of
+// the last hours only, not every node a configuration ever verified.
+func hour(t time.Time) string { return t.UTC().Format("2006010215") }
+
+// configValue is the config label's value for t: <fingerprint>.<YYYYMMDDHH>.
+func (f *fleet) configValue(t time.Time) string { return f.fingerprint + "." + hour(t) }
+
+// releaseLabels are the labels a release sets besides the verified label: the
+// config label, in the hour the agent started (a node whose verification takes
+// longer than an hour counts as a pass for an hour less).
+func (f *fleet) releaseLabels(started time.Time) map[string]string {
+	return map[string]string{wellknown.ConfigLabel(f.label): f.configValue(started)}
+}
+
+// selector selects the nodes of this configuration whose config label was
+// written in the window, or in the hour before it (a verified node's is the hour
+// its agent started).
+func (f *fleet) selector(now time.Time) labels.Selector {
+	var values []string
+	for t := now.Add(-f.window - time.Hour).Truncate(time.Hour); !t.After(now); t = t.Add(time.Hour) {
+		values = append(values, f.configValue(t))
+	}
+	req, err := labels.NewRequirement(wellknown.ConfigLabel(f.label), selection.In, values)
+	if err != nil {
+		panic(err) // the label is valid (config), and so are the values
+	}
+	return labels.NewSelector().Add(*req)
+}
+
+// failingValue is the failing annotation's value: the failing checks, sorted,
+// comma-separated, whole names within 64 bytes (the admission policy's bound).
+func failingValue(names []string) string {
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	var kept []string
+	for _, n := range names {
+		if len(strings.Join(append(kept, n), ",")) > 64 {
+			break
+		}
+		kept = append(kept, n)
+	}
+	return strings.Join(kept, ",")
+}
+
+// evidence is what a read of the fleet found.
+type evidence struct {
+	// passed: nodes of the configuration whose agent verified them within the window.
+	passed int
+	// failing: per check, nodes of the configuration that fail it, this one included.
+	failing map[string]int
+}
+
+// count reads the items (the metadata of the nodes selected) as evidence about
+// the checks failing here (own).
+func (f *fleet) count(items []metav1.PartialObjectMetadata, own []string, now time.Time) evidence {
+	e := evidence{failing: map[string]int{}}
+	for _, c := range own {
+		e.failing[c] = 1 // this node
+	}
+	for _, n := range items {
+		if n.Name == f.node {
+			continue
+		}
+		value, labelled := n.Labels[f.label]
+		if labelled && value == f.value {
+			at, err := time.Parse(time.RFC3339, n.Annotations[wellknown.ReleasedAtAnnotation(f.label)])
+			if err == nil && now.Sub(at) <= f.window {
+				e.passed++
+			}
+			continue
+		}
+		// Held, or released failing (fail-open): its agent's record of what fails.
+		for c := range strings.SplitSeq(n.Annotations[wellknown.FailingAnnotation(f.label)], ",") {
+			if _, ok := e.failing[c]; ok {
+				e.failing[c]++
+			}
+		}
+	}
+	return e
+}
+
+// shared says why the fault of the checks failing here (own) looks shared, or ""
+// when the evidence shows it is this node's own.
+func (e evidence) shared(own []string, window time.Duration, percentage int) string {
+	if e.passed == 0 {
+		return fmt.Sprintf("no node of this configuration passed in the last %s (%s)", window, e.tally(own))
+	}
+	for _, c := range own {
+		failing := e.failing[c]
+		if failing >= minSharedFailing && 100*failing >= percentage*(failing+e.passed) {
+			return fmt.Sprintf("%d of the %d nodes of this configuration that failed %s or passed in the last %s fail it",
+				failing, failing+e.passed, c, window)
+		}
+	}
+	return ""
+}
+
+// tally tells how many nodes fail each check failing here.
+func (e evidence) tally(own []string) string {
+	parts := make([]string, len(own))
+	for i, c := range own {
+		parts[i] = fmt.Sprintf("%d failing %s", e.failing[c], c)
+	}
+	return strings.Join(parts, ", ") + ", this node included"
+}
+
+// judge reads the evidence about the checks failing here (own) and says why the
+// fault looks shared, or "" when it is the node's own. A read that fails is no
+// evidence: the action waits. Within fleetRead of the last read its verdict
+// stands.
+func (f *fleet) judge(ctx context.Context, own []string) string {
+	now := time.Now()
+	if now.Before(f.next) {
+		return f.last
+	}
+	f.next = now.Add(f.every)
+	if f.client == nil {
+		f.last = "the fleet cannot be read without a client"
+		return f.last
+	}
+	list, err := f.client.CoreV1().NodesMetadata(ctx, metav1.ListOptions{
+		LabelSelector: f.selector(now).String(),
+		// From the API server's watch cache: no read of etcd, and as fresh as
+		// evidence that spans minutes needs.
+		ResourceVersion: "0",
+	})
+	if err != nil {
+		f.last = "could not read the fleet: " + err.Error()
+		return f.last
+	}
+	f.last = f.count(list.Items, own, now).shared(own, f.window, f.percentage)
+	return f.last
+}
+
+// mark returns the evidence to write on the own node while checks fail here
+// (names), and whether it differs from what was last written; the config label
+// follows the hour, so that reads keep selecting the node while it fails.
+func (f *fleet) mark(names []string, now time.Time) (labels, annotations map[string]string, changed bool) {
+	value := failingValue(names)
+	labels = map[string]string{wellknown.ConfigLabel(f.label): f.configValue(now)}
+	annotations = map[string]string{
+		wellknown.FailingAnnotation(f.label):  value,
+		wellknown.FailedAtAnnotation(f.label): now.UTC().Format(time.RFC3339),
+	}
+	key := labels[wellknown.ConfigLabel(f.label)] + " " + value
+	if key == f.marked {
+		return nil, nil, false
+	}
+	return labels, annotations, true
+}
