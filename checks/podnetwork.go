@@ -1,6 +1,7 @@
 package checks
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -134,6 +136,7 @@ func (c *PodNetwork) Run(ctx context.Context) error {
 	}
 	var report Report
 	var errs []error
+	ownFault := false
 	for _, family := range families {
 		candidates := ts.of(family)
 		if len(candidates) == 0 {
@@ -143,11 +146,18 @@ func (c *PodNetwork) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := c.probeFamily(ctx, candidates, &report); err != nil {
+		attributed, err := c.probeFamily(ctx, candidates, &report)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", family, err))
+			ownFault = ownFault || attributed
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
+		if !ownFault {
+			// Nothing this node saw tells its fault from its peers'. One family that is
+			// this node's fault makes the whole failure its own.
+			return Unattributed(err)
+		}
 		return err
 	}
 	c.mu.Lock()
@@ -161,10 +171,15 @@ var families = []string{"IPv4", "IPv6"}
 
 // probeFamily probes the pods of one family: the first c.nodes in this agent's order, and as
 // many more as there are spares (up to c.nodes), at once. Once one has answered, the others
-// have straggle to answer too: a healthy pod answers in milliseconds. The family passes when the pods reached are at least
-// as many as those that did not answer, and one at least: then those are peers at fault,
-// named in the report. Otherwise every failure is this node's, and the error names them.
-func (c *PodNetwork) probeFamily(ctx context.Context, candidates []podTarget, report *Report) error {
+// have straggle to answer too: a healthy pod answers in milliseconds. The family passes
+// when the pods reached are at least as many as those that did not answer, and one at
+// least, and when in every zone where pods of two nodes or more were probed one at least
+// was reached: then those that did not answer are peers at fault, named in the report.
+// Otherwise the error names them, and attributed says whether the failure is this node's:
+// it is not when the one other node there is to probe does not answer (a broken peer and a
+// broken node look the same from here), nor when a whole zone does not while the others do
+// (that zone's outage, or this node's way to it: nothing here tells which).
+func (c *PodNetwork) probeFamily(ctx context.Context, candidates []podTarget, report *Report) (attributed bool, err error) {
 	candidates = candidates[:min(len(candidates), 2*c.nodes)]
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -223,7 +238,14 @@ func (c *PodNetwork) probeFamily(ctx context.Context, candidates []podTarget, re
 	slices.Sort(ok)
 	slices.Sort(failed)
 	if len(ok) == 0 || len(failed) > len(ok) {
-		return fmt.Errorf("this node reaches %d of %d pods on other nodes: %s", len(ok), len(candidates), strings.Join(failed, "; "))
+		err := fmt.Errorf("this node reaches %d of %d pods on other nodes: %s", len(ok), len(candidates), strings.Join(failed, "; "))
+		if len(candidates) == 1 {
+			return false, fmt.Errorf("%w (the only other node with a pod to probe: whether it or this node is at fault cannot be told from here)", err)
+		}
+		return true, err
+	}
+	if err := unreachedZone(candidates, outcomes, len(ok)); err != nil {
+		return false, err
 	}
 	for _, what := range slices.Sorted(maps.Keys(notProven)) {
 		kind, why, _ := strings.Cut(what, ": ")
@@ -231,8 +253,34 @@ func (c *PodNetwork) probeFamily(ctx context.Context, candidates []podTarget, re
 	}
 	report.Reached = append(report.Reached, ok...)
 	report.Unreachable = append(report.Unreachable, failed...)
+	return false, nil
+}
+
+// unreachedZone is the error of the first zone, in name order, where pods of two nodes or
+// more were probed and none was reached; nil when there is none. One pod of a zone that does
+// not answer is one broken peer, as elsewhere; two or more, all silent while pods of other
+// zones answer, are the zone, or this node's way to it, and releasing the node would not
+// prove that its pods reach the pods of that zone.
+func unreachedZone(candidates []podTarget, outcomes []outcome, reached int) error {
+	probed, failed := map[string]int{}, map[string][]string{}
+	for i, t := range candidates {
+		probed[t.zone]++
+		if outcomes[i].err != nil {
+			failed[t.zone] = append(failed[t.zone], fmt.Sprintf("%s: %v", t, outcomes[i].err))
+		}
+	}
+	for _, zone := range slices.Sorted(maps.Keys(probed)) {
+		if n := probed[zone]; n >= 2 && len(failed[zone]) == n {
+			slices.Sort(failed[zone])
+			return fmt.Errorf("this node reaches none of the %d pods in zone %s, while it reaches %d in other zones: %s",
+				n, zoneName(zone), reached, strings.Join(failed[zone], "; "))
+		}
+	}
 	return nil
 }
+
+// zoneName names a zone in a message; pods whose endpoints say no zone are in one.
+func zoneName(zone string) string { return cmp.Or(zone, `""`) }
 
 // straggle is how long pods still probed may take to answer once one has: time for a
 // full-size ping to be tried again (pingTries, pingWait), so that a slow peer is named for
@@ -274,6 +322,11 @@ func (c *PodNetwork) probeTarget(ctx context.Context, t podTarget) outcome {
 	switch {
 	case errors.Is(serr, errNoSegment):
 		return outcome{notProven: why}
+	case errors.Is(serr, errNoConnection) && t.protocol != corev1.ProtocolTCP:
+		// The query crossed over UDP; a TCP connection is another protocol, which a network
+		// policy may refuse (one that allows UDP/53 only) on every node alike. A connection
+		// that opens and then loses the full segment is a lost segment, below.
+		return outcome{notProven: fmt.Sprintf("%s; and no TCP connection to send a full segment in (%v)", why, serr)}
 	case serr != nil:
 		return outcome{err: fmt.Errorf("%w: %w (and no ping: %s)", ErrFullSizeLost, serr, why)}
 	}

@@ -133,6 +133,9 @@ func readAnswer(conn net.Conn, network string, buf []byte) (int, error) {
 // alone), or the pod has no TCP port.
 var errNoSegment = errors.New("no TCP exchange to send a full segment in")
 
+// errNoConnection: the TCP connection to send a full segment in did not open.
+var errNoConnection = errors.New("no TCP connection")
+
 // segment sends the pod, over TCP, a message one byte longer than the largest segment this
 // pod sends it (TCP_MAXSEG: the route's MTU less the headers, or less when the pod announced
 // less), and waits for the answer: a DNS query padded with EDNS0 padding (RFC 7830), or an
@@ -144,9 +147,13 @@ func (c *PodNetwork) segment(ctx context.Context, t podTarget) (int, error) {
 		return 0, errNoSegment
 	}
 	addr := net.JoinHostPort(t.addr, strconv.Itoa(int(t.segmentPort)))
-	conn, err := dialTCP(ctx, c.probe.Dialer, addr)
+	// The pod has just answered: an open port accepts at once, and a connection that does
+	// not open within straggle (a SYN dropped by a policy) would only hold the round up.
+	dialCtx, cancel := context.WithTimeout(ctx, straggle)
+	conn, err := dialTCP(dialCtx, c.probe.Dialer, addr)
+	cancel()
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w: %w", errNoConnection, err)
 	}
 	defer conn.Close()
 	mss, err := tcpMSS(conn)

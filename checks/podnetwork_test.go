@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -167,6 +168,83 @@ func TestPodNetworkBrokenPeerIsNotABrokenNode(t *testing.T) {
 	assert.Contains(t, res.Err.Error(), "at "+silent.Addr()+": ", "the pod named as the server asked")
 }
 
+// TestPodNetworkOnePeer: with one other node to probe, a peer that does not answer and a node
+// that reaches nothing look the same: the node is held, as a failure nobody's can be told
+// (Unattributed), never one of its own. With two peers silent, the fault is this node's.
+func TestPodNetworkOnePeer(t *testing.T) {
+	silent := dnsPod(t)
+	silent.SetSilent(true)
+	probe := checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSize(1450)}
+	one := checks.NewPodNetwork(adapt.Clientset(fake.NewClientset(podSlice(t, "b", silent.Addr(), "node-b", "", corev1.ProtocolUDP))), "node-new", kubeDNS, 3, probe)
+	res := checks.Execute(t.Context(), one, time.Second)
+	require.Error(t, res.Err)
+	assert.Equal(t, "fail", res.Status(), "held")
+	assert.True(t, res.Unattributed(), "not this node's fault: %v", res.Err)
+	assert.ErrorContains(t, res.Err, "IPv4: this node reaches 0 of 1 pods on other nodes: 127.0.0.1 on node-b: ")
+	assert.ErrorContains(t, res.Err, "the only other node with a pod to probe")
+
+	// Full-size packets lost to the one peer: its path or this node's, the same.
+	lost := checks.NewPodNetwork(adapt.Clientset(fake.NewClientset(podSlice(t, "b", dnsPod(t).Addr(), "node-b", "", corev1.ProtocolUDP))), "node-new", kubeDNS, 3,
+		checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSizeErr(fmt.Errorf("%w: no answer to 1450-byte pings", checks.ErrFullSizeLost))})
+	res = checks.Execute(t.Context(), lost, 5*time.Second)
+	require.Error(t, res.Err)
+	assert.True(t, res.Unattributed(), "%v", res.Err)
+
+	other := dnsPod(t)
+	other.SetSilent(true)
+	two := checks.NewPodNetwork(adapt.Clientset(fake.NewClientset(
+		podSlice(t, "b", silent.Addr(), "node-b", "", corev1.ProtocolUDP),
+		podSlice(t, "c", other.Addr(), "node-c", "", corev1.ProtocolUDP),
+	)), "node-new", kubeDNS, 3, probe)
+	res = checks.Execute(t.Context(), two, time.Second)
+	require.Error(t, res.Err)
+	assert.False(t, res.Unattributed(), "two peers silent: this node's fault: %v", res.Err)
+	assert.ErrorContains(t, res.Err, "IPv4: this node reaches 0 of 2 pods on other nodes: ")
+}
+
+// TestPodNetworkEveryZone: a release proves that this node reaches a pod in every zone where
+// it probed pods of two nodes or more. A zone none of whose pods answer while the other
+// zone's do holds the node, with nobody's fault told (the zone's outage, or this node's way
+// to it); one silent pod, alone in its zone, is one broken peer.
+func TestPodNetworkEveryZone(t *testing.T) {
+	// zoneSlices is one pod on a node of its own in zone per entry of silent, which says
+	// whether that pod answers.
+	zoneSlices := func(zone string, silent ...bool) []runtime.Object {
+		var out []runtime.Object
+		for i, silent := range silent {
+			pod := dnsPod(t)
+			pod.SetSilent(silent)
+			out = append(out, podSlice(t, fmt.Sprintf("%s-%d", zone, i), pod.Addr(), fmt.Sprintf("node-%s-%d", zone, i), zone, corev1.ProtocolUDP))
+		}
+		return out
+	}
+	run := func(nodes int, objects ...[]runtime.Object) checks.Result {
+		t.Helper()
+		client := fake.NewClientset(slices.Concat(objects...)...)
+		c := checks.NewPodNetwork(adapt.Clientset(client), "node-new", kubeDNS, nodes,
+			checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSize(1450), LocalAddrs: podAddrs("10.244.0.5/24")})
+		return checks.Execute(t.Context(), c, 5*time.Second)
+	}
+
+	// Two nodes of each zone probed: as many pods reached as not, but none in zone-b.
+	res := run(2, zoneSlices("zone-a", false, false), zoneSlices("zone-b", true, true))
+	require.Error(t, res.Err)
+	assert.Equal(t, "fail", res.Status(), "held")
+	assert.True(t, res.Unattributed(), "%v", res.Err)
+	assert.ErrorContains(t, res.Err, "IPv4: this node reaches none of the 2 pods in zone zone-b, while it reaches 2 in other zones: 127.0.0.1 on node-zone-b-")
+
+	// One of zone-b's two answers: released, the other named.
+	res = run(2, zoneSlices("zone-a", false, false), zoneSlices("zone-b", true, false))
+	require.NoError(t, res.Err)
+	require.Len(t, res.Report.Unreachable, 1)
+	assert.Contains(t, res.Report.Unreachable[0], "on node-zone-b-0: ")
+
+	// The one pod probed in zone-b does not answer: a broken peer, released.
+	res = run(1, zoneSlices("zone-a", false), zoneSlices("zone-b", true))
+	require.NoError(t, res.Err)
+	assert.Len(t, res.Report.Unreachable, 1)
+}
+
 // TestPodNetworkFullSize: packets of the route's full size lost to every pod while queries
 // pass (an MTU blackhole) fail the check with the size; where no ping can be sent, one full
 // TCP segment proves the way out, and the pass says the way back was not checked; where
@@ -200,6 +278,16 @@ func TestPodNetworkFullSize(t *testing.T) {
 	res := checks.Execute(t.Context(), lostOut, time.Second)
 	require.Error(t, res.Err)
 	assert.ErrorContains(t, res.Err, "full-size packets lost: no answer to a ")
+
+	// The query crossed over UDP and no TCP connection opens (a policy that allows UDP/53
+	// only): full size is not proven, and the node's path is not blamed.
+	refused := checks.NewPodNetwork(adapt.Clientset(fake.NewClientset(coreDNSSlice(t, "b", srv.Addr(), closedAddr(t), "node-b"))), "node-a", kubeDNS, 1,
+		checks.PodProbe{DNSName: "kubernetes.default.svc.cluster.local", FullSize: fullSizeErr(noPing), LocalAddrs: podAddrs("10.244.0.5/24")})
+	res = checks.Execute(t.Context(), refused, 5*time.Second)
+	require.NoError(t, res.Err)
+	assert.Equal(t, []string{"127.0.0.1 on node-b"}, res.Report.Reached)
+	require.Len(t, res.Report.NotProven, 1)
+	assert.Contains(t, res.Report.NotProven[0], "full-size packets with 127.0.0.1 on node-b: this pod may not open a ping socket; and no TCP connection to send a full segment in (no TCP connection: dial tcp ")
 
 	// A TCP connection alone sends nothing a full segment could be part of.
 	tcp := checks.NewPodNetwork(adapt.Clientset(fake.NewClientset(podSlice(t, "b", silent, "node-b", "", corev1.ProtocolTCP))), "node-a", kubeDNS, 1,
