@@ -16,6 +16,7 @@ type Options struct {
 	TCP        TCPOptions
 	HTTP       HTTPOptions
 	APIServer  APIServerOptions
+	Clock      ClockOptions
 	Endpoints  EndpointsOptions
 	PodNetwork PodNetworkOptions
 	DaemonSets DaemonSetsOptions
@@ -71,6 +72,7 @@ var Catalog = []Kind{
 	{Name: NameTCP, Options: func(o *Options) KindOptions { return &o.TCP }},
 	{Name: NameHTTP, Options: func(o *Options) KindOptions { return &o.HTTP }},
 	{Name: NameAPIServer, Options: func(o *Options) KindOptions { return &o.APIServer }},
+	{Name: NameClock, Options: func(o *Options) KindOptions { return &o.Clock }},
 	{Name: NameEndpoints, Options: func(o *Options) KindOptions { return &o.Endpoints }},
 	{Name: NamePodNetwork, Options: func(o *Options) KindOptions { return &o.PodNetwork }},
 	{Name: NameDaemonSets, Gate: true, Options: func(o *Options) KindOptions { return &o.DaemonSets }},

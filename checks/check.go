@@ -37,6 +37,7 @@ const (
 	NameTCP        Name = "tcp"
 	NameHTTP       Name = "http"
 	NameAPIServer  Name = "apiserver"
+	NameClock      Name = "clock"
 	NameEndpoints  Name = "endpoints"
 	NamePodNetwork Name = "podnetwork"
 

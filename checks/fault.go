@@ -5,8 +5,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 // Every failing check is someone's fault, decided where its error is made:
@@ -80,6 +83,32 @@ func untrusted(err error) bool {
 		invalid      x509.CertificateInvalidError
 	)
 	return errors.As(err, &verification) || errors.As(err, &authority) || errors.As(err, &hostname) || errors.As(err, &invalid)
+}
+
+// certificateError says whose fault a certificate that does not verify is
+// (untrusted). One outside its validity by this node's clock ("expired", "not yet
+// valid") is judged by the API server's clock, from the Date of its latest answer
+// (clock): within its validity there, it is this node's fault, whose clock is
+// wrong; outside it there too, the server's or the configuration's. When no recent
+// answer tells, or the certificate's bounds fall within the sample's uncertainty,
+// nobody's can be told. Any other verification error (an unknown authority, a
+// name the certificate does not hold) is the configuration's or the server's.
+func certificateError(err error, clock *kube.Clock) error {
+	var invalid x509.CertificateInvalidError
+	if !errors.As(err, &invalid) || invalid.Reason != x509.Expired || invalid.Cert == nil {
+		return Misconfiguration(err)
+	}
+	cert := invalid.Cert
+	earliest, latest, ok := serverTime(clock, time.Now())
+	switch {
+	case !ok:
+		return Unattributed(fmt.Errorf("%w (no recent answer of the API server tells whether this node's clock is wrong)", err))
+	case !earliest.Before(cert.NotBefore) && !latest.After(cert.NotAfter):
+		return fmt.Errorf("%w; valid by the API server's clock (%s): this node's clock is wrong", err, earliest.UTC().Format(time.RFC3339))
+	case latest.Before(cert.NotBefore) || earliest.After(cert.NotAfter):
+		return Misconfiguration(err)
+	}
+	return Unattributed(fmt.Errorf("%w (too near a bound of its validity to tell by the API server's clock whether this node's is wrong)", err))
 }
 
 // apiError marks an error of an API request by whose fault it is: an answer of

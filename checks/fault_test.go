@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -74,6 +75,14 @@ func TestWhoseFault(t *testing.T) {
 		{"apiserver", "NODE_NAME names no node", func(*testing.T) checks.Check {
 			return checks.NewAPIServer(adapt.Clientset(fake.NewClientset()), checks.APIServerNode, "node-a")
 		}, "misconfigured"},
+		{"clock", "this node's clock is an hour behind the API server's", func(t *testing.T) checks.Check {
+			srv := newDateServer(t, time.Hour, 0)
+			return srv.check(5 * time.Second)
+		}, "fail"},
+		{"clock", "no answer", func(t *testing.T) checks.Check {
+			c := restClient(t, "http://"+closed)
+			return checks.NewClock(c, kube.ClockOf(c), 5*time.Second)
+		}, "fail"},
 		{"endpoints", "the Service has no EndpointSlices", func(*testing.T) checks.Check {
 			return checks.NewEndpoints(adapt.Clientset(fake.NewClientset()), "default", "web", true, nil)
 		}, "misconfigured"},

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/nodeready/nodeready/internal/envvar"
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 var _ Check = (*HTTP)(nil)
@@ -31,6 +32,9 @@ type HTTP struct {
 	url    string
 	expect StatusMatcher
 	client *http.Client
+	// clock tells a certificate outside its validity by this node's clock
+	// whether it is within it by the API server's (certificateError).
+	clock *kube.Clock
 }
 
 // NewHTTP returns a check that GETs url with client and compares the status
@@ -41,6 +45,13 @@ func NewHTTP(url string, expect StatusMatcher, client *http.Client) *HTTP {
 		client = &http.Client{Transport: newTransport(nil)}
 	}
 	return &HTTP{url: url, expect: expect, client: client}
+}
+
+// WithClock judges a certificate "expired" or "not yet valid" by the API
+// server's clock, as clock records it, and returns c.
+func (c *HTTP) WithClock(clock *kube.Clock) *HTTP {
+	c.clock = clock
+	return c
 }
 
 // Name implements Check.
@@ -59,7 +70,7 @@ func (c *HTTP) Run(ctx context.Context) error {
 	if err != nil {
 		// *url.Error already reads `Get "https://...": <cause>`.
 		if untrusted(err) {
-			return Misconfiguration(err)
+			return certificateError(err, c.clock)
 		}
 		return err
 	}
@@ -216,10 +227,10 @@ func (o *HTTPOptions) Validate(_ *Options, use Use) (err error) {
 }
 
 // Checks implements KindOptions: one check per URL.
-func (o *HTTPOptions) Checks(_ *Options, _ Env) []Check {
+func (o *HTTPOptions) Checks(_ *Options, env Env) []Check {
 	list := make([]Check, len(o.URLs))
 	for i, u := range o.URLs {
-		list[i] = NewHTTP(u, o.Expect, o.Client)
+		list[i] = NewHTTP(u, o.Expect, o.Client).WithClock(kube.ClockOf(env.Client))
 	}
 	return list
 }

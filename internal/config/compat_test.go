@@ -197,10 +197,10 @@ func TestLinearBackoffBelowItsCap(t *testing.T) {
 // the variable.
 func TestConnectivityMatrix(t *testing.T) {
 	for value, want := range map[string][]checks.Name{
-		"true":  {checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints, checks.NamePodNetwork},
-		"TRUE":  {checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints, checks.NamePodNetwork},
-		"false": {checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints},
-		"":      {checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints},
+		"true":  {checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameClock, checks.NameEndpoints, checks.NamePodNetwork},
+		"TRUE":  {checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameClock, checks.NameEndpoints, checks.NamePodNetwork},
+		"false": {checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameClock, checks.NameEndpoints},
+		"":      {checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameClock, checks.NameEndpoints},
 	} {
 		t.Run(value, func(t *testing.T) {
 			cfg, err := load(t, with(inPod, map[string]string{"ENABLE_CONNECTIVITY_MATRIX": value}), false)

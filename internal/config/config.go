@@ -46,7 +46,7 @@ type Config struct {
 	// FinalScrapeTimeout is in Config, not Serving: `nodeready probe` does not wait for scrapes.
 	FinalScrapeTimeout time.Duration `envconfig:"METRICS_FINAL_SCRAPE_TIMEOUT" default:"0s" desc:"After the release, once the SIGTERM has come, keep serving /metrics until one scrape has read the agent's final numbers (the node's hold time, nodeready_verified 1), at most this long; set it where Prometheus scrapes the agents (the chart does with podMonitor.enabled), so that no node's hold time is lost to the scrape interval; 0s ends the agent after its settle window; at most 24s, inside the pod's terminationGracePeriodSeconds; no effect with ENABLE_METRICS=false"`
 
-	CheckNames envvar.List `envconfig:"CHECKS" default:"dns,tcp,apiserver,endpoints" desc:"Checks to run, comma-separated:"`
+	CheckNames envvar.List `envconfig:"CHECKS" default:"dns,tcp,apiserver,clock,endpoints" desc:"Checks to run, comma-separated:"`
 
 	StateDir    string        `envconfig:"STATE_DIR" desc:"Directory that outlives a container restart (an emptyDir of the pod): the agent records its first start there, so INITIAL_TIMEOUT, FAIL_OPEN_AFTER and MIN_HOLD_TIME count from the pod's first start, not the container's; empty counts from the process start"`
 	MinHoldTime time.Duration `envconfig:"MIN_HOLD_TIME" default:"0s" desc:"Keep the node tainted at least this long after the agent first started in its pod, for caches that need time; checks that pass earlier run once more when it ends; 0s turns it off"`

@@ -32,7 +32,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 300*time.Second, cfg.InitialTimeout)
 	assert.Equal(t, 5, cfg.MaxRetries)
 	assert.Equal(t, 10*time.Second, cfg.CheckTimeout)
-	assert.Equal(t, []checks.Name{checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints}, cfg.Checks)
+	assert.Equal(t, []checks.Name{checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameClock, checks.NameEndpoints}, cfg.Checks)
 	assert.Equal(t, []string{"10.96.0.1:443"}, cfg.Options.TCP.Addresses, "tcp defaults to the API server's service IP")
 	assert.Equal(t, "default/kubernetes", cfg.Options.Endpoints.Target.String())
 	assert.True(t, cfg.Options.DNS.Find, "the cluster DNS Service found (CLUSTER_DNS_SERVICE=auto)")
@@ -138,7 +138,7 @@ func TestEmptyValueMeansDefault(t *testing.T) {
 		{name: "ENDPOINTS_CONNECT", want: func(t *testing.T, c config.Config) { assert.True(t, c.Options.Endpoints.Connect) }},
 		{name: "MIN_HOLD_TIME", want: func(t *testing.T, c config.Config) { assert.Zero(t, c.MinHoldTime) }},
 		{name: "CHECKS", want: func(t *testing.T, c config.Config) {
-			assert.Equal(t, []checks.Name{checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameEndpoints}, c.Checks)
+			assert.Equal(t, []checks.Name{checks.NameDNS, checks.NameTCP, checks.NameAPIServer, checks.NameClock, checks.NameEndpoints}, c.Checks)
 		}},
 		{name: "NODE_CONDITIONS", want: func(t *testing.T, c config.Config) {
 			assert.Equal(t, []checks.ConditionWant{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}, c.Options.Conditions.Want)

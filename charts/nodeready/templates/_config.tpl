@@ -28,6 +28,7 @@ HTTP_URLS: {{ join "," $c.httpURLs | quote }}
 HTTP_EXPECTED_STATUS: {{ $c.httpExpectedStatus | quote }}
 HTTP_CA_FILE: {{ $c.httpCAFile | quote }}
 APISERVER_PROBE: {{ $c.apiserverProbe | quote }}
+CLOCK_MAX_SKEW: {{ $c.clockMaxSkew | quote }}
 ENDPOINTS_SERVICE: {{ $c.endpointsService | quote }}
 ENDPOINTS_CONNECT: {{ $c.endpointsConnect | quote }}
 POD_NETWORK_SERVICE: {{ $c.podNetworkService | quote }}

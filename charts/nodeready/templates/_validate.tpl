@@ -25,6 +25,9 @@ at start (exit 2); the chart refuses them at install, naming the value.
 {{- if and $c.deleteFailedNode (eq $c.failureAction "fail-open") -}}
 {{- fail "config.deleteFailedNode: true contradicts config.failureAction fail-open: set one of them" -}}
 {{- end -}}
+{{- if lt (include "nodeready.seconds" $c.clockMaxSkew | float64) 2.0 -}}
+{{- fail (printf "config.clockMaxSkew: %s: must be at least 2s: the API server's Date counts whole seconds, so a smaller skew cannot be told" $c.clockMaxSkew) -}}
+{{- end -}}
 {{- if gt (include "nodeready.seconds" $c.settleTime | float64) 15.0 -}}
 {{- fail (printf "config.settleTime: %s: must be at most 15s, below the pod's termination grace period" $c.settleTime) -}}
 {{- end -}}

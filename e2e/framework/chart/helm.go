@@ -165,6 +165,7 @@ var settings = map[string]setting{
 	"HTTP_EXPECTED_STATUS":         {"httpExpectedStatus", text},
 	"HTTP_CA_FILE":                 {"httpCAFile", text},
 	"APISERVER_PROBE":              {"apiserverProbe", text},
+	"CLOCK_MAX_SKEW":               {"clockMaxSkew", text},
 	"ENDPOINTS_SERVICE":            {"endpointsService", text},
 	"ENDPOINTS_CONNECT":            {"endpointsConnect", boolean},
 	"POD_NETWORK_SERVICE":          {"podNetworkService", text},

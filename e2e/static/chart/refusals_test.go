@@ -98,6 +98,8 @@ func TestChartAcceptsWhatTheAgentAccepts(t *testing.T) {
 		{"POD_NETWORK_SERVICE": "apps/web", "POD_NETWORK_HTTP_PATH": "/healthz?full=1%20x"},
 		{"TCP_TARGETS": "db.example:5432,[fd00::1]:443"},
 		{"SETTLE_TIME": "15s", "RETRY_BACKOFF_BASE": "1m30s", "RETRY_BACKOFF_MAX": "1.5m"},
+		{"CLOCK_MAX_SKEW": "2s"},
+		{"CLOCK_MAX_SKEW": "2000ms"},
 		{"EXTRA_TAINTS": "node-ready/unverified:NoExecute,readiness.k8s.io/x:NoSchedule"},
 		{"REVERIFY_TAINT": "true", "EXTRA_TAINTS": "readiness.k8s.io/x:PreferNoSchedule"},
 		{"NODE_CONDITIONS": "Ready=True,NetworkUnavailable=False"},

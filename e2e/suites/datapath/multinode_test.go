@@ -131,7 +131,7 @@ func TestJoiningNodeReachesPodsElsewhere(t *testing.T) {
 		assert.NotEqual(t, "node-ready/unverified", taint.Key, "the startup taint removed")
 	}
 	cond := framework.AgentCondition(node)
-	assert.Regexp(t, "^All 5 checks passed; podnetwork reached "+reached(dnsIP, dnsNode)+"$", cond.Message)
+	assert.Regexp(t, "^All 6 checks passed; podnetwork reached "+reached(dnsIP, dnsNode)+"$", cond.Message)
 	// The agent sends its Events asynchronously: the Verified one may follow the label.
 	var verified []string
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -358,7 +358,7 @@ func TestFirstNodesBootstrap(t *testing.T) {
 	require.Equal(t, first.Name, dnsNode, "CoreDNS on the first released node")
 	require.NoError(t, c.StartNodeAt(ctx, 1))
 	second := waitVerified(t, c, c.Nodes[1].Name())
-	assert.Regexp(t, "^All 5 checks passed; podnetwork reached "+reached(dnsIP, dnsNode)+"$", framework.AgentCondition(second).Message)
+	assert.Regexp(t, "^All 6 checks passed; podnetwork reached "+reached(dnsIP, dnsNode)+"$", framework.AgentCondition(second).Message)
 }
 
 // waitVerified waits until the node carries the verified label and its condition, and returns it.

@@ -44,18 +44,18 @@ func testDescribe(t *testing.T, fw *framework.Framework) {
 	require.NoError(t, f.WaitReleased(ctx, good))
 	cond := fw.WaitCondition(good, string(wellknown.Verified))
 	assert.Equal(t, corev1.ConditionTrue, cond.Status)
-	assert.Equal(t, "All 4 checks passed", cond.Message)
+	assert.Equal(t, "All 5 checks passed", cond.Message)
 	verified := fw.WaitEvent(good, "Verified")
 	assert.Equal(t, corev1.EventTypeNormal, verified.Type)
-	assert.Contains(t, verified.Note, "All 4 checks passed; released in ")
+	assert.Contains(t, verified.Note, "All 5 checks passed; released in ")
 	assert.Equal(t, "nodeready.io/agent", verified.ReportingController)
 
 	out, err := fw.KubectlContext(ctx, "describe", "node", good)
 	require.NoError(t, err)
 	t.Logf("kubectl describe node %s:\n%s", good, out)
-	assert.Equal(t, []string{"True", "Verified", "All 4 checks passed"}, describedCondition(out))
+	assert.Equal(t, []string{"True", "Verified", "All 5 checks passed"}, describedCondition(out))
 	if msgs := describedEvents(out, "Normal", "Verified"); assert.Len(t, msgs, 1, "Verified Events in the describe output") {
-		assert.Contains(t, msgs[0], "All 4 checks passed; released in ")
+		assert.Contains(t, msgs[0], "All 5 checks passed; released in ")
 	}
 
 	// Failing: condition False/ChecksFailed naming the check, a CheckFailed Event naming it
@@ -95,7 +95,7 @@ func testDescribe(t *testing.T, fw *framework.Framework) {
 	require.NoError(t, f.WaitReleased(ctx, bad))
 	cond = fw.WaitCondition(bad, string(wellknown.Verified))
 	assert.Equal(t, corev1.ConditionTrue, cond.Status)
-	assert.Equal(t, "All 4 checks passed after a failed verification", cond.Message)
+	assert.Equal(t, "All 5 checks passed after a failed verification", cond.Message)
 	require.NoError(t, f.WaitAgentsGone(ctx, good, bad))
 }
 

@@ -84,7 +84,7 @@ func TestRealNode(t *testing.T) {
 		released(t, c, pods, pod)
 		cond := framework.AgentCondition(getNode(t, c))
 		require.NotNil(t, cond)
-		assert.Equal(t, "All 4 checks passed", cond.Message)
+		assert.Equal(t, "All 5 checks passed", cond.Message)
 		assert.Empty(t, warnings(t, c, pod, since), "a healthy verification leaves no Warning Event")
 	})
 
