@@ -91,3 +91,17 @@ func TestRoundsTime(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3*time.Second+2*5500*time.Millisecond, cfg.RoundsTime(), "linear: 5s each")
 }
+
+// TestKubeNodeReadyConfigMapsBringNoLookalikes: the ConfigMaps of kube-node-ready's chart
+// name only variables nodeready reads or refuses by name, so none is warned about as a
+// lookalike.
+func TestKubeNodeReadyConfigMapsBringNoLookalikes(t *testing.T) {
+	for _, file := range []string{"kube-node-ready-default.yaml", "kube-node-ready-custom.yaml", "kube-node-ready-edited.yaml", "kube-node-ready-cluster-dns.yaml"} {
+		_, data := loadConfigMap(t, file)
+		var environ []string
+		for k, v := range data {
+			environ = append(environ, k+"="+v)
+		}
+		assert.Empty(t, config.Unknown(environ), file)
+	}
+}
