@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/klog/v2"
 
 	"github.com/nodeready/nodeready/agent"
 	"github.com/nodeready/nodeready/internal/config/configtest"
@@ -187,6 +189,26 @@ func TestLookalikeAndDeprecatedVariablesWarn(t *testing.T) {
 	assert.Contains(t, warned["CHECK_TIMOUT"], "CHECK_TIMEOUT", "named with the variable it looks like")
 	assert.Contains(t, warned["INITIAL_TIMEOUT"], "MAX_RETRIES", "deprecated, with what to set instead")
 	assert.Len(t, warned, 2)
+}
+
+// TestClientGoLogsThroughTheAgentsLogger: once the agent has started, what client-go
+// logs through klog is a JSON line of the agent's logger on its stderr.
+func TestClientGoLogsThroughTheAgentsLogger(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	cleanEnv(t, map[string]string{"HOME": t.TempDir(), "CHECKS": "tcp", "TCP_TARGETS": ln.Addr().String(), "NODE_NAME": "node-a"})
+	t.Cleanup(klog.ClearLogger)
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, exitOK, run(t.Context(), []string{"--dry-run"}, &stdout, &stderr, newClient, time.Now()), stderr.String())
+
+	stderr.Reset()
+	klog.Background().Error(errors.New("connection refused"), "Failed to watch", "reflector", "nodepatch/watch.go")
+	var line map[string]any
+	require.NoError(t, json.Unmarshal(stderr.Bytes(), &line), "one JSON line: %q", stderr.String())
+	assert.Equal(t, "client-go", line["source"])
+	assert.Equal(t, "node-a", line["node"])
+	assert.Equal(t, "connection refused", line["error"])
 }
 
 func TestFlags(t *testing.T) {
