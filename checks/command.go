@@ -3,10 +3,12 @@ package checks
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nodeready/nodeready/internal/envvar"
@@ -38,6 +40,9 @@ const (
 type Command struct {
 	path string
 	args []string
+	// start starts the program: (*exec.Cmd).Start, or in tests a fork that
+	// fails as the kernel makes it fail, which a test cannot make it do.
+	start func(*exec.Cmd) error
 }
 
 // NewCommand returns a check that runs path with args.
@@ -60,11 +65,24 @@ func (c *Command) Run(ctx context.Context) error {
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = commandWaitDelay
 	ownProcessGroup(cmd)
-	err := cmd.Run()
+	start := c.start
+	if start == nil {
+		start = (*exec.Cmd).Start
+	}
+	err := start(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
 	if cmd.Process == nil {
 		// It did not start; the error names the path: "fork/exec
-		// /etc/nodeready/warmup.sh: permission denied". A program that is not in the
-		// image, or cannot run, fails on every node alike.
+		// /etc/nodeready/warmup.sh: permission denied".
+		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOMEM) {
+			// The node ran out of processes or memory to start it (a pids limit
+			// reached, memory exhausted): the node's fault, not the program's.
+			return fmt.Errorf("start %s: the node is out of processes or memory: %w", c.path, err)
+		}
+		// A program that is not in the image, or cannot run, fails on every node
+		// alike.
 		return Misconfiguration(err)
 	}
 	_ = killProcessGroup(cmd) // leftovers; none is the usual case

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -158,4 +159,29 @@ func TestCommandWaitThenPass(t *testing.T) {
 	failThenPass(t, c, fmt.Sprintf("run %s: exit status 1, output:\ncache not warm yet", path), func() {
 		require.NoError(t, os.WriteFile(marker, nil, 0o644))
 	})
+}
+
+// TestCommandStartOutOfResources: a program that cannot start because the node is out
+// of processes or memory (fork fails with EAGAIN or ENOMEM) is the node's fault; one
+// that cannot start for any other reason (not executable here) stays the
+// configuration's, as every node would fail it alike.
+func TestCommandStartOutOfResources(t *testing.T) {
+	for _, tt := range []struct {
+		errno syscall.Errno
+		want  string
+	}{
+		{syscall.EAGAIN, "fail"},
+		{syscall.ENOMEM, "fail"},
+		{syscall.EACCES, "misconfigured"},
+	} {
+		t.Run(tt.errno.Error(), func(t *testing.T) {
+			c := checks.NewCommandStartedBy("/bin/true", nil, func(cmd *exec.Cmd) error {
+				// What os.StartProcess returns when the fork or the exec fails.
+				return &os.PathError{Op: "fork/exec", Path: cmd.Path, Err: tt.errno}
+			})
+			res := checks.Execute(t.Context(), c, runTimeout)
+			require.ErrorIs(t, res.Err, tt.errno)
+			assert.Equal(t, tt.want, res.Status(), "%v", res.Err)
+		})
+	}
 }

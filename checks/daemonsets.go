@@ -96,7 +96,8 @@ type daemonSetEntry struct {
 	ds      *appsv1.DaemonSet
 	problem string
 	// misconfigured: the problem is the configuration's, not the node's (a named
-	// DaemonSet that does not exist or does not run on the node).
+	// DaemonSet that does not exist, or does not run on the node for a reason
+	// other than a label the node lacks).
 	misconfigured bool
 }
 
@@ -157,6 +158,14 @@ func (c *DaemonSets) named(ctx context.Context, node *corev1.Node) ([]daemonSetE
 			e := daemonSetEntry{key: key, ds: ds}
 			if why := notRunning(ds, node, verified); why != "" {
 				e.ds, e.problem, e.misconfigured = nil, "does not run on "+node.Name+": "+why, true
+				if keys := lacking(ds, node); len(keys) > 0 {
+					// Named as required, and kept off only by labels the node
+					// should have (a GPU feature label not published, say): the
+					// node's fault, as a node agent that is not ready would be.
+					e.problem = fmt.Sprintf("does not run on %s: the node lacks the label %s that its node selector or required node affinity asks for",
+						node.Name, strings.Join(keys, ", "))
+					e.misconfigured = false
+				}
 			}
 			entries = append(entries, e)
 		}
@@ -280,6 +289,84 @@ func placement(ds *appsv1.DaemonSet, node *corev1.Node) string {
 		return "it does not tolerate the taint " + taint.ToString()
 	}
 	return ""
+}
+
+// lacking returns the keys of the labels node lacks that are all that keeps ds
+// from placing a pod on it: labelled with them (with values ds accepts), the
+// node would match ds's node selector and one term of its required node
+// affinity, and nothing else (the pod template's nodeName, a taint not
+// tolerated) would keep ds off. It returns nil when a label the node has with
+// another value, a field, or anything else keeps ds off: the configuration
+// names a DaemonSet that does not run on such nodes.
+func lacking(ds *appsv1.DaemonSet, node *corev1.Node) []string {
+	spec := ds.Spec.Template.Spec
+	var keys []string
+	for k, v := range spec.NodeSelector {
+		have, ok := node.Labels[k]
+		switch {
+		case !ok:
+			keys = append(keys, k)
+		case have != v:
+			return nil
+		}
+	}
+	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		var best []string
+		found := false
+		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			if missing, ok := termLacking(term, node); ok && (!found || len(missing) < len(best)) {
+				best, found = missing, true
+			}
+		}
+		if !found {
+			return nil
+		}
+		for _, k := range best {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	// The rest of the placement, with the selector and the affinity met.
+	placed := ds.DeepCopy()
+	placed.Spec.Template.Spec.NodeSelector, placed.Spec.Template.Spec.Affinity = nil, nil
+	if placement(placed, node) != "" {
+		return nil
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// termLacking returns the keys of the labels node lacks that term asks for, when
+// every other requirement of term holds for node (ok), so that labelling the node
+// would match the term. An empty term matches no node.
+func termLacking(term corev1.NodeSelectorTerm, node *corev1.Node) (keys []string, ok bool) {
+	if len(term.MatchExpressions)+len(term.MatchFields) == 0 {
+		return nil, false
+	}
+	if len(term.MatchFields) > 0 {
+		only := corev1.NodeSelectorTerm{MatchFields: term.MatchFields}
+		if matched, _ := nodeaffinity.NewLazyErrorNodeSelector(&corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{only}}).Match(node); !matched {
+			return nil, false
+		}
+	}
+	for _, req := range term.MatchExpressions {
+		if _, has := node.Labels[req.Key]; !has {
+			switch req.Operator {
+			case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpExists, corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
+				keys = append(keys, req.Key) // a label would meet it
+			}
+			continue // NotIn and DoesNotExist hold without the label
+		}
+		one := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{req}}
+		if matched, _ := nodeaffinity.NewLazyErrorNodeSelector(&corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{one}}).Match(node); !matched {
+			return nil, false
+		}
+	}
+	return keys, true
 }
 
 // daemonPodTolerations are the tolerations the DaemonSet controller adds to

@@ -341,6 +341,45 @@ func TestDaemonSetsNamed(t *testing.T) {
 	}
 }
 
+// TestDaemonSetsNamedLackingLabel: a listed DaemonSet kept off the node only by a label
+// the node lacks (a GPU feature label not published, say) is the node's fault; one kept
+// off by a label the node has with another value, or by anything beyond labels, is the
+// configuration's.
+func TestDaemonSetsNamedLackingLabel(t *testing.T) {
+	const gpu = "nvidia.com/gpu.present"
+	selector := func(labels map[string]string) func(*appsv1.DaemonSet) {
+		return func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.NodeSelector = labels }
+	}
+	for _, tt := range []struct {
+		name    string
+		edit    func(*appsv1.DaemonSet)
+		want    string // Status
+		wantErr string
+	}{
+		{name: "a node selector on a label the node lacks", edit: selector(map[string]string{gpu: "true", "pool": "gpu"}), want: "fail",
+			wantErr: "daemonset kube-system/device-plugin: does not run on node-a: the node lacks the label " + gpu + " that its node selector or required node affinity asks for"},
+		{name: "an affinity on a label the node lacks", edit: affinity(expr("pool", corev1.NodeSelectorOpIn, "cpu"), corev1.NodeSelectorTerm{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: gpu, Operator: corev1.NodeSelectorOpExists}, {Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"gpu"}}},
+		}), want: "fail", wantErr: "the node lacks the label " + gpu},
+		{name: "a label the node has with another value", edit: selector(map[string]string{"pool": "cpu"}), want: "misconfigured",
+			wantErr: "does not run on node-a: its node selector or required node affinity does not match"},
+		{name: "a label lacking, and a taint not tolerated", edit: func(ds *appsv1.DaemonSet) {
+			selector(map[string]string{gpu: "true"})(ds)
+			tolerations()(ds)
+		}, want: "misconfigured", wantErr: "does not run on node-a: its node selector or required node affinity does not match"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ds := daemonSet("device-plugin", tt.edit)
+			opts := dsOptions()
+			opts.Names = []string{"kube-system/device-plugin"}
+			c := checks.NewDaemonSets(adapt.Clientset(fake.NewClientset(newNode(), ds)), "node-a", opts)
+			res := checks.Execute(t.Context(), c, runTimeout)
+			assertErrContains(t, res.Err, tt.wantErr)
+			assert.Equal(t, tt.want, res.Status(), "%v", res.Err)
+		})
+	}
+}
+
 func TestDaemonSetsSelectorAndExclusion(t *testing.T) {
 	labelled := func(ds *appsv1.DaemonSet) { ds.Labels = map[string]string{"readiness": "required"} }
 	cni, csi, other := daemonSet("cni", labelled), daemonSet("csi", labelled), daemonSet("logs", nil)

@@ -5,12 +5,16 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -152,6 +156,19 @@ func TestWhoseFault(t *testing.T) {
 		{"dra", "the driver published nothing", func(t *testing.T) checks.Check { return newDRA(t, draClient([]string{"v1"}), draDriver+">=1") }, "fail"},
 		{"command", "the program is not in the image", func(*testing.T) checks.Check { return checks.NewCommand("/nonexistent/warmup.sh", nil) }, "misconfigured"},
 		{"command", "the program fails", func(*testing.T) checks.Check { return checks.NewCommand("/bin/false", nil) }, "fail"},
+		{"command", "the node is out of processes to start it", func(*testing.T) checks.Check {
+			return checks.NewCommandStartedBy("/bin/true", nil, func(cmd *exec.Cmd) error {
+				return &os.PathError{Op: "fork/exec", Path: cmd.Path, Err: syscall.EAGAIN}
+			})
+		}, "fail"},
+		{"daemonsets", "a named DaemonSet runs only on nodes with a label this node lacks", func(*testing.T) checks.Check {
+			want := dsOptions()
+			want.Names = []string{"kube-system/device-plugin"}
+			ds := daemonSet("device-plugin", func(ds *appsv1.DaemonSet) {
+				ds.Spec.Template.Spec.NodeSelector = map[string]string{"nvidia.com/gpu.present": "true"}
+			})
+			return checks.NewDaemonSets(adapt.Clientset(fake.NewClientset(newNode(), ds)), "node-a", want)
+		}, "fail"},
 	} {
 		covered[checks.Name(tt.kind)] = true
 		t.Run(tt.kind+": "+tt.path, func(t *testing.T) {
