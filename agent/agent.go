@@ -39,6 +39,8 @@ type nodeReader interface {
 type nodeWriter interface {
 	Release(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error)
 	FailOpen(ctx context.Context, annotations map[string]string) (nodepatch.Outcome, error)
+	ReleaseWith(ctx context.Context, c wellknown.Condition, annotations map[string]string) (nodepatch.Outcome, error)
+	Withdraw(ctx context.Context, c wellknown.Condition) (bool, error)
 	Settle(ctx context.Context, window time.Duration) (int, error)
 	SetCondition(ctx context.Context, c wellknown.Condition) (bool, error)
 	Taint(ctx context.Context) (bool, error)

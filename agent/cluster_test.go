@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,9 @@ type cluster struct {
 	writing    sync.Mutex
 	mu         sync.Mutex
 	conditions []corev1.NodeCondition // node-ready/Verified as each write left it
+	// disagreed are the versions of the node a write left with the verified label and a
+	// condition that says otherwise.
+	disagreed []string
 }
 
 // newCluster serves objects. Its node writes behave as the API server's: a failed JSON
@@ -75,8 +79,9 @@ func (c *cluster) kube() kube.Interface { return adapt.Clientset(c) }
 func (c *cluster) apply(a k8stesting.Action) (runtime.Object, error) {
 	c.writing.Lock()
 	defer c.writing.Unlock()
+	before, _ := c.Tracker().Get(nodesGVR, "", nodeName)
 	_, obj, err := k8stesting.ObjectReaction(c.Tracker())(a)
-	if err != nil && strings.Contains(err.Error(), "test failed") {
+	if err != nil && failedTest(err) {
 		return nil, apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Node").GroupKind(), nodeName, nil)
 	}
 	if err != nil {
@@ -87,6 +92,11 @@ func (c *cluster) apply(a k8stesting.Action) (runtime.Object, error) {
 	if err := c.Tracker().Update(nodesGVR, n, ""); err != nil {
 		return nil, err
 	}
+	if old, ok := before.(*corev1.Node); ok && disagrees(n) && !disagrees(old) {
+		c.mu.Lock()
+		c.disagreed = append(c.disagreed, fmt.Sprintf("rv %s: label %q, condition %+v", n.ResourceVersion, n.Labels[wellknown.VerifiedLabel], verifiedCondition(n)))
+		c.mu.Unlock()
+	}
 	if a.GetSubresource() == "status" {
 		if cond := verifiedCondition(n); cond != nil {
 			c.mu.Lock()
@@ -95,6 +105,27 @@ func (c *cluster) apply(a k8stesting.Action) (runtime.Object, error) {
 		}
 	}
 	return n, nil
+}
+
+// disagrees reports whether n carries the verified label with a condition that does not say
+// so: True and Verified for the label's value true, FailedOpen for failed-open.
+func disagrees(n *corev1.Node) bool {
+	value, ok := n.Labels[wellknown.VerifiedLabel]
+	if !ok {
+		return false
+	}
+	cond := verifiedCondition(n)
+	if value == wellknown.FailedOpenValue {
+		return cond == nil || cond.Reason != string(wellknown.FailedOpen)
+	}
+	return cond == nil || cond.Status != corev1.ConditionTrue || cond.Reason != string(wellknown.Verified)
+}
+
+// failedTest reports whether err is the tracker's failed JSON Patch test: of a value, or of
+// a path the node does not have (a condition not written yet). The API server answers both 422.
+func failedTest(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "test failed") || strings.Contains(msg, "test operation") || strings.Contains(msg, "error in test")
 }
 
 // node returns node-a as stored, without a request the agent's could be mistaken for.

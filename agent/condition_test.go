@@ -52,9 +52,9 @@ func TestConditionAndEventsTellTheStory(t *testing.T) {
 	assert.Zero(t, c.requests("delete", ""))
 }
 
-// TestConditionWrittenAgainUntilItLands: the condition write after the release fails (the
-// API server went away right after the PATCH); the agent writes it again while it waits
-// for its SIGTERM, until it lands, and then no more.
+// TestConditionWrittenAgainUntilItLands: the release's condition cannot be written (the API
+// server is away), so the release does not land; the condition taken back is kept and
+// written again, until it lands, and then the release with its condition.
 func TestConditionWrittenAgainUntilItLands(t *testing.T) {
 	c := newCluster(heldNode())
 	var fails atomic.Int32
@@ -70,18 +70,26 @@ func TestConditionWrittenAgainUntilItLands(t *testing.T) {
 	waitFor(t, "verified", func() bool { return isVerified(r.Agent) })
 	waitFor(t, "condition written", func() bool { return c.condition(t).Reason == string(wellknown.Verified) })
 	require.NoError(t, r.stop(t))
-	assert.Equal(t, 4, c.requests("patch", "status"), "three writes that failed, one that landed")
-	assert.Equal(t, []string{string(wellknown.Verified)}, c.reasons())
+	// The release's condition, its withdrawal and the withdrawal's retry fail; the next round
+	// writes the withdrawal kept, then releases with its condition: the label never lands
+	// without it.
+	assert.Equal(t, 5, c.requests("patch", "status"), "three writes that failed, two that landed")
+	assert.Equal(t, []string{string(wellknown.Verifying), string(wellknown.Verified)}, c.reasons())
 }
 
-// TestConditionLastTryAfterSIGTERM: the SIGTERM comes during the release and the condition
-// write right after it fails: one more try before exiting.
+// TestConditionLastTryAfterSIGTERM: the SIGTERM comes during a release the API server did
+// not store (503), and the condition taken back cannot be written either, nor its retry: one
+// more try before exiting, so the held node does not keep saying Verified.
 func TestConditionLastTryAfterSIGTERM(t *testing.T) {
 	c := newCluster(heldNode())
-	var once atomic.Bool
+	var status atomic.Int32
 	c.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() == "status" && once.CompareAndSwap(false, true) {
-			return true, nil, apierrors.NewServiceUnavailable("the server is shutting down")
+		unavailable := apierrors.NewServiceUnavailable("the server is shutting down")
+		if a.GetSubresource() != "status" {
+			return true, nil, unavailable
+		}
+		if n := status.Add(1); n == 2 || n == 3 {
+			return true, nil, unavailable
 		}
 		return false, nil, nil
 	})
@@ -89,8 +97,9 @@ func TestConditionLastTryAfterSIGTERM(t *testing.T) {
 	c.onRelease(r.sigterm)
 	require.NoError(t, r.start().wait(t))
 
-	assert.Equal(t, 2, c.requests("patch", "status"))
-	assert.Equal(t, string(wellknown.Verified), c.condition(t).Reason)
+	assert.Equal(t, 4, c.requests("patch", "status"), "the release's, two that failed, the last try")
+	assert.Equal(t, string(wellknown.Verifying), c.condition(t).Reason)
+	assert.NotContains(t, c.node(t).Labels, "node-ready/verified")
 }
 
 // TestConditionFollowsLatestRound: after the failure is recorded, the condition tells the

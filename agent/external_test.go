@@ -71,7 +71,7 @@ func TestExternalTaintOwner(t *testing.T) {
 }
 
 // TestExternalTaintOwnerConditionRefused: when the condition cannot be written, the label
-// is not written either (it would end the agent and leave the node held by a taint whose
+// does not land either (its write tests for the condition) (it would end the agent and leave the node held by a taint whose
 // owner waits for the condition); the refusal is reported as a failed release.
 func TestExternalTaintOwnerConditionRefused(t *testing.T) {
 	client := newCluster(externalNode())
@@ -88,9 +88,4 @@ func TestExternalTaintOwnerConditionRefused(t *testing.T) {
 	assert.False(t, isVerified(a.Agent))
 	node := client.node(t)
 	assert.NotContains(t, node.Labels, "node-ready/verified", "labelled without the condition")
-	for _, act := range client.Actions() {
-		if act.GetVerb() == "patch" && act.GetResource().Resource == "nodes" {
-			assert.Equal(t, "status", act.GetSubresource(), "a write of the node itself")
-		}
-	}
 }

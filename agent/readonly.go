@@ -70,6 +70,17 @@ func (r readOnly) FailOpen(ctx context.Context, annotations map[string]string) (
 	return r.Release(ctx, annotations)
 }
 
+// ReleaseWith logs what releasing the node with its condition c would change.
+func (r readOnly) ReleaseWith(ctx context.Context, c wellknown.Condition, annotations map[string]string) (nodepatch.Outcome, error) {
+	if c.Reason == wellknown.FailedOpen {
+		return r.FailOpen(ctx, annotations)
+	}
+	return r.Release(ctx, annotations)
+}
+
+// Withdraw has nothing to take back: no release was written.
+func (r readOnly) Withdraw(context.Context, wellknown.Condition) (bool, error) { return false, nil }
+
 // Settle has nothing to watch: no release was written.
 func (r readOnly) Settle(context.Context, time.Duration) (int, error) { return 0, nil }
 

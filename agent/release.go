@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/nodeready/nodeready/internal/report"
@@ -14,15 +15,23 @@ import (
 	"github.com/nodeready/nodeready/nodepatch"
 )
 
-// release releases the node with the completion annotations, reports the
-// condition and an Event, and settles. It all runs on a context the SIGTERM
-// does not cancel, bounded well inside the termination grace period: the
-// label makes the DaemonSet controller delete the pod at once (often before
-// the read-back), and a release cut short would be a write nobody reports,
-// leaving `kubectl describe node` telling an old story. A write that got no
-// answer is not a failure yet: whether it landed is found out (Confirm), on
-// time kept back from the write for that. The Event's reason is the
-// condition's: Verified, or FailedOpen.
+// release releases the node with its condition and the completion annotations,
+// reports an Event, and settles. It all runs on a context the SIGTERM does not
+// cancel, bounded well inside the termination grace period: the label makes the
+// DaemonSet controller delete the pod at once (often before the write's answer),
+// and a release cut short would be a write nobody reports, leaving `kubectl
+// describe node` telling an old story. The condition and the label go out at once
+// and the label's write tests for the condition, so the label never lands before
+// it (nodepatch.ReleaseWith). A write that got no answer is not a failure yet:
+// whether it landed is found out (Confirm), on time kept back from the write for
+// that. A release that did not land takes its condition back (releaseFailed). The
+// Event's reason is the condition's: Verified, or FailedOpen.
+//
+// When another controller owns the startup taint (TAINT_OWNER=external), the
+// condition is what releases the node (that controller removes the taint when it
+// turns True) and the label ends the agent: the same write order holds the label
+// back until the condition is stored, and a condition that cannot be written fails
+// the release. So does it otherwise: the label never says more than the condition.
 func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond wellknown.Condition) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), report.ReleaseBudget(a.cfg.SettleTime))
 	defer cancel()
@@ -33,14 +42,12 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond wellknown.
 	}
 	deadline, _ := ctx.Deadline()
 	write, cancelWrite := context.WithDeadline(ctx, deadline.Add(-report.ConfirmBudget))
-	releaseNode := a.write.Release
-	if cond.Reason == wellknown.FailedOpen {
-		releaseNode = a.write.FailOpen // the label says so, in the release's own write
-	}
+	// The node's state, from the watch without a request of its own, for the hold time.
+	_, err := a.read.State(write)
+	sent := err == nil
 	var outcome nodepatch.Outcome
-	told, err := a.conditionFirst(write, log, cond)
-	if err == nil {
-		outcome, err = releaseNode(write, r.annotations)
+	if sent {
+		outcome, err = a.write.ReleaseWith(write, cond, r.annotations)
 	}
 	cancelWrite()
 	if errors.Is(err, nodepatch.ErrUnknownOutcome) {
@@ -50,8 +57,10 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond wellknown.
 		if errors.Is(err, nodepatch.ErrUnknownOutcome) || errors.Is(err, errDidNotLand) {
 			a.unconfirmed = &r // looked for once more at the SIGTERM
 		}
-		a.releaseFailed(ctx, log, err, told)
-		return err
+		if !a.releaseFailed(ctx, log, err, cond, sent) {
+			return err
+		}
+		outcome = nodepatch.Patched // the write that got no answer landed after all
 	}
 	if outcome == nodepatch.Unchanged && a.unconfirmed != nil {
 		outcome = nodepatch.Patched // an earlier write that got no answer landed
@@ -59,43 +68,6 @@ func (a *Agent) release(ctx context.Context, log zerolog.Logger, cond wellknown.
 	a.unconfirmed = nil
 	a.finish(ctx, log, r, outcome)
 	return nil
-}
-
-// conditionFirst writes the release's condition before the label, so that the
-// label and the condition never disagree where anyone can read them: a node
-// whose label says it is released always has a condition that says so. It
-// reports whether the condition was written. Like the release, it waits for
-// Karpenter to register the node: a taint removed before that comes back.
-//
-// When another controller owns the startup taint (TAINT_OWNER=external), the
-// condition is what releases the node (that controller removes the taint when it
-// turns True), and the label ends the agent: a condition that cannot be written
-// fails the release, or the node would be held with no agent left to say why.
-// Otherwise the label is what releases it: a condition that cannot be written
-// (nodes/status refused, the API away) does not hold a verified node, and is
-// written again until it lands. And while the last release was refused, the
-// condition that says why stays until a release lands: written first, it would
-// turn True and back every round.
-func (a *Agent) conditionFirst(ctx context.Context, log zerolog.Logger, cond wellknown.Condition) (bool, error) {
-	if a.told.release != "" && !a.cfg.ExternalTaint() {
-		return false, nil
-	}
-	state, err := a.read.State(ctx)
-	switch {
-	case err != nil:
-		return false, err
-	case !state.Registered:
-		return false, nodepatch.ErrNotRegistered
-	}
-	err = a.condition.Write(ctx, cond)
-	switch {
-	case err == nil:
-		return true, nil
-	case a.cfg.ExternalTaint():
-		return false, err
-	}
-	log.Warn().Err(err).Str("reason", string(cond.Reason)).Msg("Could not set node condition before the release, will try again after it")
-	return false, nil
 }
 
 // releaseAttempt is what a release writes and how it is reported.
@@ -200,22 +172,31 @@ func (a *Agent) finish(ctx context.Context, log zerolog.Logger, r releaseAttempt
 		Msg("Verified node")
 }
 
-// releaseFailed records a release that did not go through. Once the checks
-// have passed, what stops the release is the installation or the API, not
-// the node: it is reported as such (an Event when the error is new), never
-// counted as a failed check.
-func (a *Agent) releaseFailed(ctx context.Context, log zerolog.Logger, err error, conditionTold bool) {
+// releaseFailed records a release that did not go through, with cond the
+// condition it wrote (or may have, when sent), and reports whether the node shows the
+// release landed after all. Once the checks have passed, what stops the release
+// is the installation or the API, not the node: it is reported as such (an Event
+// when the error is new), never counted as a failed check. The condition the
+// release may have left True on the node, which stays held, is taken back at once
+// (withdraw): for a refusal with why (Misconfigured), for a moment's failure with
+// Verifying, which the next round's release turns True again.
+func (a *Agent) releaseFailed(ctx context.Context, log zerolog.Logger, err error, cond wellknown.Condition, sent bool) bool {
 	a.metrics.patches.WithLabelValues("error").Inc()
 	switch {
 	case errors.Is(err, nodepatch.ErrNotRegistered):
+		// Found before anything was written.
 		log.Info().Err(err).Msg("Could not release node")
-		return
+		return false
 	case errors.Is(err, nodepatch.ErrUnknownOutcome), momentary(err):
 		// The API server did not answer, or is busy or away for a moment: neither the
-		// installation nor the node is at fault. The release may yet land, and is
-		// written again the next round: the condition stays as written.
+		// installation nor the node is at fault. The release is written again the next
+		// round; until then the node says it is not released yet.
 		log.Warn().Err(err).Msg("Could not release node, will try again")
-		return
+		if !sent {
+			return false
+		}
+		return a.withdraw(ctx, log, cond, wellknown.Condition{Status: corev1.ConditionFalse, Reason: wellknown.Verifying,
+			Message: cond.Message + "; not released yet, the release is written again: " + err.Error()})
 	}
 	t := told{level: zerolog.WarnLevel, msg: "Could not release node, the checks passed: fix the installation, the node is not at fault",
 		fields: map[string]any{"error": err}}
@@ -227,12 +208,30 @@ func (a *Agent) releaseFailed(ctx context.Context, log zerolog.Logger, err error
 		t.reason = wellknown.ReleaseFailed
 		t.note = "Checks passed but the release failed (a misconfiguration, not a failed check; no failure action follows): " + msg
 	}
-	if conditionTold {
-		// The condition went first and says released; the node is not: it says why now.
-		cond := a.state.problemCondition(result{misconfigured: []string{"release: " + err.Error()}}, "")
-		t.condition = &cond
+	problem := a.state.problemCondition(result{misconfigured: []string{"release: " + err.Error()}}, "")
+	if !sent {
+		t.condition = &problem
 	}
 	a.tell(ctx, log, t)
+	return sent && a.withdraw(ctx, log, cond, problem)
+}
+
+// withdraw writes c in place of cond, the condition of a release that failed, and
+// reports whether the node shows the release landed after all (then nothing is
+// written). A withdrawal that fails is kept and written again, as any condition.
+func (a *Agent) withdraw(ctx context.Context, log zerolog.Logger, cond, c wellknown.Condition) bool {
+	released, err := a.write.Withdraw(ctx, c)
+	switch {
+	case released:
+		log.Info().Msg("Release landed although its write failed")
+		return true
+	case err != nil:
+		a.condition.Wrote(cond) // may be on the node: c differs from it, so it is written
+		a.condition.Set(ctx, log, c)
+	default:
+		a.condition.Wrote(c)
+	}
+	return false
 }
 
 // errDidNotLand: a release write failed and the node, read afterwards, shows it did not land.

@@ -49,9 +49,9 @@ func TestRefusedReleaseIsAMisconfiguration(t *testing.T) {
 			waitFor(t, "release tried again", func() bool { return c.requests("patch", "") >= 5 })
 			assert.Zero(t, c.requests("delete", ""), "a refused release replaced the node")
 			assert.False(t, isVerified(r.Agent), "a refused release failed open")
-			// The condition goes before the label, so the first release's Verified is followed
-			// at once by why it was refused; later rounds write it no more until one lands.
-			assert.Equal(t, []string{string(wellknown.Verified), string(wellknown.Misconfigured)}, c.reasons())
+			// The condition goes with the label, so each release's Verified is followed at once
+			// by why it was refused.
+			assertTakenBack(t, c.reasons(), wellknown.Misconfigured)
 			assert.Contains(t, c.waitEvent(t, wellknown.ReleaseFailed).Note, "a misconfiguration, not a failed check")
 			// Held, failing only for the installation: the failure action waits.
 			assert.Contains(t, c.waitEvent(t, wellknown.VerificationFailed).Note, "failure action: none while the installation is misconfigured")
@@ -143,4 +143,47 @@ func TestSettleFailureAfterReleaseIsNoAbort(t *testing.T) {
 	assert.Equal(t, 1.0, rounds(r.Agent), "a second round")
 	assert.Equal(t, 1, c.requests("patch", ""))
 	assert.True(t, strings.HasPrefix(c.waitEvent(t, wellknown.Verified).Note, "All 1 checks passed; released in "))
+}
+
+// TestLabelNeverBeforeItsCondition: after refused releases, whose condition says
+// Misconfigured, the release that lands writes its condition first: no version of the node
+// carries the verified label with a condition that says otherwise.
+func TestLabelNeverBeforeItsCondition(t *testing.T) {
+	c := newCluster(heldNode())
+	refused := c.fault("patch", "", forbidden)
+	r := runNew(t, c, passing, map[string]string{"MAX_RETRIES": "1"})
+
+	waitFor(t, "refused twice", func() bool { return patchesOf(r.Agent, "error") >= 2 })
+	waitFor(t, "the refusal on the node", func() bool { return c.condition(t).Reason == string(wellknown.Misconfigured) })
+	refused.Store(false) // the policy fixed
+	waitFor(t, "released", func() bool { return isVerified(r.Agent) })
+	require.NoError(t, r.stop(t))
+	assert.Empty(t, c.disagreed, "versions of the node labelled with a condition that says otherwise")
+	assert.Equal(t, string(wellknown.Verified), c.condition(t).Reason)
+}
+
+// TestMomentaryReleaseFailureTakesItsConditionBack: the release's condition lands, its label
+// does not (429 after client-go's retries, 503 while the API server is away). The node, held,
+// says Verified no longer than the release's attempt: the condition is taken back at once
+// (Verifying), not left True until the retries run out; no Event, no failure.
+func TestMomentaryReleaseFailureTakesItsConditionBack(t *testing.T) {
+	for name, err := range map[string]error{
+		"429": apierrors.NewTooManyRequests("the server has received too many requests", 1),
+		"503": apierrors.NewServiceUnavailable("the server is currently unable to handle the request"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := newCluster(heldNode())
+			c.fault("patch", "", err) // the label's write; the condition's lands
+			r := runNew(t, c, passing, map[string]string{"MAX_RETRIES": "100"})
+
+			waitFor(t, "release tried twice", func() bool { return patchesOf(r.Agent, "error") >= 2 })
+			require.NoError(t, r.stop(t))
+			assert.NotContains(t, c.node(t).Labels, "node-ready/verified")
+			assert.Equal(t, corev1.ConditionFalse, c.condition(t).Status, "a held node says Verified")
+			assert.Equal(t, string(wellknown.Verifying), c.condition(t).Reason)
+			assertTakenBack(t, c.reasons(), wellknown.Verifying)
+			assert.Zero(t, failures(r.Agent))
+			assert.Empty(t, c.events(t))
+		})
+	}
 }

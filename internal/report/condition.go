@@ -79,6 +79,15 @@ func (w *ConditionWriter) Write(ctx context.Context, c wellknown.Condition) erro
 	return nil
 }
 
+// Wrote records c as what the node shows, written by another path than this
+// writer's (the release writes its condition with its label, and takes it back
+// when the release fails): a pending condition goes, and a later Set of
+// something else writes it.
+func (w *ConditionWriter) Wrote(c wellknown.Condition) {
+	w.pending = nil
+	w.shown = c
+}
+
 // Flush writes the pending condition, if any, and reports whether none is
 // left. The first failure of a condition is a warning; the retries are
 // logged at debug level.
