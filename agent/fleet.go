@@ -48,8 +48,10 @@ type fleet struct {
 	// marked is the evidence last written on the own node, so it is written
 	// again only when it changes.
 	marked string
-	// every bounds how often the evidence is read (fleetRead); next is when it
-	// may be read again, and last what it said then.
+	// every bounds how often the evidence is read: once a round after the
+	// failure (RETRY_BACKOFF_MAX), so a thousand nodes failing alike cost a read
+	// each per RETRY_BACKOFF_MAX, not per round before it; next is when it may be
+	// read again, and last what it said then.
 	every time.Duration
 	next  time.Time
 	last  string
@@ -59,16 +61,11 @@ type fleet struct {
 // only with more than 2 nodes NotReady.
 const minSharedFailing = 3
 
-// fleetRead bounds how often an agent reads the evidence while its action is due:
-// a fault shared by a thousand joining nodes costs a read of the fleet per node
-// per this interval, not per round.
-const fleetRead = 2 * time.Minute
-
 func newFleet(cfg config.Config, client kube.Interface) *fleet {
 	return &fleet{
 		client: client, node: cfg.NodeName, fingerprint: cfg.Fingerprint(),
 		label: cfg.VerifiedLabel, value: cfg.VerifiedLabelValue,
-		window: cfg.FleetWindow, percentage: cfg.SharedFaultPercentage, every: fleetRead,
+		window: cfg.FleetWindow, percentage: cfg.SharedFaultPercentage, every: cfg.RetryBackoffMax,
 	}
 }
 
@@ -179,7 +176,7 @@ func (e evidence) tally(own []string) string {
 
 // judge reads the evidence about the checks failing here (own) and says why the
 // fault looks shared, or "" when it is the node's own. A read that fails is no
-// evidence: the action waits. Within fleetRead of the last read its verdict
+// evidence: the action waits. Within every of the last read its verdict
 // stands.
 func (f *fleet) judge(ctx context.Context, own []string) string {
 	now := time.Now()

@@ -18,7 +18,8 @@ import (
 // read (after kube-node-ready's names are resolved): any change to them is a
 // new configuration, also of a kind CHECKS does not name, which only makes the
 // evidence start again. The failure policy, the label, the taint and the logs
-// are not part of it.
+// are not part of it, nor the variables a node may set to a value of its own
+// (perNode).
 func (c *Config) Fingerprint() string {
 	values := map[string]any{"CHECKS": c.Checks, "CHECK_TIMEOUT": c.CheckTimeout.String()}
 	for _, k := range checks.Catalog {
@@ -32,6 +33,11 @@ func (c *Config) Fingerprint() string {
 	return hex.EncodeToString(sum[:])[:10]
 }
 
+// perNode are the variables whose value may be the node's own while every node
+// does the same with it: DNS_NAMESERVER is a node-local DNS cache, often the node's
+// own address (the downward API's status.hostIP), on every node alike.
+var perNode = map[string]bool{"DNS_NAMESERVER": true}
+
 // addVariables adds the values of the variables of an options struct: its fields
 // with an envconfig name. The fields a kind derives from them (`ignored`) are left
 // out: they say the same, and some (an HTTP client) are no values.
@@ -40,6 +46,9 @@ func addVariables(values map[string]any, v reflect.Value) {
 		f := v.Type().Field(i)
 		name, ok := f.Tag.Lookup("envconfig")
 		if !ok || !f.IsExported() || f.Tag.Get("ignored") == "true" {
+			continue
+		}
+		if perNode[name] {
 			continue
 		}
 		if d, ok := v.Field(i).Interface().(time.Duration); ok {

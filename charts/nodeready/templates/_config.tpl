@@ -49,6 +49,8 @@ MIN_HOLD_TIME: {{ $c.minHoldTime | quote }}
 FAILURE_ACTION: {{ $c.failureAction | quote }}
 FAIL_OPEN_AFTER: {{ $c.failOpenAfter | quote }}
 DELETE_FAILED_NODE: {{ $c.deleteFailedNode | quote }}
+FLEET_WINDOW: {{ $c.fleetWindow | quote }}
+SHARED_FAULT_PERCENTAGE: {{ $c.sharedFaultPercentage | int64 | quote }}
 REVERIFY_TAINT: {{ $c.reverifyTaint | quote }}
 DRY_RUN: {{ $c.dryRun | quote }}
 ENABLE_METRICS: {{ $c.enableMetrics | quote }}

@@ -28,6 +28,10 @@ at start (exit 2); the chart refuses them at install, naming the value.
 {{- if lt (include "nodeready.seconds" $c.clockMaxSkew | float64) 2.0 -}}
 {{- fail (printf "config.clockMaxSkew: %s: must be at least 2s: the API server's Date counts whole seconds, so a smaller skew cannot be told" $c.clockMaxSkew) -}}
 {{- end -}}
+{{- $fleetWindow := include "nodeready.seconds" $c.fleetWindow | float64 -}}
+{{- if or (lt $fleetWindow 60.0) (gt $fleetWindow 86400.0) -}}
+{{- fail (printf "config.fleetWindow: %s: must be between 1m and 24h" $c.fleetWindow) -}}
+{{- end -}}
 {{- if gt (include "nodeready.seconds" $c.settleTime | float64) 15.0 -}}
 {{- fail (printf "config.settleTime: %s: must be at most 15s, below the pod's termination grace period" $c.settleTime) -}}
 {{- end -}}

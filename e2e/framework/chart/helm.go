@@ -185,6 +185,8 @@ var settings = map[string]setting{
 	"MIN_HOLD_TIME":                {"minHoldTime", text},
 	"FAILURE_ACTION":               {"failureAction", text},
 	"FAIL_OPEN_AFTER":              {"failOpenAfter", text},
+	"FLEET_WINDOW":                 {"fleetWindow", text},
+	"SHARED_FAULT_PERCENTAGE":      {"sharedFaultPercentage", number},
 	"DELETE_FAILED_NODE":           {"deleteFailedNode", boolean},
 	"REVERIFY_TAINT":               {"reverifyTaint", boolean},
 	"DRY_RUN":                      {"dryRun", boolean},

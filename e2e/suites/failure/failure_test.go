@@ -25,6 +25,7 @@ func TestFailure(t *testing.T) {
 	fw.Run("kubectl describe node shows the condition and the Events", testDescribe)
 	fw.Run("fail-open releases a failing node after FAIL_OPEN_AFTER", testFailOpen)
 	fw.Run("replace-node", testReplaceNode)
+	fw.Run("a failure action only with the fleet's evidence that the fault is the node's own", testFleetEvidence)
 	fw.Run("a release refused by a webhook that is down is reported on the node", testWebhookDown)
 	fw.Run("one CheckFailed Event per failing check", testCheckFailedPerCheck)
 	fw.Run("long notes are stored", testLongNotes)
@@ -101,18 +102,23 @@ func testDescribe(t *testing.T, fw *framework.Framework) {
 
 // testFailOpen: with FAILURE_ACTION=fail-open a node whose DNS fails is held until
 // FAIL_OPEN_AFTER from its agent's start, not a moment less, and then released with the
-// condition False/FailedOpen and a Warning FailedOpen Event.
+// condition False/FailedOpen and a Warning FailedOpen Event. A healthy node of the same
+// configuration passes first: the fleet's evidence that the fault is the failing node's own.
 func testFailOpen(t *testing.T, fw *framework.Framework) {
 	const (
 		failOpenAfter = 5 * time.Second
 		retryMax      = time.Second // RETRY_BACKOFF_MAX of the harness: the interval after the failure
 	)
 	ctx := t.Context()
-	f, node := fw.NewFleetWithNode("failopen", framework.NodeOptions{BrokenDNS: true, Env: map[string]string{
+	env := map[string]string{
 		"FAILURE_ACTION":  "fail-open",
 		"FAIL_OPEN_AFTER": failOpenAfter.String(),
 		"MAX_RETRIES":     "2",
-	}})
+	}
+	f, healthy := fw.NewFleetWithNode("failopen", framework.NodeOptions{Env: env})
+	require.NoError(t, f.WaitReleased(ctx, healthy))
+	node := f.Name() + "-broken"
+	require.NoError(t, f.AddNode(ctx, node, framework.NodeOptions{BrokenDNS: true, Env: env}))
 	require.NoError(t, f.WaitAgentStarted(ctx, node))
 	pods := f.PodsOn(node)
 	require.Len(t, pods, 1)

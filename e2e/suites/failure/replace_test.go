@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,12 +66,12 @@ func testReplaceNode(t *testing.T, fw *framework.Framework) {
 		cond := fw.WaitCondition(claimed, string(wellknown.Replacing))
 		assert.Equal(t, corev1.ConditionFalse, cond.Status)
 		assert.Contains(t, cond.Message, "dns "+framework.DNSName)
-		// Karpenter would now drain and delete the node; the agent never does it itself,
-		// however many rounds it goes on failing (a second replacement would find no
-		// NodeClaim and delete the Node).
-		agent, err := f.WaitAgentRunning(ctx, claimed)
-		require.NoError(t, err)
-		require.NoError(t, f.WaitMetric(ctx, agent, "nodeready_rounds_total", 5))
+		// Karpenter would now drain and delete the node; the agent never does it itself:
+		// it runs no more rounds (a second replacement would find no NodeClaim and delete
+		// the Node) and waits for its pod's end.
+		before := f.Rounds(claimed)
+		time.Sleep(3 * time.Second) // three rounds of RETRY_BACKOFF_MAX
+		assert.Equal(t, before, f.Rounds(claimed), "rounds after the replacement")
 		n := fw.Node(claimed)
 		assert.Nil(t, n.DeletionTimestamp, "node %s is being deleted", claimed)
 		assert.True(t, framework.IsTainted(n))
@@ -173,6 +174,11 @@ func failingKarpenterNode(t *testing.T, fw *framework.Framework, claims dynamic.
 	t.Helper()
 	ctx := t.Context()
 	f := fw.NewFleet(fleet)
+	// A healthy node of the same configuration: the fleet's evidence that the failure is
+	// the failing node's own.
+	healthy := f.Name() + "-ok"
+	require.NoError(t, f.AddNode(ctx, healthy, framework.NodeOptions{Env: replaceEnv(maxRetries)}))
+	require.NoError(t, f.WaitReleased(ctx, healthy))
 	node := f.Name() + "-0"
 	claim := createNodeClaim(t, claims, "default-"+fleet, node)
 	require.NoError(t, f.AddNode(ctx, node, framework.NodeOptions{BrokenDNS: true, Labels: karpenterLabels, Env: replaceEnv(maxRetries)}))

@@ -219,6 +219,13 @@ func testReplace(t *testing.T, fw *framework.Framework, dyn dynamic.Interface, k
 		np, taint.Key, env["TAINT_KEY"] = karpenter.NodePoolWithoutStartupTaints, key, key
 		useTaintKey(t, fw, key)
 	}
+	// A node of the same configuration passes first: the fleet's evidence that the first
+	// node's failure is its own, without which replace-node waits (docs/checks.md, "A fault
+	// the fleet shares").
+	peers := fw.NewFleet(pool + "-peer")
+	peer := peers.Name() + "-0"
+	require.NoError(t, peers.AddNode(ctx, peer, framework.NodeOptions{Env: env}))
+	require.NoError(t, peers.WaitReleased(ctx, peer))
 	f := fw.NewFleet(pool)
 	var mu sync.Mutex
 	adopted := 0
