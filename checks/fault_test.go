@@ -67,6 +67,14 @@ func TestWhoseFault(t *testing.T) {
 			t.Cleanup(srv.Close)
 			return checks.NewHTTP(srv.URL, checks.StatusMatcher{}, nil)
 		}, "misconfigured"},
+		{"http", "a certificate not yet valid by this node's clock, valid by the API server's", func(t *testing.T) checks.Check {
+			url, caFile := tlsServer(t, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+			client, err := checks.NewHTTPClient(caFile)
+			require.NoError(t, err)
+			api := newDateServer(t, 90*time.Minute, 0)
+			api.getNode(t)
+			return checks.NewHTTP(url, checks.StatusMatcher{}, client).WithClock(kube.ClockOf(api.client))
+		}, "fail"},
 		{"apiserver", "no answer", func(t *testing.T) checks.Check {
 			return checks.NewAPIServer(restClient(t, "http://"+closed), checks.APIServerReadyz, "node-a")
 		}, "fail"},
