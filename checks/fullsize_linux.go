@@ -1,6 +1,7 @@
 package checks
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,33 +25,78 @@ import (
 // echo at all (ErrFullSizeNotChecked). It uses an unprivileged ping socket, which a pod may
 // open when its net.ipv4.ping_group_range holds its group (containerd 2 opens it to every
 // group: enable_unprivileged_icmp). It returns the size proven, in bytes of the IP packet.
+//
+// A router on the way that cannot forward the echo says so with an ICMP "fragmentation
+// needed" (IPv6 "packet too big"): the kernel keeps the path's MTU for the address, which a
+// socket connected anew reads as its route's MTU, and a connected IPv4 ping socket also
+// fails its next read or send with EMSGSIZE. That is path-MTU discovery working, not a
+// blackhole: the echo is sent again at the path's MTU, up to pathSteps times (one for each
+// smaller link on the way), and a size proven there returns with ErrPathSmaller. Only a size
+// lost while the kernel learns nothing smaller is ErrFullSizeLost.
 func PingFullSize(ctx context.Context, ip netip.Addr) (int, error) {
-	p, err := newPinger(ip)
-	if err != nil {
-		return 0, err
-	}
-	defer p.conn.Close()
-	for attempt := 0; ; attempt++ {
-		size, err := p.routeMTU()
-		if err != nil {
-			return 0, err
-		}
-		big, small, err := p.exchange(ctx, size-p.header, smallPing)
+	route, tried := 0, 0 // the route's MTU at first, and the size tried last
+	var failed error     // why the size tried last proved nothing
+	for range pathSteps + 1 {
+		size, big, small, err := pingOnce(ctx, ip, tried)
 		switch {
-		case errors.Is(err, unix.EMSGSIZE) && attempt == 0:
-			continue // the route's MTU changed under us: once more, as it is now
+		case errors.Is(err, errNothingSmaller):
+			return 0, failed
+		case errors.Is(err, unix.EMSGSIZE):
+			// An ICMP error for the large echo, or a route that shrank under us: once more,
+			// at the MTU the kernel gives a new socket.
+			failed = err
 		case err != nil:
 			return 0, err
+		case big && route > size:
+			return size, fmt.Errorf("%w: this pod's route sends %d-byte packets, the path to %s carries %d "+
+				"(an ICMP error said so: path-MTU discovery works)", ErrPathSmaller, route, ip, size)
 		case big:
 			return size, nil
 		case small:
-			return 0, fmt.Errorf("%w: no answer to %d-byte pings with don't-fragment set, while %d-byte ones are answered",
-				ErrFullSizeLost, size, smallPing+p.header)
+			failed = fmt.Errorf("%w: no answer to %d-byte pings with don't-fragment set, while %d-byte ones are answered",
+				ErrFullSizeLost, size, smallPing+headerOf(ip))
 		default:
 			return 0, fmt.Errorf("%w: no answer to pings of any size (%d or %d bytes): ICMP is filtered on the way",
-				ErrFullSizeNotChecked, size, smallPing+p.header)
+				ErrFullSizeNotChecked, size, smallPing+headerOf(ip))
 		}
+		route, tried = cmp.Or(route, size), size
 	}
+	return 0, failed
+}
+
+// pathSteps is how many times PingFullSize tries a smaller size the kernel learned: one for
+// each link of a smaller MTU on the way.
+const pathSteps = 3
+
+// errNothingSmaller: the route's MTU is not below the size tried last.
+var errNothingSmaller = errors.New("no smaller path MTU learned")
+
+// pingOnce sends, from a ping socket of its own, an echo of the route's MTU and a small one,
+// and reports the size and which were answered. After a size that proved nothing (tried is
+// not 0) it sends only when the route's MTU is now smaller (else errNothingSmaller): a new
+// socket, because a connected one keeps the route it was connected with.
+func pingOnce(ctx context.Context, ip netip.Addr, tried int) (size int, big, small bool, err error) {
+	p, err := newPinger(ip)
+	if err != nil {
+		return 0, false, false, err
+	}
+	defer p.conn.Close()
+	if size, err = p.routeMTU(); err != nil {
+		return 0, false, false, err
+	}
+	if tried != 0 && size >= tried {
+		return size, false, false, errNothingSmaller
+	}
+	big, small, err = p.exchange(ctx, size-p.header, smallPing)
+	return size, big, small, err
+}
+
+// headerOf is the IP and ICMP headers of an echo to ip.
+func headerOf(ip netip.Addr) int {
+	if ip.Unmap().Is6() {
+		return 40 + 8
+	}
+	return 20 + 8
 }
 
 // smallPing is the payload of the echo that tells a path that drops large packets: ping(8)'s.
@@ -152,6 +198,10 @@ func (p *pinger) exchange(ctx context.Context, big, small int) (bigAnswered, sma
 		_ = p.conn.SetReadDeadline(wait)
 		for len(answered) < len(sizes) {
 			n, err := p.conn.Read(buf)
+			if errors.Is(err, unix.EMSGSIZE) {
+				// An ICMP "fragmentation needed" for the large echo, on a connected socket.
+				return false, answered[2], fmt.Errorf("ping with %d bytes: %w", big+p.header, err)
+			}
 			if err != nil {
 				break // the next try, with what is unanswered
 			}

@@ -227,6 +227,9 @@ func (c *PodNetwork) probeFamily(ctx context.Context, candidates []podTarget, re
 			failed = append(failed, fmt.Sprintf("%s: %v", t, o.err))
 		case o.both > 0:
 			ok = append(ok, fmt.Sprintf("%s, %d-byte packets both ways", t, o.both))
+			if o.notProven != "" {
+				notProven["packets of the route's MTU: "+o.notProven] = append(notProven["packets of the route's MTU: "+o.notProven], t.String())
+			}
 		case o.out > 0:
 			ok = append(ok, fmt.Sprintf("%s, %d-byte packets out", t, o.out))
 			notProven["full-size packets back: "+o.notProven] = append(notProven["full-size packets back: "+o.notProven], t.String())
@@ -295,7 +298,7 @@ type outcome struct {
 	err       error  // the pod was not reached, or not with full-size packets
 	both      int    // the size of the packets proven both ways, in bytes
 	out       int    // else the size of the TCP segments proven from this pod to it
-	notProven string // why full size was not proven both ways
+	notProven string // why full size (with both, the route's MTU) was not proven both ways
 }
 
 // probeTarget reaches one pod, then proves full size with it: both ways by FullSize, else
@@ -312,6 +315,10 @@ func (c *PodNetwork) probeTarget(ctx context.Context, t podTarget) outcome {
 	switch {
 	case err == nil:
 		return outcome{both: size}
+	case errors.Is(err, ErrPathSmaller):
+		// Path-MTU discovery at work (a smaller link on the way, an MTU being changed):
+		// the path's size is proven both ways, the route's is not, and neither is a fault.
+		return outcome{both: size, notProven: strings.TrimPrefix(err.Error(), ErrPathSmaller.Error()+": ")}
 	case errors.Is(err, ErrFullSizeLost):
 		return outcome{err: err}
 	case !errors.Is(err, ErrFullSizeNotChecked):

@@ -271,6 +271,16 @@ func TestPodNetworkFullSize(t *testing.T) {
 	assert.Regexp(t, `^127\.0\.0\.1 on node-b, [0-9]+-byte packets out$`, out.Report.Reached[0])
 	assert.Equal(t, []string{"full-size packets back with 127.0.0.1 on node-b: this pod may not open a ping socket"}, out.Report.NotProven)
 
+	// A router on the way answers the route's full size with "fragmentation needed", and the
+	// path's size crosses both ways: path-MTU discovery, a pass that names both sizes.
+	smaller := checks.Execute(t.Context(), probe(func(context.Context, netip.Addr) (int, error) {
+		return 1400, fmt.Errorf("%w: this pod's route sends 1500-byte packets, the path to 127.0.0.1 carries 1400 (an ICMP error said so: path-MTU discovery works)", checks.ErrPathSmaller)
+	}), 5*time.Second)
+	require.NoError(t, smaller.Err)
+	assert.Equal(t, []string{"127.0.0.1 on node-b, 1400-byte packets both ways"}, smaller.Report.Reached)
+	assert.Equal(t, []string{"packets of the route's MTU with 127.0.0.1 on node-b: this pod's route sends 1500-byte packets, the path to 127.0.0.1 carries 1400 (an ICMP error said so: path-MTU discovery works)"},
+		smaller.Report.NotProven)
+
 	// The TCP port takes the padded query and never answers: the way out loses full size.
 	silent := silentTCP(t)
 	lostOut := checks.NewPodNetwork(adapt.Clientset(fake.NewClientset(coreDNSSlice(t, "b", srv.Addr(), silent, "node-b"))), "node-a", kubeDNS, 1,
