@@ -8,10 +8,12 @@
 // taints no new node; waits a while for the running agents to release their
 // nodes as usual; releases every node still held (its startup taints removed,
 // no label: it was not verified; a Warning Event says so); deletes the
-// DaemonSet, but only once no node is left held, and waits for its pods to be
-// gone; releases the nodes tainted meanwhile; and, when asked, removes what
-// nodeready wrote on every node. Every step is idempotent: a run that failed
-// is run again.
+// DaemonSet, but only once no node is left held, and waits a bounded time for
+// its pods to be gone (a pod on a node whose kubelet is down never goes, and
+// waiting on it would fail the uninstall until that node is deleted: it is
+// named, and the uninstall goes on); releases the nodes tainted meanwhile;
+// and, when asked, removes what nodeready wrote on every node. Every step is
+// idempotent: a run that failed is run again.
 package uninstall
 
 import (
@@ -44,7 +46,10 @@ type Options struct {
 	// ReleaseHeld releases the nodes still held (steps 2, 3 and 5).
 	ReleaseHeld bool
 	// DaemonSet is namespace/name of the agents' DaemonSet, deleted once no node is held.
+	// Only with ReleaseHeld: without it, the nodes still held would lose their agents.
 	DaemonSet string
+	// WaitForPods bounds the wait for the DaemonSet's pods to be gone.
+	WaitForPods time.Duration
 	// CreationPolicyBinding is the MutatingAdmissionPolicyBinding that taints new nodes,
 	// deleted first.
 	CreationPolicyBinding string
@@ -61,7 +66,8 @@ func Flags(args []string, out io.Writer) (Options, error) {
 	fs := flag.NewFlagSet("nodeready uninstall", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.BoolVar(&o.ReleaseHeld, "release-held", false, "release every node that still carries a startup taint, unverified")
-	fs.StringVar(&o.DaemonSet, "daemonset", "", "namespace/name of the agents' DaemonSet, deleted once no node is held")
+	fs.StringVar(&o.DaemonSet, "daemonset", "", "namespace/name of the agents' DaemonSet, deleted once no node is held (needs -release-held)")
+	fs.DurationVar(&o.WaitForPods, "wait-for-pods", DefaultWaitForPods, "how long to wait for the DaemonSet's pods to be gone; pods left then (on nodes whose kubelet does not answer) are named, and the uninstall goes on")
 	fs.StringVar(&o.CreationPolicyBinding, "creation-policy-binding", "", "the MutatingAdmissionPolicyBinding that taints new nodes, deleted first")
 	fs.DurationVar(&o.WaitForAgents, "wait-for-agents", 0, "how long the running agents get to release their nodes")
 	fs.BoolVar(&o.RemoveMarks, "remove-marks", false, "remove the verified label, the completion annotations and the condition from every node")
@@ -75,9 +81,21 @@ func Flags(args []string, out io.Writer) (Options, error) {
 		if ns, name, ok := strings.Cut(o.DaemonSet, "/"); !ok || ns == "" || name == "" {
 			return Options{}, fmt.Errorf("-daemonset %q: use namespace/name, such as kube-system/nodeready", o.DaemonSet)
 		}
+		if !o.ReleaseHeld {
+			// Deleting the DaemonSet while nodes are held would leave them with the
+			// startup taint and no agent to remove it.
+			return Options{}, fmt.Errorf("-daemonset %q needs -release-held: without it, the nodes still held would keep the startup taint with no agent to remove it", o.DaemonSet)
+		}
+	}
+	if o.WaitForPods <= 0 {
+		return Options{}, fmt.Errorf("-wait-for-pods %s: must be above 0s", o.WaitForPods)
 	}
 	return o, nil
 }
+
+// DefaultWaitForPods is -wait-for-pods's default: an agent pod ends within its
+// termination grace period (30s) once its node's kubelet gets the deletion.
+const DefaultWaitForPods = 60 * time.Second
 
 // Uninstaller takes nodeready off one cluster.
 type Uninstaller struct {
@@ -113,13 +131,14 @@ func (u *Uninstaller) Run(ctx context.Context, o Options) error {
 		}
 	}
 	if o.DaemonSet != "" {
-		if err := u.deleteDaemonSet(ctx, o.DaemonSet); err != nil {
+		if !o.ReleaseHeld {
+			return errors.New("deleting the DaemonSet needs releasing the held nodes, or they would keep the startup taint with no agent")
+		}
+		if err := u.deleteDaemonSet(ctx, o.DaemonSet, o.WaitForPods); err != nil {
 			return err
 		}
-		if o.ReleaseHeld {
-			if err := u.releaseHeld(ctx); err != nil {
-				return err
-			}
+		if err := u.releaseHeld(ctx); err != nil {
+			return err
 		}
 	}
 	if o.RemoveMarks {
@@ -206,25 +225,64 @@ func (u *Uninstaller) event(ctx context.Context, node string) {
 	}
 }
 
-// deleteDaemonSet deletes the agents' DaemonSet and waits until it and its pods are
-// gone: an agent stopped during its checks writes nothing, one stopped during its
-// release carries the release through.
-func (u *Uninstaller) deleteDaemonSet(ctx context.Context, key string) error {
+// deleteDaemonSet deletes the agents' DaemonSet and waits, at most bound, until it
+// and its pods are gone: an agent stopped during its checks writes nothing, one
+// stopped during its release carries the release through. A pod whose node's
+// kubelet does not answer is never confirmed gone (it stays Terminating until
+// the node comes back or is deleted), and the foreground deletion keeps the
+// DaemonSet until then: past the bound, the pods left are named in a warning
+// and the uninstall goes on. Such an agent cannot reach the API server either
+// way, and its permissions go with the rest of nodeready.
+func (u *Uninstaller) deleteDaemonSet(ctx context.Context, key string, bound time.Duration) error {
+	if bound <= 0 {
+		bound = DefaultWaitForPods
+	}
 	ns, name, _ := strings.Cut(key, "/")
+	ds, err := u.client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("get DaemonSet %s: %w", key, err)
+	}
 	foreground := metav1.DeletePropagationForeground
-	err := u.client.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &foreground})
+	err = u.client.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &foreground})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete DaemonSet %s: %w", key, err)
 	}
-	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, time.Second, bound, true, func(ctx context.Context) (bool, error) {
 		_, err := u.client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	if err != nil {
-		return fmt.Errorf("wait for DaemonSet %s and its pods to be gone: %w", key, err)
+	switch {
+	case err == nil:
+		u.log.Info().Str("daemonset", key).Msg("Deleted the agents' DaemonSet and its pods")
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("wait for DaemonSet %s and its pods to be gone: %w", key, ctx.Err())
 	}
-	u.log.Info().Str("daemonset", key).Msg("Deleted the agents' DaemonSet and its pods")
+	left := u.podsLeft(ctx, ns, ds.Spec.Selector)
+	u.log.Warn().Str("daemonset", key).Dur("waited", bound).Strs("pods", left).
+		Msg("Agent pods not gone after the wait, on nodes whose kubelet does not answer; they end when their node comes back or is deleted")
 	return nil
+}
+
+// podsLeft names the DaemonSet's pods still there, as pod@node.
+func (u *Uninstaller) podsLeft(ctx context.Context, ns string, selector *metav1.LabelSelector) []string {
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return nil
+	}
+	pods, err := u.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		u.log.Warn().Err(err).Msg("Could not list the agent pods left")
+		return nil
+	}
+	var left []string
+	for _, p := range pods.Items {
+		left = append(left, p.Name+"@"+p.Spec.NodeName)
+	}
+	return left
 }
 
 // removeMarks removes from every node what nodeready wrote: the verified label, the

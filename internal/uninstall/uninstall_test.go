@@ -2,8 +2,10 @@ package uninstall
 
 import (
 	"errors"
+	"io"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
@@ -133,7 +135,57 @@ func TestRemoveMarks(t *testing.T) {
 func TestFlags(t *testing.T) {
 	o, err := Flags([]string{"-release-held", "-daemonset=kube-system/nodeready", "-wait-for-agents=1m"}, nil)
 	require.NoError(t, err)
-	assert.Equal(t, Options{ReleaseHeld: true, DaemonSet: "kube-system/nodeready", WaitForAgents: 60e9}, o)
-	_, err = Flags([]string{"-daemonset=nodeready"}, nil)
-	assert.ErrorContains(t, err, "namespace/name")
+	assert.Equal(t, Options{ReleaseHeld: true, DaemonSet: "kube-system/nodeready", WaitForAgents: time.Minute, WaitForPods: DefaultWaitForPods}, o)
+	o, err = Flags([]string{"-release-held", "-daemonset=kube-system/nodeready", "-wait-for-pods=2m"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Minute, o.WaitForPods)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-release-held", "-daemonset=nodeready"}, "namespace/name"},
+		// Deleting the agents while nodes are held would strand them.
+		{[]string{"-daemonset=kube-system/nodeready"}, "needs -release-held"},
+		{[]string{"-release-held", "-wait-for-pods=0s"}, "-wait-for-pods 0s"},
+	} {
+		_, err = Flags(tc.args, io.Discard)
+		assert.ErrorContains(t, err, tc.want, tc.args)
+	}
+}
+
+// TestDaemonSetWithoutReleaseHeldRefused: Run refuses to delete the DaemonSet without
+// releasing the held nodes first, and writes nothing.
+func TestDaemonSetWithoutReleaseHeldRefused(t *testing.T) {
+	c := fake.NewClientset(node("held", nil, nil, startup), &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "nodeready"}})
+	err := New(adapt.Clientset(c), cfg, zerolog.Nop()).Run(t.Context(), Options{DaemonSet: "kube-system/nodeready"})
+	require.Error(t, err)
+	_, err = c.AppsV1().DaemonSets("kube-system").Get(t.Context(), "nodeready", metav1.GetOptions{})
+	require.NoError(t, err, "the DaemonSet of a held node was deleted")
+	assert.Equal(t, []corev1.Taint{startup}, get(t, c, "held").Spec.Taints)
+}
+
+// TestPodOnADeadNodeDoesNotHangTheUninstall: an agent pod whose node's kubelet is down is
+// never confirmed gone, and the foreground deletion keeps the DaemonSet until it is: the
+// uninstall waits WaitForPods, then goes on and releases the node tainted meanwhile, and
+// finishes without an error.
+func TestPodOnADeadNodeDoesNotHangTheUninstall(t *testing.T) {
+	selector := map[string]string{"app.kubernetes.io/name": "nodeready"}
+	c := fake.NewClientset(
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "nodeready"},
+			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: selector}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "nodeready-dead", Labels: selector}, Spec: corev1.PodSpec{NodeName: "dead"}},
+	)
+	deleted := 0
+	c.PrependReactor("delete", "daemonsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		deleted++
+		// The API server marks it for deletion; the pod on the dead node keeps it there.
+		// A node gets the startup taint meanwhile.
+		return true, nil, c.Tracker().Add(node("joined", nil, nil, startup))
+	})
+	start := time.Now()
+	err := New(adapt.Clientset(c), cfg, zerolog.Nop()).Run(t.Context(), Options{ReleaseHeld: true, DaemonSet: "kube-system/nodeready", WaitForPods: 2 * time.Second})
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), 10*time.Second, "the wait for the pods is bounded")
+	assert.Equal(t, 1, deleted)
+	assert.Empty(t, get(t, c, "joined").Spec.Taints, "the node tainted while the DaemonSet went was not released")
 }
