@@ -294,6 +294,11 @@ func TestUninstallHookIsManifests(t *testing.T) {
 		if hook(o) == "pre-delete" {
 			ann := o["metadata"].(map[string]any)["annotations"].(map[string]any)
 			assert.Equal(t, "before-hook-creation,hook-succeeded", ann["helm.sh/hook-delete-policy"], k)
+			// Argo CD, which renders the chart with helm template, runs the same objects
+			// before it deletes the Application, in the same order.
+			assert.Equal(t, "PreDelete", ann["argocd.argoproj.io/hook"], k)
+			assert.Equal(t, "BeforeHookCreation,HookSucceeded", ann["argocd.argoproj.io/hook-delete-policy"], k)
+			assert.Equal(t, ann["helm.sh/hook-weight"], ann["argocd.argoproj.io/sync-wave"], k)
 			if o["kind"] == "Job" {
 				assert.Equal(t, "0", ann["helm.sh/hook-weight"], k)
 			} else {
@@ -320,6 +325,14 @@ func TestUninstallHookIsManifests(t *testing.T) {
 	assert.Equal(t, []string{"uninstall", "--release-held", "--daemonset=nodeready-system/nodeready",
 		"--creation-policy-binding=nodeready-startup-taint", "--wait-for-agents=2m", "--remove-marks"}, job.Spec.Template.Spec.Containers[0].Args)
 	assert.EqualValues(t, 600, *job.Spec.ActiveDeadlineSeconds)
+
+	// The Job prefers a verified node: a held one may have no working network.
+	job = decode[batchv1.Job](t, renderAll(t, "--set", "config.verifiedLabel=example.com/ready", "--set", "config.verifiedLabelValue=yes"),
+		"batch/v1 Job kube-system/nodeready-uninstall")
+	require.NotNil(t, job.Spec.Template.Spec.Affinity)
+	assert.Equal(t, []corev1.PreferredSchedulingTerm{{Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "example.com/ready", Operator: corev1.NodeSelectorOpIn, Values: []string{"yes"}}}}}},
+		job.Spec.Template.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution)
 	assert.Contains(t, objects, "rbac.authorization.k8s.io/v1 Role nodeready-system/nodeready-uninstall")
 
 	for k, o := range renderAll(t, "--set", "uninstall.releaseHeldNodes=false") {
