@@ -48,7 +48,10 @@ var ErrNoPodsElsewhere = fmt.Errorf("%w: cannot be checked: no ready endpoint on
 //
 // A pod that does not answer is replaced by one on another node: a broken peer is not a
 // broken node. Each address family passes when this node reaches at least as many nodes as
-// it cannot (and one at least); the peers that did not answer are named in the Report.
+// it cannot (and one at least), and a pod in every zone where it probed two nodes or more;
+// the peers that did not answer are named in the Report. Where this node cannot tell its
+// fault from another's (one other node only, a whole zone silent), the failure is
+// Unattributed.
 // A family this pod has an address of but the Service lists no pod in (a single-stack
 // Service on a dual-stack node) cannot be probed, and the Report says so.
 type PodNetwork struct {
