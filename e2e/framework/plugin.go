@@ -2,9 +2,11 @@ package framework
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/nodeready/nodeready/e2e/framework/harness"
@@ -67,4 +69,48 @@ func (p *Plugin) MustRun(args ...string) string {
 		p.t.Fatalf("kubectl nodeready %v: exit %d: %s%s", args, r.Code, r.Stdout, r.Stderr)
 	}
 	return r.Stdout
+}
+
+// Start starts `kubectl nodeready args...` (a command that runs until stopped, such as
+// status --watch) and returns what it has printed so far, stdout and stderr together, as it
+// grows. stop ends it (SIGKILL) and waits; the test's end stops it too.
+func (p *Plugin) Start(args ...string) (output func() string, stop func()) {
+	p.t.Helper()
+	ctx, cancel := context.WithCancel(p.t.Context())
+	cmd := exec.CommandContext(ctx, p.bin, append([]string{"--kubeconfig", p.kubeconfig}, args...)...)
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		cancel()
+		p.t.Fatalf("start kubectl-nodeready %v: %v", args, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	stop = func() {
+		cancel()
+		<-done
+	}
+	p.t.Cleanup(stop)
+	return out.String, stop
+}
+
+// lockedBuffer is a buffer a process writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,7 +25,8 @@ import (
 // why tells a held node's condition, Events and agent; release frees a held node in one
 // write that keeps the node's other taints and records the user the API server names, and
 // refuses a verified one; reverify brings an agent back, which puts the startup taint back
-// (REVERIFY_TAINT).
+// (REVERIFY_TAINT); why -o json tells a held node; release -l, after its dry run, releases
+// every held node of the fleet while status --watch prints each as it changes.
 func testPlugin(t *testing.T, fw *framework.Framework) {
 	ctx := t.Context()
 	// REVERIFY_TAINT from the ConfigMap, as an operator sets it: the agents read it, and so
@@ -36,18 +38,25 @@ func testPlugin(t *testing.T, fw *framework.Framework) {
 	f := fw.NewFleet("plugin")
 	name := func(s string) string { return f.Name() + "-" + s }
 	broken := framework.NodeOptions{BrokenDNS: true}
+	// fail-open acts only on evidence that the fault is the node's own: a node of the same
+	// configuration that passed. The verified node is that node.
+	failOpen := map[string]string{"FAILURE_ACTION": "fail-open", "FAIL_OPEN_AFTER": "1s"}
 	nodes := map[string]framework.NodeOptions{
-		"verified":      {},
+		"verified":      {Env: failOpen},
 		"reverifying":   {},
 		"held":          broken,
 		"released":      broken,
 		"misconfigured": {Env: map[string]string{"CHECKS": "daemonsets", "DAEMONSETS": "kube-system/cilium"}},
-		"failed-open":   {BrokenDNS: true, Env: map[string]string{"FAILURE_ACTION": "fail-open", "FAIL_OPEN_AFTER": "1s"}},
+		"failed-open":   {BrokenDNS: true, Env: failOpen},
 		// Not a node nodeready serves: the DaemonSet's affinity asks for Linux.
 		"unmanaged": {Untainted: true, Labels: map[string]string{"kubernetes.io/os": "windows"}},
 	}
-	// Created in the order of their names: held before misconfigured, so the golden's longest
-	// hold is held's, not whichever the map gave first when both fall in one second.
+	// The verified node first, released before the failing one of its configuration starts;
+	// then the others in the order of their names: held before misconfigured, so the golden's
+	// longest hold is held's, not whichever the map gave first when both fall in one second.
+	require.NoError(t, f.AddNode(ctx, name("verified"), nodes["verified"]))
+	require.NoError(t, f.WaitReleased(ctx, name("verified")))
+	delete(nodes, "verified")
 	for _, s := range slices.Sorted(maps.Keys(nodes)) {
 		require.NoError(t, f.AddNode(ctx, name(s), nodes[s]))
 	}
@@ -110,6 +119,47 @@ func testPlugin(t *testing.T, fw *framework.Framework) {
 	}, states)
 
 	golden.Assert(t, "plugin-why", normalise(kubectl.MustRun("why", name("held"))))
+	var report struct {
+		Kind string `json:"kind"`
+		Node struct {
+			State  string `json:"state"`
+			Reason string `json:"reason"`
+		} `json:"node"`
+		Events []struct {
+			Reason string `json:"reason"`
+		} `json:"events"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(kubectl.MustRun("why", name("held"), "-o", "json")), &report))
+	assert.Equal(t, "NodeReport", report.Kind)
+	assert.Equal(t, "held", report.Node.State)
+	assert.Equal(t, string(wellknown.ChecksFailed), report.Node.Reason)
+	require.NotEmpty(t, report.Events)
+
+	// The fleet-wide break-glass, watched: a dry run writes nothing; then every node of the
+	// fleet that a startup taint holds is released, each recorded with the user, and the
+	// watch prints each released row. The others are left as they are.
+	held := []string{name("held"), name("misconfigured"), name("reverifying")}
+	watched, stop := kubectl.Start("status", selector, "--watch")
+	require.Eventually(t, func() bool { return strings.Contains(watched(), "longest hold: "+name("held")) }, time.Minute, 100*time.Millisecond, "the watch's table:\n%s", watched())
+	golden.Assert(t, "plugin-release-dry-run", normalise(kubectl.MustRun("release", selector, "--dry-run")))
+	for _, h := range held {
+		n := fw.Node(h)
+		assert.True(t, framework.IsTainted(n), "%s: the dry run released it", h)
+		assert.NotContains(t, n.Annotations, wellknown.ReleasedByAnnotation(wellknown.VerifiedLabel), "%s: the dry run wrote it", h)
+	}
+	out = kubectl.MustRun("release", selector)
+	assert.Contains(t, out, "7 nodes (the nodes of "+framework.FleetLabel+"="+f.Name()+"): 3 released, 4 left as they are")
+	for _, h := range held {
+		n := fw.Node(h)
+		assert.False(t, framework.IsTainted(n), "%s: still tainted", h)
+		assert.Equal(t, "alice@example.com", n.Annotations[wellknown.ReleasedByAnnotation(wellknown.VerifiedLabel)], "%s: who released it", h)
+		assert.Contains(t, fw.WaitEvent(h, string(wellknown.ReleasedByHand)).Note, "Released by hand by alice@example.com")
+	}
+	for _, h := range held {
+		row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(h) + `\s+hand-released\s`)
+		require.Eventually(t, func() bool { return row.MatchString(watched()) }, time.Minute, 100*time.Millisecond, "the watch printed no hand-released row of %s:\n%s", h, watched())
+	}
+	stop()
 }
 
 var (
