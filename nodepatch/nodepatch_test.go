@@ -57,7 +57,7 @@ func newPatcher(t *testing.T, node *corev1.Node) (*Patcher, *fake.Clientset) {
 	rv.Store(1)
 	client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		handled, obj, err := tracker(a)
-		if err != nil && strings.Contains(err.Error(), "test failed") {
+		if err != nil && (strings.Contains(err.Error(), "test failed") || strings.Contains(err.Error(), "test operation") || strings.Contains(err.Error(), "error in test")) {
 			err = apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", corev1.Resource("nodes"), nodeName, err.Error(), 0, false)
 		}
 		if n, ok := obj.(*corev1.Node); ok && err == nil {

@@ -3,6 +3,7 @@ package nodepatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -64,19 +65,31 @@ func (p *Patcher) ReleaseWith(ctx context.Context, c wellknown.Condition, annota
 				return err
 			}
 		}
-		tested = slices.Clone(node.Spec.Taints)
 		at, shows := conditionAt(node, c)
 		var status <-chan statusAnswer
 		if !shows {
 			var ops []operation
 			ops, at = conditionOps(node, c)
 			status = p.patchStatus(ctx, ops)
+			if node.Labels == nil || (node.Annotations == nil && len(annotations) > 0) {
+				// The node's write would create a map, guarded by a test of the resourceVersion,
+				// which the condition's write changes: it waits for that write's answer.
+				s := <-status
+				status = nil
+				if s.err != nil {
+					return p.statusError(s.err)
+				}
+				p.wrote(s.node)
+				read = func(context.Context) (*corev1.Node, error) { return s.node, nil }
+				return errConditionWritten
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(statusLead):
 			}
 		}
 		patch = testsCondition(patch, at, c)
+		tested = slices.Clone(node.Spec.Taints)
 		written, err := p.client.CoreV1().Nodes().Patch(ctx, p.node, types.JSONPatchType, patch,
 			metav1.PatchOptions{FieldManager: wellknown.FieldManager})
 		if !apierrors.IsInvalid(err) {
@@ -85,16 +98,17 @@ func (p *Patcher) ReleaseWith(ctx context.Context, c wellknown.Condition, annota
 		if status != nil {
 			// Wait for the condition's answer: the node it answers is the freshest to plan a
 			// retry from, and its error is why the release failed when the node's write was
-			// refused for want of the condition.
+			// refused for want of the condition. A refusal then says nothing of the taints.
+			tested = nil
 			s := <-status
 			switch {
 			case s.err != nil && unanswered(s.err) && (err == nil || apierrors.IsInvalid(err)):
 				if err == nil {
 					break // the node's write tested the condition: it was stored
 				}
-				return fmt.Errorf("patch status of node %s: %w: %w", p.node, ErrUnknownOutcome, s.err)
+				return p.statusError(s.err)
 			case s.err != nil && err != nil && apierrors.IsInvalid(err) && !apierrors.IsInvalid(s.err):
-				return p.classify("patch status of", s.err)
+				return p.statusError(s.err)
 			case s.err == nil:
 				p.wrote(s.node)
 				if err != nil {
@@ -150,6 +164,19 @@ func (p *Patcher) Withdraw(ctx context.Context, c wellknown.Condition) (released
 		return nil
 	})
 	return released, err
+}
+
+// errConditionWritten: the release's condition was written on its own, and the node's
+// write is planned again from the node it answered. Retried at once.
+var errConditionWritten = apierrors.NewConflict(corev1.Resource("nodes"), "", errors.New("the condition was written first"))
+
+// statusError is the error of a release whose condition could not be written: it may have
+// been stored when no answer came.
+func (p *Patcher) statusError(err error) error {
+	if unanswered(err) {
+		return fmt.Errorf("patch status of node %s: %w: %w", p.node, ErrUnknownOutcome, err)
+	}
+	return p.classify("patch status of", err)
 }
 
 // statusAnswer is the API server's answer to a write of the node's status.
