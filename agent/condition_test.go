@@ -40,7 +40,8 @@ func TestConditionAndEventsTellTheStory(t *testing.T) {
 
 	srv.SetBroken(false)
 	waitFor(t, "recovered", func() bool { return isVerified(r.Agent) })
-	assert.Equal(t, []string{string(wellknown.ChecksFailed), string(wellknown.Verified)}, c.reasons())
+	assert.Equal(t, []string{string(wellknown.ChecksFailing), string(wellknown.ChecksFailed), string(wellknown.Verified)}, c.reasons(),
+		"held from the first round, then recorded, then released")
 	assert.Equal(t, "All 2 checks passed after a failed verification", c.condition(t).Message)
 	verified := c.waitEvent(t, wellknown.Verified)
 	assert.Equal(t, corev1.EventTypeNormal, verified.Type)
@@ -151,4 +152,26 @@ func TestConditionFollowsLatestRound(t *testing.T) {
 	// the release is refused, then Verified again only with the label.
 	assert.Equal(t, []string{string(wellknown.ChecksFailed), string(wellknown.Verified), string(wellknown.Misconfigured), string(wellknown.Verified)},
 		slices.Compact(c.reasons()))
+}
+
+// TestHeldNodeSaysWhyFromTheFirstRound: a node held by failing checks says so in its
+// condition from the first round with problems (ChecksFailing, never releasing it), long
+// before the failure is recorded; a node whose checks pass at once gets its release's
+// condition only, in the release's one round trip.
+func TestHeldNodeSaysWhyFromTheFirstRound(t *testing.T) {
+	c := newCluster(heldNode())
+	r := runNew(t, c, failing, map[string]string{"MAX_RETRIES": "1000"})
+	waitFor(t, "condition written", func() bool { return len(c.reasons()) > 0 })
+	cond := c.condition(t)
+	assert.Equal(t, corev1.ConditionFalse, cond.Status)
+	assert.Equal(t, string(wellknown.ChecksFailing), cond.Reason)
+	assert.Equal(t, failingNote, cond.Message)
+	waitFor(t, "more rounds", func() bool { return rounds(r.Agent) >= 4 })
+	assert.Equal(t, []string{string(wellknown.ChecksFailing)}, c.reasons(), "written once while the round says the same")
+	assert.Zero(t, failures(r.Agent), "no failure recorded yet")
+
+	c = newCluster(heldNode())
+	r = runNew(t, c, passing)
+	waitFor(t, "released", func() bool { return isVerified(r.Agent) })
+	assert.Equal(t, []string{string(wellknown.Verified)}, c.reasons(), "the success path writes the release's condition only")
 }

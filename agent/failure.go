@@ -36,6 +36,11 @@ func (a *Agent) carryOut(ctx context.Context, log zerolog.Logger, d decision, r 
 	switch {
 	case d.record:
 		a.recordFailure(ctx, log, r, round)
+	case r.verdict == problems && !a.state.failed:
+		// Held from the first round with problems on: the condition says so and why,
+		// not only once the failure is recorded. A round that passes writes nothing more.
+		cond := a.state.heldCondition(r)
+		a.tell(ctx, log, told{condition: &cond})
 	case d.follow:
 		// The condition follows the latest round: checks that healed, others that
 		// fail now, a release refused once the checks pass. Written only when it

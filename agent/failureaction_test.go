@@ -95,7 +95,7 @@ func TestReplaceNodeOnceAfterFailure(t *testing.T) {
 	assert.Equal(t, 1, deletes(dyn), "replaced more than once")
 	assert.Zero(t, c.requests("delete", ""), "the Node deleted beside its NodeClaim")
 	assert.Equal(t, 1, c.requests("patch", ""), "a failing node released (one patch: the failing checks recorded for the fleet)")
-	assert.Equal(t, []string{string(wellknown.ChecksFailed), string(wellknown.Replacing)}, c.reasons())
+	assert.Equal(t, []string{string(wellknown.ChecksFailing), string(wellknown.ChecksFailed), string(wellknown.Replacing)}, c.reasons())
 	assert.Equal(t, "Deleted NodeClaim "+claimName+" because checks failed: "+failingNote, c.waitEvent(t, wellknown.ReplacingNode).Note)
 }
 

@@ -200,6 +200,18 @@ func (s state) actionText(p policy, r result) string {
 	}
 }
 
+// heldCondition is the condition of a round with problems before the failure is
+// recorded: ChecksFailing while a check fails on this node and is retried,
+// Misconfigured when only the cluster or the configuration stands in the way. It
+// never releases the node.
+func (s state) heldCondition(r result) wellknown.Condition {
+	c := s.problemCondition(r, "")
+	if c.Reason == wellknown.ChecksFailed {
+		c.Reason = wellknown.ChecksFailing
+	}
+	return c
+}
+
 // problemCondition is the condition of a round with problems: ChecksFailed while a
 // check fails on this node, Misconfigured when only the cluster or the configuration
 // stands in the way, Replacing once the node is being deleted; with the reason the

@@ -144,6 +144,7 @@ type Reason string
 // Event of the release).
 const (
 	Verified      Reason = "Verified"      // every check passed; the node is released
+	ChecksFailing Reason = "ChecksFailing" // checks fail; the node is held while they are retried, before a failure is recorded
 	ChecksFailed  Reason = "ChecksFailed"  // retries or the initial timeout ran out; the node stays tainted
 	FailedOpen    Reason = "FailedOpen"    // released although checks fail (FAILURE_ACTION=fail-open)
 	Replacing     Reason = "Replacing"     // its NodeClaim or Node is being deleted (FAILURE_ACTION=replace-node)

@@ -73,6 +73,9 @@ type NodeOptions struct {
 	// Untainted registers the node without the startup taint, as a node that predates
 	// nodeready's install: nodeready does not hold it.
 	Untainted bool
+	// Names are more names the node's DNS server answers, with DNSName's address: a
+	// healthy node of a configuration whose DNS_TEST_DOMAINS name them.
+	Names []string
 }
 
 // Fleet is a set of simulated nodes, each with its own node-local DNS server, and the
@@ -303,7 +306,11 @@ func (f *Fleet) AddNode(ctx context.Context, name string, o NodeOptions) error {
 	maps.Copy(labels, o.Labels)
 	taints := append(slices.Clone(ForeignTaints), o.Taints...)
 
-	dns, err := dnstest.NewServer(map[string][]netip.Addr{DNSName: {dnsIP}})
+	records := map[string][]netip.Addr{DNSName: {dnsIP}}
+	for _, n := range o.Names {
+		records[n] = []netip.Addr{dnsIP}
+	}
+	dns, err := dnstest.NewServer(records)
 	if err != nil {
 		return fmt.Errorf("add node %s: %w", name, err)
 	}

@@ -79,6 +79,11 @@ func testLongNotes(t *testing.T, fw *framework.Framework) {
 		}
 	}
 	f := fw.NewFleet("longnotes")
+	// A node of the same configuration whose DNS answers the names passes first: the fleet's
+	// evidence that the failing nodes' fault is their own.
+	healthy := f.Name() + "-ok"
+	require.NoError(t, f.AddNode(ctx, healthy, framework.NodeOptions{Env: env("keep-tainted"), Names: names}))
+	require.NoError(t, f.WaitReleased(ctx, healthy))
 	open, replaced := f.Name()+"-0", f.Name()+"-1"
 	require.NoError(t, f.AddNode(ctx, open, framework.NodeOptions{BrokenDNS: true, Env: env("fail-open")}))
 	require.NoError(t, f.AddNode(ctx, replaced, framework.NodeOptions{BrokenDNS: true, Env: env("replace-node")}))

@@ -54,16 +54,19 @@ func testFleetEvidence(t *testing.T, fw *framework.Framework) {
 // action is a failure action as the tests set and observe it.
 type action struct {
 	name string
+	// short names the fleets of its scenarios, apart from the other action's: the Events of
+	// a node outlive it, and a fleet's node names are its name and a number.
+	short string
 	env  func(checkTimeout string) map[string]string
 	// doing is how the SharedFault Event names it.
 	doing string
 }
 
 var (
-	replaceNode = action{name: "replace-node", doing: "Not replacing the node", env: func(ct string) map[string]string {
+	replaceNode = action{name: "replace-node", short: "rn", doing: "Not replacing the node", env: func(ct string) map[string]string {
 		return map[string]string{"FAILURE_ACTION": "replace-node", "MAX_RETRIES": "2", "CHECK_TIMEOUT": ct}
 	}}
-	failOpen = action{name: "fail-open", doing: "Not failing open", env: func(ct string) map[string]string {
+	failOpen = action{name: "fail-open", short: "fo", doing: "Not failing open", env: func(ct string) map[string]string {
 		return map[string]string{"FAILURE_ACTION": "fail-open", "FAIL_OPEN_AFTER": "1s", "MAX_RETRIES": "2", "CHECK_TIMEOUT": ct}
 	}}
 )
@@ -117,7 +120,7 @@ func requireNXDOMAIN(t *testing.T, f *framework.Fleet, node, name string) {
 // sharedFault: every node of the configuration fails dns, none passed.
 func sharedFault(t *testing.T, fw *framework.Framework, a action, env map[string]string) {
 	ctx := t.Context()
-	f := fw.NewFleet("shared")
+	f := fw.NewFleet("shared-" + a.short)
 	nodes := []string{f.Name() + "-0", f.Name() + "-1", f.Name() + "-2"}
 	for _, n := range nodes {
 		require.NoError(t, f.AddNode(ctx, n, framework.NodeOptions{BrokenDNS: true, Env: env}))
@@ -134,7 +137,7 @@ func sharedFault(t *testing.T, fw *framework.Framework, a action, env map[string
 // loneBroken: two healthy nodes pass, then one of the same configuration fails dns.
 func loneBroken(t *testing.T, fw *framework.Framework, a action, env map[string]string) {
 	ctx := t.Context()
-	f := fw.NewFleet("lone")
+	f := fw.NewFleet("lone-" + a.short)
 	healthy, broken := []string{f.Name() + "-0", f.Name() + "-1"}, f.Name()+"-2"
 	for _, n := range healthy {
 		require.NoError(t, f.AddNode(ctx, n, framework.NodeOptions{Env: env}))
@@ -154,7 +157,7 @@ func loneBroken(t *testing.T, fw *framework.Framework, a action, env map[string]
 // can resolve, fails every node: the nodes verified before are no evidence for it.
 func configChange(t *testing.T, fw *framework.Framework, a action, env map[string]string) {
 	ctx := t.Context()
-	f := fw.NewFleet("change")
+	f := fw.NewFleet("change-" + a.short)
 	old := []string{f.Name() + "-0", f.Name() + "-1"}
 	for _, n := range old {
 		require.NoError(t, f.AddNode(ctx, n, framework.NodeOptions{Env: env}))
@@ -180,7 +183,7 @@ func configChange(t *testing.T, fw *framework.Framework, a action, env map[strin
 // mixedBurst: five healthy and two broken nodes of one configuration join at once.
 func mixedBurst(t *testing.T, fw *framework.Framework, a action, env map[string]string) {
 	ctx := t.Context()
-	f := fw.NewFleet("burst")
+	f := fw.NewFleet("burst-" + a.short)
 	var healthy, broken []string
 	for i := range 7 {
 		n := fmt.Sprintf("%s-%d", f.Name(), i)
