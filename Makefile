@@ -127,8 +127,11 @@ e2e-versions: build plugin control-plane ## The core e2e suites on Kubernetes v1
 	@# The taint-at-creation and label-to-taint policies, and the dra gate on resource.k8s.io/v1.
 	$(call e2e_on,$(E2E_NEWEST)) -run '^(TestStartupTaintPolicy|TestLabelToTaintPolicy|TestLabelToTaintRules)$$' ./suites/admission/
 	$(call e2e_on,$(E2E_NEWEST)) -run '^TestGates$$/^dra:' ./suites/gates/
+	@# The release's one round trip rests on how the API server applies a patch of the node.
+	$(call e2e_on,$(E2E_NEWEST)) -run '^TestReleaseTestsItsCondition$$' ./suites/reliability/
 	$(call e2e_on,$(E2E_OLDEST)) $(E2E_VERSIONS_CORE) ./suites/verify/
 	$(call e2e_on,$(E2E_OLDEST)) -run '^TestFailure$$/^replace-node$$' ./suites/failure/
+	$(call e2e_on,$(E2E_OLDEST)) -run '^TestReleaseTestsItsCondition$$' ./suites/reliability/
 	@# Not on 1.32: suites/admission, as 1.32 serves no MutatingAdmissionPolicy v1 (kubectl
 	@# refuses the policies: TestOldestRelease), and the dra gate of suites/gates, as 1.32 serves
 	@# no resource.k8s.io unless DRA is turned on (held: TestOldestRelease; v1beta1:
