@@ -152,6 +152,28 @@ placement that could leave a node with the startup taint and no agent.
 {{- fail (printf "extraEnv[%d].name: %s is set by the chart (the ConfigMap nodeready-config from config, or the pod's downward API), and the policies and the DaemonSet follow config: set it through config instead" $i $e.name) -}}
 {{- end -}}
 {{- end -}}
+{{- $volumes := list -}}
+{{- range $i, $v := .Values.extraVolumes -}}
+{{- if has $v.name (list "state" "api-token") -}}
+{{- fail (printf "extraVolumes[%d].name: %s is a volume of the chart's own (the agent's state, its API token); choose another name" $i $v.name) -}}
+{{- end -}}
+{{- $volumes = append $volumes $v.name -}}
+{{- end -}}
+{{- range $i, $m := .Values.extraVolumeMounts -}}
+{{- if not (has $m.name $volumes) -}}
+{{- fail (printf "extraVolumeMounts[%d].name: %s is none of extraVolumes" $i $m.name) -}}
+{{- end -}}
+{{- range $own := list "/run/nodeready" "/var/run/secrets/kubernetes.io/serviceaccount" -}}
+{{- if or (eq (trimSuffix "/" $m.mountPath) $own) (hasPrefix (printf "%s/" $own) $m.mountPath) -}}
+{{- fail (printf "extraVolumeMounts[%d].mountPath: %s is where the chart mounts the agent's own %s; choose another path" $i $m.mountPath $own) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $c := .Values.initContainers -}}
+{{- if eq $c.name "nodeready" -}}
+{{- fail (printf "initContainers[%d].name: nodeready is the agent container's name; choose another" $i) -}}
+{{- end -}}
+{{- end -}}
 {{- with .Values.nodeSelector -}}
 {{- if hasKey . $.Values.config.verifiedLabel -}}
 {{- fail (printf "nodeSelector: %s is config.verifiedLabel: agents run only on nodes without it, so no node would ever run one" $.Values.config.verifiedLabel) -}}

@@ -97,7 +97,7 @@ func TestSwitches(t *testing.T) {
 		{"gates.dra", []string{"--set", "gates.dra.enabled=true"}, []string{"gates/dra.yaml"}},
 		{"replaceNode", []string{"--set", "replaceNode.enabled=true"}, []string{"replace-node/*.yaml"}},
 		{"startupTaintPolicy", []string{"--set", "startupTaintPolicy.enabled=true"}, []string{"node-creation/startup-taint.yaml"}},
-		{"labelToTaintPolicy", []string{"--set", "labelToTaintPolicy.enabled=true"}, []string{"label-to-taint/label-to-taint.yaml"}},
+		{"labelToTaintPolicy", []string{"--set", "labelToTaintPolicy.enabled=true", "--set-json", dedicatedRule}, []string{"label-to-taint/label-to-taint.yaml"}},
 		{"podMonitor", []string{"--set", "podMonitor.enabled=true"}, []string{"monitoring/podmonitor.yaml"}},
 		{"alerts", []string{"--set", "alerts.enabled=true"}, []string{"monitoring/prometheusrule.yaml"}},
 		{"grafanaDashboard", []string{"--set", "grafanaDashboard.enabled=true"}, []string{"monitoring/grafana-dashboard.yaml"}},
@@ -119,11 +119,15 @@ func TestSwitches(t *testing.T) {
 // chart's with podMonitor.enabled, the monitoring component's.
 const monitoringFinalScrape = "24s"
 
+// dedicatedRule is the rule of manifests/label-to-taint/, values.yaml's commented example:
+// labelToTaintPolicy.rules is empty by default.
+const dedicatedRule = `labelToTaintPolicy.rules=[{"label":"dedicated","value":"ci","taint":{"key":"dedicated","value":"ci","effect":"NoSchedule"}}]`
+
 // allSwitches turns on every optional part.
 var allSwitches = []string{
 	"--set", "gates.daemonSets.enabled=true", "--set", "gates.csi.enabled=true", "--set", "gates.dra.enabled=true",
 	"--set", "replaceNode.enabled=true", "--set", "startupTaintPolicy.enabled=true",
-	"--set", "labelToTaintPolicy.enabled=true", "--set", "podMonitor.enabled=true", "--set", "alerts.enabled=true",
+	"--set", "labelToTaintPolicy.enabled=true", "--set-json", dedicatedRule, "--set", "podMonitor.enabled=true", "--set", "alerts.enabled=true",
 	"--set", "grafanaDashboard.enabled=true",
 }
 
@@ -263,7 +267,7 @@ func TestLabelAndTaintFollowValues(t *testing.T) {
 		"--set", "config.taintKey="+taint.Key, "--set", "config.taintValue="+taint.Value,
 		"--set", "config.taintEffect="+string(taint.Effect), "--set", "startupTaintPolicy.enabled=true",
 		"--set", "config.extraTaints={readiness.k8s.io/nodeready-unverified=true:NoSchedule,startup-taint.cluster-autoscaler.kubernetes.io/nodeready:NoSchedule}",
-		"--set", "labelToTaintPolicy.enabled=true",
+		"--set", "labelToTaintPolicy.enabled=true", "--set-json", dedicatedRule,
 		"--set", "alerts.enabled=true", "--set", "grafanaDashboard.enabled=true")
 
 	cm := decode[corev1.ConfigMap](t, objects, "v1 ConfigMap kube-system/nodeready-config")

@@ -234,6 +234,15 @@ func TestBadPodValuesFail(t *testing.T) {
 		{[]string{"--set-json", `extraEnv=[{"value":"x"}]`}, []string{"/extraEnv/0", "missing property 'name'"}},
 		{[]string{"--set-json", `extraEnv=[{"name":"A","value":"x","valueFrom":{"fieldRef":{"fieldPath":"spec.nodeName"}}}]`}, []string{"/extraEnv/0", "'not' failed"}},
 		{[]string{"--set", "podMonitor.labels.helm\\.sh/chart=x"}, []string{"podMonitor.labels: helm.sh/chart is one of the labels the chart gives every object"}},
+		{[]string{"--set-json", `extraVolumes=[{"name":"state","emptyDir":{}}]`}, []string{"extraVolumes[0].name: state is a volume of the chart's own"}},
+		{[]string{"--set-json", `extraVolumes=[{"name":"ca","configMap":{"name":"a"},"secret":{"secretName":"b"}}]`}, []string{"/extraVolumes/0", "maxProperties"}},
+		{[]string{"--set-json", `extraVolumes=[{"name":"ca"}]`}, []string{"/extraVolumes/0", "minProperties"}},
+		{[]string{"--set-json", `extraVolumeMounts=[{"name":"ca","mountPath":"/etc/ca"}]`}, []string{"extraVolumeMounts[0].name: ca is none of extraVolumes"}},
+		{[]string{"--set-json", `extraVolumes=[{"name":"ca","emptyDir":{}}]`, "--set-json", `extraVolumeMounts=[{"name":"ca","mountPath":"/run/nodeready/x"}]`},
+			[]string{"extraVolumeMounts[0].mountPath: /run/nodeready/x is where the chart mounts"}},
+		{[]string{"--set-json", `extraVolumeMounts=[{"name":"ca","mountPath":"etc/ca"}]`}, []string{"/extraVolumeMounts/0/mountPath", "does not match pattern"}},
+		{[]string{"--set-json", `initContainers=[{"name":"prepull"}]`}, []string{"/initContainers/0", "missing property 'image'"}},
+		{[]string{"--set-json", `initContainers=[{"name":"nodeready","image":"busybox"}]`}, []string{"initContainers[0].name: nodeready is the agent container's name"}},
 		{[]string{"--set", "uninstall.waitForAgents=soon"}, []string{"/uninstall/waitForAgents", "does not match pattern"}},
 		{[]string{"--set", "uninstall.timeoutSeconds=5"}, []string{"/uninstall/timeoutSeconds", "minimum: got 5, want 30"}},
 		{[]string{"--set", "uninstall.releaseHeldNodes=maybe"}, []string{"/uninstall/releaseHeldNodes", "got string, want boolean"}},
@@ -377,4 +386,73 @@ func TestChartREADMEListsEveryValue(t *testing.T) {
 		documented = append(documented, m[1])
 	}
 	assert.ElementsMatch(t, want, documented, "every value once")
+}
+
+// TestExtraVolumesAndInitContainers: extraVolumes, extraVolumeMounts and initContainers reach
+// the agent pod after what the chart gives it (a CA file for the http check, a command gate's
+// program, a pre-pull), and the helm test pod gets the same files.
+func TestExtraVolumesAndInitContainers(t *testing.T) {
+	objects := renderAll(t,
+		"--set-json", `extraVolumes=[{"name":"site-ca","configMap":{"name":"site-ca"}}]`,
+		"--set-json", `extraVolumeMounts=[{"name":"site-ca","mountPath":"/etc/site-ca","readOnly":true}]`,
+		"--set-json", `initContainers=[{"name":"prepull","image":"registry.example.com/app:v1","command":["true"]}]`)
+	spec := daemonSet(t, objects).Spec.Template.Spec
+	require.Len(t, spec.InitContainers, 1)
+	assert.Equal(t, corev1.Container{Name: "prepull", Image: "registry.example.com/app:v1", Command: []string{"true"}}, spec.InitContainers[0])
+	var volumes []string
+	for _, v := range spec.Volumes {
+		volumes = append(volumes, v.Name)
+	}
+	assert.Equal(t, []string{"state", "api-token", "site-ca"}, volumes)
+	assert.Equal(t, "site-ca", spec.Volumes[2].ConfigMap.Name)
+	mount := corev1.VolumeMount{Name: "site-ca", MountPath: "/etc/site-ca", ReadOnly: true}
+	mounts := spec.Containers[0].VolumeMounts
+	require.Len(t, mounts, 3)
+	assert.Equal(t, mount, mounts[2], "after the chart's own mounts")
+
+	pod := decode[corev1.Pod](t, objects, "v1 Pod kube-system/nodeready-test")
+	assert.Equal(t, []corev1.VolumeMount{mount}, pod.Spec.Containers[0].VolumeMounts)
+	require.Len(t, pod.Spec.Volumes, 1)
+	assert.Equal(t, "site-ca", pod.Spec.Volumes[0].Name)
+}
+
+// TestNotesWarnAboutGates: the notes after helm install name each gate of config.checks whose
+// permissions its switch does not install.
+func TestNotesWarnAboutGates(t *testing.T) {
+	for _, tc := range []struct{ check, setting, gate string }{
+		{"daemonsets", "", "gates.daemonSets.enabled"},
+		{"csi", "config.csiDrivers={ebs.csi.aws.com}", "gates.csi.enabled"},
+		{"dra", "config.draDevices={gpu.nvidia.com>=1}", "gates.dra.enabled"},
+	} {
+		t.Run(tc.check, func(t *testing.T) {
+			args := []string{"install", chart.Release, chart.Dir(t), "--namespace", "kube-system", "--dry-run=client", "--set", "config.checks={" + tc.check + "}"}
+			if tc.setting != "" {
+				args = append(args, "--set", tc.setting)
+			}
+			out, err := chart.RunHelm(t, args...)
+			require.NoError(t, err, out)
+			assert.Contains(t, out, "config.checks names "+tc.check+" but "+tc.gate+" is false")
+			out, err = chart.RunHelm(t, append(args, "--set", tc.gate+"=true")...)
+			require.NoError(t, err, out)
+			assert.NotContains(t, out, "config.checks names "+tc.check)
+		})
+	}
+}
+
+// TestArtifactHubImages: the image Artifact Hub lists for the chart is the one it installs by
+// default, the image repository at the chart's appVersion.
+func TestArtifactHubImages(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(chart.Dir(t), "Chart.yaml"))
+	require.NoError(t, err)
+	var meta struct {
+		AppVersion  string            `json:"appVersion"`
+		Annotations map[string]string `json:"annotations"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &meta))
+	var images []struct{ Name, Image string }
+	require.NoError(t, yaml.Unmarshal([]byte(meta.Annotations["artifacthub.io/images"]), &images))
+	image := daemonSet(t, renderAll(t)).Spec.Template.Spec.Containers[0].Image
+	require.Len(t, images, 1)
+	assert.Equal(t, image, images[0].Image)
+	assert.True(t, strings.HasSuffix(image, ":"+meta.AppVersion), image)
 }
