@@ -55,7 +55,16 @@ REVERIFY_TAINT: {{ $c.reverifyTaint | quote }}
 DRY_RUN: {{ $c.dryRun | quote }}
 ENABLE_METRICS: {{ $c.enableMetrics | quote }}
 METRICS_PORT: {{ $c.metricsPort | int64 | quote }}
-METRICS_FINAL_SCRAPE_TIMEOUT: {{ $c.metricsFinalScrapeTimeout | default (ternary "24s" "0s" .Values.podMonitor.enabled) | quote }}
+METRICS_FINAL_SCRAPE_TIMEOUT: {{ $c.metricsFinalScrapeTimeout | default "0s" | quote }}
 LOG_LEVEL: {{ $c.logLevel | quote }}
 LOG_FORMAT: {{ $c.logFormat | quote }}
+{{- end -}}
+
+{{/*
+The data of nodeready-monitoring (manifests/monitoring/podmonitor.yaml), which
+the agents read after nodeready-config: with podMonitor.enabled they wait for
+a final scrape, 24s unless config.metricsFinalScrapeTimeout says otherwise.
+*/}}
+{{- define "nodeready.monitoringData" -}}
+METRICS_FINAL_SCRAPE_TIMEOUT: {{ .Values.config.metricsFinalScrapeTimeout | default "24s" | quote }}
 {{- end -}}

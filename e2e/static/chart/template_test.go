@@ -104,20 +104,14 @@ func TestSwitches(t *testing.T) {
 		{"all", allSwitches, []string{"gates/*.yaml", "replace-node/*.yaml", "node-creation/*.yaml", "label-to-taint/*.yaml", "monitoring/*.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// podMonitor.enabled brings the ConfigMap nodeready-monitoring of
+			// monitoring/podmonitor.yaml: scraped agents wait for a last scrape, as after
+			// kubectl apply -f manifests/monitoring/ and with the monitoring component.
 			want := chart.ManifestObjects(t, append([]string{"*.yaml"}, tc.files...)...)
-			if slices.Contains(tc.flags, "podMonitor.enabled=true") {
-				// The agents are scraped: they wait for a last scrape once released, as the
-				// monitoring component sets (TestOverlays holds it).
-				want["v1 ConfigMap kube-system/nodeready-config"]["data"].(map[string]any)["METRICS_FINAL_SCRAPE_TIMEOUT"] = monitoringFinalScrape
-			}
 			assertSameObjects(t, want, render(t, tc.flags...))
 		})
 	}
 }
-
-// monitoringFinalScrape is METRICS_FINAL_SCRAPE_TIMEOUT where the agents are scraped: the
-// chart's with podMonitor.enabled, the monitoring component's.
-const monitoringFinalScrape = "24s"
 
 // dedicatedRule is the rule of manifests/label-to-taint/, values.yaml's commented example:
 // labelToTaintPolicy.rules is empty by default.

@@ -90,12 +90,18 @@ func TestOverlays(t *testing.T) {
 		}
 		want = append(want, ids(decodeFile(t, filepath.Join(repo, "manifests", "node-creation", "startup-taint.yaml")))...)
 		assert.ElementsMatch(t, want, ids(objs))
-		// The monitoring component has the scraped agents wait for a last scrape.
-		cm := find(t, objs, "ConfigMap", "nodeready-config")
+		// The monitoring component has the scraped agents wait for a last scrape: its
+		// ConfigMap nodeready-monitoring, which the DaemonSet reads after nodeready-config,
+		// the same object `kubectl apply -f manifests/monitoring/` creates.
+		cm := find(t, objs, "ConfigMap", "nodeready-monitoring")
 		wait, _, _ := unstructured.NestedString(cm.Object, "data", "METRICS_FINAL_SCRAPE_TIMEOUT")
 		assert.Equal(t, "24s", wait)
 		base, _, _ := unstructured.NestedString(find(t, render(t, filepath.Join(repo, "manifests")), "ConfigMap", "nodeready-config").Object, "data", "METRICS_FINAL_SCRAPE_TIMEOUT")
 		assert.Equal(t, "0s", base, "not scraped, the agents do not wait")
+		envFrom, _, _ := unstructured.NestedSlice(find(t, objs, "DaemonSet", "nodeready").Object, "spec", "template", "spec", "containers")
+		sources, _ := envFrom[0].(map[string]any)["envFrom"].([]any)
+		require.Len(t, sources, 2)
+		assert.Equal(t, map[string]any{"name": "nodeready-monitoring", "optional": true}, sources[1].(map[string]any)["configMapRef"], "read last, so it wins")
 	})
 	t.Run("example: image, namespace and keys with the optional parts", func(t *testing.T) {
 		objs := render(t, filepath.Join(overlays, "example"))
