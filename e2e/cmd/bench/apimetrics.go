@@ -28,7 +28,8 @@ var scrapedMetrics = append([]string{"apiserver_request_total", "process_cpu_sec
 	"apiserver_flowcontrol_rejected_requests_total", "apiserver_flowcontrol_nominal_limit_seats",
 	"apiserver_flowcontrol_request_wait_duration_seconds_sum", "apiserver_flowcontrol_request_wait_duration_seconds_count",
 	"apiserver_flowcontrol_request_execution_seconds_sum", "apiserver_flowcontrol_request_execution_seconds_count",
-	"apiserver_request_duration_seconds_sum", "apiserver_request_duration_seconds_count"}, admissionMetrics...)
+	"apiserver_request_duration_seconds_sum", "apiserver_request_duration_seconds_count",
+	"apiserver_response_sizes_sum", "apiserver_response_sizes_count"}, admissionMetrics...)
 
 // parseMetrics parses the samples of the named metrics (all when none is named) from the
 // Prometheus text format.

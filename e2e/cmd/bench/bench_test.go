@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +73,34 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// TestRequestCounter: an agent's LISTs of nodes (the fleet's evidence) are counted with
+// the bytes they returned, whatever their status, and no other request's bytes are.
+func TestRequestCounter(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("labelSelector") == "refused" {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+		_, _ = w.Write([]byte(strings.Repeat("x", 1000)))
+	}))
+	defer srv.Close()
+	c := newRequestCounter()
+	client := &http.Client{Transport: c.wrap(http.DefaultTransport)}
+	for _, path := range []string{"/api/v1/nodes?labelSelector=a", "/api/v1/nodes?labelSelector=refused", "/api/v1/nodes/n1", "/readyz"} {
+		resp, err := client.Get(srv.URL + path)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, resp.Body.Close())
+	}
+	counts := c.snapshot()
+	assert.Equal(t, map[string]int{"LIST nodes": 1, "LIST nodes (429)": 1, "GET nodes": 1, "GET /readyz": 1}, counts)
+	assert.Equal(t, 2, countsFor(counts, evidenceRead))
+	assert.Equal(t, 0, countsFor(counts, "GET /readyz (429)"))
+	assert.Equal(t, int64(2000), c.listBytes())
+	assert.Equal(t, "GET /readyz 1 (the apiserver check), GET nodes 1 (a read of its own node), "+
+		"LIST nodes 1 (the fleet's evidence, read only when a failure action is due), LIST nodes (429) 1 (the fleet's evidence, read only when a failure action is due)",
+		purposes(counts))
+}
+
 func TestParseVerified(t *testing.T) {
 	log := []byte(`{"level":"info","node":"n1","message":"Started verification"}
 not json
@@ -98,9 +129,11 @@ func TestFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, sizeList{1000, 5000}, o.nodes, "the scale runs at 1000 and at 5000 nodes by default")
 	assert.Equal(t, []time.Duration{2 * time.Second}, o.settles, "one scale run per size, with SETTLE_TIME as shipped")
+	assert.False(t, o.nodesSet, "the shared-fault run takes its own 1000 nodes unless -nodes says otherwise")
 	o, err = parseFlags([]string{"-quick"}, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, sizeList{100}, o.nodes)
+	assert.True(t, o.nodesSet, "-quick sizes the shared-fault run too")
 	o, err = parseFlags([]string{"-nodes", "10, 20"}, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, sizeList{10, 20}, o.nodes)

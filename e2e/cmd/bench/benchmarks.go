@@ -20,6 +20,7 @@ var benchmarks = []benchmark{
 	{[]string{"concurrency"}, runConcurrency},
 	{[]string{"daemonset", "overhead", "latency"}, clusterBenchmarks},
 	{[]string{"scale"}, runScale},
+	{[]string{"sharedfault"}, runSharedFault},
 	{[]string{"realnode"}, runRealNode},
 	{[]string{"joins"}, runJoins},
 	{[]string{"policies"}, runPolicies},

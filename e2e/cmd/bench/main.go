@@ -11,6 +11,7 @@
 //	cd e2e && NODEREADY_BIN=$PWD/../bin/nodeready go run ./cmd/bench -out ../BENCH.md
 //	go run ./cmd/bench -quick                      # smaller sizes, about a minute
 //	go run ./cmd/bench -only scale -nodes 300      # one benchmark, another size
+//	go run ./cmd/bench -only sharedfault           # a fault shared by 1000 joining nodes
 package main
 
 import (
@@ -41,6 +42,7 @@ type options struct {
 	runs      int
 	latRuns   int
 	nodes     sizeList
+	nodesSet  bool // -nodes given (or -quick): the shared-fault runs take its sizes too
 	dsNodes   int
 	rounds    int
 	settles   []time.Duration
@@ -131,7 +133,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.runs, "runs", 50, "overhead: agent processes, one at a time")
 	fs.IntVar(&o.latRuns, "latency-runs", 10, "latency: agent processes, one at a time, each on a fresh node")
 	o.nodes = slices.Clone(defaultSizes)
-	fs.Var(&o.nodes, "nodes", "scale: node counts, comma-separated: a run per count (and SETTLE_TIME) of that many nodes registered at once, each verified by an in-process agent")
+	fs.Var(&o.nodes, "nodes", "scale, sharedfault: node counts, comma-separated: a run per count (and SETTLE_TIME) of that many nodes registered at once, each verified by an in-process agent (sharedfault: 1000 unless set)")
 	fs.IntVar(&o.dsNodes, "ds-nodes", 50, "daemonset: nodes registered at once through the simulated kubelet")
 	fs.IntVar(&o.rounds, "rounds", 20, "concurrency: rounds of checks")
 	settles := fs.String("settle", shippedSettleTime(), "scale: SETTLE_TIME of each scale run, comma-separated (default: as shipped); each run gets a fresh control plane")
@@ -157,9 +159,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.nodesSet = set["nodes"] || o.quick
 	if o.quick {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		for name, v := range map[string]*int{"runs": &o.runs, "ds-nodes": &o.dsNodes, "rounds": &o.rounds} {
 			if !set[name] {
 				*v = map[string]int{"runs": 15, "ds-nodes": 10, "rounds": 5}[name]

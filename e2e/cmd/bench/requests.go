@@ -16,9 +16,15 @@ import (
 type requestCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
+	// listNodeBytes is the size of the bodies of the agent's LISTs of nodes (the fleet's
+	// evidence), as read by its client, after any gzip.
+	listNodeBytes int64
 }
 
 func newRequestCounter() *requestCounter { return &requestCounter{counts: map[string]int{}} }
+
+// evidenceRead is the fleet's evidence read (agent/fleet.go): the agent's only LIST of nodes.
+const evidenceRead = "LIST nodes"
 
 // wrap is a rest.Config WrapTransport.
 func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -34,6 +40,9 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 		c.mu.Lock()
 		c.counts[key]++
 		c.mu.Unlock()
+		if err == nil && strings.HasPrefix(key, evidenceRead) {
+			resp.Body = &countingBody{ReadCloser: resp.Body, c: c}
+		}
 		return resp, err
 	})
 }
@@ -42,6 +51,67 @@ func (c *requestCounter) snapshot() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return maps.Clone(c.counts)
+}
+
+// listBytes returns the bytes the agent's LISTs of nodes returned so far.
+func (c *requestCounter) listBytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.listNodeBytes
+}
+
+// countingBody counts the bytes of a response body its reader reads.
+type countingBody struct {
+	io.ReadCloser
+	c *requestCounter
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.c.mu.Lock()
+	b.c.listNodeBytes += int64(n)
+	b.c.mu.Unlock()
+	return n, err
+}
+
+// countsFor returns how many of the requests in counts are of kind (any status).
+func countsFor(counts map[string]int, kind string) int {
+	n := 0
+	for k, v := range counts {
+		if k == kind || strings.HasPrefix(k, kind+" (") {
+			n += v
+		}
+	}
+	return n
+}
+
+// requestPurpose says what an agent's request is for, as a person reads the success path.
+var requestPurpose = map[string]string{
+	"GET /readyz":         "the apiserver check",
+	"LIST endpointslices": "the endpoints check",
+	"PATCH nodes/status":  "its own node's condition",
+	"PATCH nodes":         "its own node's labels and taint: the release (or a failing node's mark)",
+	"GET nodes":           "a read of its own node",
+	"POST events":         "an Event (Verified on the success path)",
+	"WATCH nodes":         "the watch of its own node (release, settle window)",
+	evidenceRead:          "the fleet's evidence, read only when a failure action is due",
+	"DELETE nodes":        "replace-node",
+}
+
+// purposes renders counts on one line with what each request is for, such as
+// "GET /readyz 1 (the apiserver check), PATCH nodes 1 (...)".
+func purposes(counts map[string]int) string {
+	keys := slices.Sorted(maps.Keys(counts))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		base, _, _ := strings.Cut(k, " (")
+		if p, ok := requestPurpose[base]; ok {
+			parts = append(parts, fmt.Sprintf("%s %d (%s)", k, counts[k], p))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %d", k, counts[k]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
