@@ -95,6 +95,8 @@ var requestPurpose = map[string]string{
 	"POST events":         "an Event (Verified on the success path)",
 	"WATCH nodes":         "the watch of its own node (release, settle window)",
 	evidenceRead:          "the fleet's evidence, read only when a failure action is due",
+	"GET /version":        "the clock check, when the answers at hand took too long to tell",
+	"GET ipaddresses":     "a failing dns check: is the nameserver a Service's address",
 	"DELETE nodes":        "replace-node",
 }
 
