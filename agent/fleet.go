@@ -176,8 +176,8 @@ func (e evidence) tally(own []string) string {
 
 // judge reads the evidence about the checks failing here (own) and says why the
 // fault looks shared, or "" when it is the node's own. A read that fails is no
-// evidence: the action waits. Within every of the last read its verdict
-// stands.
+// evidence: the action waits. Until every has passed since the last read, its
+// verdict stands.
 func (f *fleet) judge(ctx context.Context, own []string) string {
 	now := time.Now()
 	if now.Before(f.next) {
