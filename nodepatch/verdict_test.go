@@ -70,7 +70,12 @@ func TestReleaseWithWritesItsConditionFirst(t *testing.T) {
 					order = append(order, a.GetSubresource())
 				}
 			}
-			assert.Equal(t, []string{"status", ""}, order, "the condition first, then the node")
+			// The condition's write first, the node's 10 ms later: on a machine too busy to start
+			// the condition's in time, the node's comes first, is refused by its test, and is sent
+			// again after the condition's answer.
+			require.NotEmpty(t, order)
+			assert.Equal(t, "", order[len(order)-1], "the node's write last")
+			assert.Contains(t, order[:len(order)-1], "status", "the node's write landed before the condition's")
 		})
 	}
 }
