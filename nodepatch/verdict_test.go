@@ -75,7 +75,7 @@ func TestReleaseWithWritesItsConditionFirst(t *testing.T) {
 			// again after the condition's answer.
 			require.NotEmpty(t, order)
 			assert.Equal(t, "", order[len(order)-1], "the node's write last")
-			assert.Contains(t, order[:len(order)-1], "status", "the node's write landed before the condition's")
+			assert.Contains(t, order[:len(order)-1], "status", "no condition written before the node's write that landed")
 		})
 	}
 }
