@@ -156,7 +156,7 @@ demo: build plugin control-plane-current ## Watch nodeready verify autoscaled no
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready NODEREADY_PLUGIN_BIN=$(CURDIR)/bin/kubectl-nodeready go run ./cmd/demo $(DEMO_FLAGS)
 
 .PHONY: bench
-bench: build control-plane-current ## Measure overhead, latency on a network of 200 ms round trips, concurrency, scale, what the admission policies cost the API server, footprint and (as root on Linux) real nodes' critical path; writes BENCH.md
+bench: build control-plane-current ## Measure overhead, latency on a network of 200 ms round trips, concurrency, scale, what the admission policies and a fault shared by 1000 joining nodes cost the API server, footprint and (as root on Linux) real nodes' critical path; writes BENCH.md
 	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null; \
 		else scripts/build-node.sh --coredns >/dev/null; fi
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go run ./cmd/bench -out $(CURDIR)/BENCH.md $(BENCH_FLAGS)
