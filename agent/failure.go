@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
@@ -89,10 +90,17 @@ func (a *Agent) checkFailed(r result) {
 // from the fleet that the fault is the node's own: a Warning log line and a
 // SharedFault Event (the condition follows the round).
 func (a *Agent) withhold(ctx context.Context, log zerolog.Logger, action string) {
-	if a.told.shared == a.state.withheld {
+	// Told again when the reason changes, not its counts: the condition follows those.
+	key := strings.Map(func(r rune) rune {
+		if unicode.IsDigit(r) {
+			return '#'
+		}
+		return r
+	}, a.state.withheld)
+	if a.told.shared == key {
 		return
 	}
-	a.told.shared = a.state.withheld
+	a.told.shared = key
 	a.tell(ctx, log, told{
 		level: zerolog.WarnLevel, msg: "Withheld the failure action, the fault looks shared",
 		fields: map[string]any{"action": action, "why": a.state.withheld},

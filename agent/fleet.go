@@ -55,6 +55,8 @@ type fleet struct {
 	every time.Duration
 	next  time.Time
 	last  string
+	// backoff is how many intervals of every the next read waits.
+	backoff int
 }
 
 // minSharedFailing is kube-controller-manager's: a zone is partially disrupted
@@ -85,17 +87,22 @@ func (f *fleet) releaseLabels(started time.Time) map[string]string {
 
 // selector selects the nodes of this configuration whose config label was
 // written in the window, or in the hour before it (a verified node's is the hour
-// its agent started).
-func (f *fleet) selector(now time.Time) labels.Selector {
+// its agent started), and whose verified label matches op (selection.Equals: the
+// nodes verified; selection.NotEquals: the others, held or failed open).
+func (f *fleet) selector(now time.Time, op selection.Operator) labels.Selector {
 	var values []string
 	for t := now.Add(-f.window - time.Hour).Truncate(time.Hour); !t.After(now); t = t.Add(time.Hour) {
 		values = append(values, f.configValue(t))
 	}
-	req, err := labels.NewRequirement(wellknown.ConfigLabel(f.label), selection.In, values)
+	config, err := labels.NewRequirement(wellknown.ConfigLabel(f.label), selection.In, values)
 	if err != nil {
 		panic(err) // the label is valid (config), and so are the values
 	}
-	return labels.NewSelector().Add(*req)
+	verified, err := labels.NewRequirement(f.label, op, []string{f.value})
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*config, *verified)
 }
 
 // failingValue is the failing annotation's value: the failing checks, sorted,
@@ -153,7 +160,7 @@ func (f *fleet) count(items []metav1.PartialObjectMetadata, own []string, now ti
 // when the evidence shows it is this node's own.
 func (e evidence) shared(own []string, window time.Duration, percentage int) string {
 	if e.passed == 0 {
-		return fmt.Sprintf("no node of this configuration passed in the last %s (%s)", window, e.tally(own))
+		return fmt.Sprintf("no node of this configuration passed in the last %s", window)
 	}
 	for _, c := range own {
 		failing := e.failing[c]
@@ -165,41 +172,68 @@ func (e evidence) shared(own []string, window time.Duration, percentage int) str
 	return ""
 }
 
-// tally tells how many nodes fail each check failing here.
-func (e evidence) tally(own []string) string {
-	parts := make([]string, len(own))
-	for i, c := range own {
-		parts[i] = fmt.Sprintf("%d failing %s", e.failing[c], c)
-	}
-	return strings.Join(parts, ", ") + ", this node included"
-}
-
 // judge reads the evidence about the checks failing here (own) and says why the
 // fault looks shared, or "" when it is the node's own. A read that fails is no
-// evidence: the action waits. Until every has passed since the last read, its
-// verdict stands.
+// evidence: the action waits. It reads the nodes of the configuration verified
+// first, and the others only when one of those passed in the window: a fault that
+// fails every node costs reads that return nothing. Until the next read is due its
+// verdict stands; while the fault looks shared, the reads come twice as far apart
+// each time, up to maxFleetBackoff reads' intervals, as the fleet's evidence
+// changes by minutes, not seconds.
 func (f *fleet) judge(ctx context.Context, own []string) string {
 	now := time.Now()
 	if now.Before(f.next) {
 		return f.last
 	}
-	f.next = now.Add(f.every)
+	why := f.read(ctx, own, now)
+	switch {
+	case why == "":
+		f.backoff = 1
+	case f.backoff == 0:
+		f.backoff = 1
+	case f.backoff < maxFleetBackoff:
+		f.backoff *= 2
+	}
+	f.next = now.Add(time.Duration(f.backoff) * f.every)
+	f.last = why
+	return why
+}
+
+// maxFleetBackoff bounds the spacing of the reads while a fault looks shared: 16
+// intervals of RETRY_BACKOFF_MAX, 8 minutes with its default.
+const maxFleetBackoff = 16
+
+// read reads the evidence: the nodes of the configuration verified, then, when one
+// of them passed in the window, the others.
+func (f *fleet) read(ctx context.Context, own []string, now time.Time) string {
 	if f.client == nil {
-		f.last = "the fleet cannot be read without a client"
-		return f.last
+		return "the fleet cannot be read without a client"
 	}
-	list, err := f.client.CoreV1().NodesMetadata(ctx, metav1.ListOptions{
-		LabelSelector: f.selector(now).String(),
-		// From the API server's watch cache: no read of etcd, and as fresh as
-		// evidence that spans minutes needs.
-		ResourceVersion: "0",
-	})
+	list := func(op selection.Operator) ([]metav1.PartialObjectMetadata, error) {
+		l, err := f.client.CoreV1().NodesMetadata(ctx, metav1.ListOptions{
+			LabelSelector: f.selector(now, op).String(),
+			// From the API server's watch cache: no read of etcd, and as fresh as
+			// evidence that spans minutes needs.
+			ResourceVersion: "0",
+		})
+		if err != nil {
+			return nil, err
+		}
+		return l.Items, nil
+	}
+	verified, err := list(selection.Equals)
 	if err != nil {
-		f.last = "could not read the fleet: " + err.Error()
-		return f.last
+		return "could not read the fleet: " + err.Error()
 	}
-	f.last = f.count(list.Items, own, now).shared(own, f.window, f.percentage)
-	return f.last
+	e := f.count(verified, own, now)
+	if e.passed == 0 {
+		return fmt.Sprintf("no node of this configuration passed in the last %s", f.window)
+	}
+	others, err := list(selection.NotEquals)
+	if err != nil {
+		return "could not read the fleet: " + err.Error()
+	}
+	return f.count(append(verified, others...), own, now).shared(own, f.window, f.percentage)
 }
 
 // mark returns the evidence to write on the own node while checks fail here

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/nodeready/nodeready/internal/config"
 	"github.com/nodeready/nodeready/internal/wellknown"
@@ -64,7 +65,7 @@ func TestEvidenceTellsTheNodesFaultFromTheFleets(t *testing.T) {
 		fleet  []corev1.Node
 		shared string // a part of why the fault looks shared; "" when it is the node's own
 	}{
-		{"one node joining alone", nil, "no node of this configuration passed in the last 10m0s (1 failing dns, this node included)"},
+		{"one node joining alone", nil, "no node of this configuration passed in the last 10m0s"},
 		{"a lone broken node among healthy ones", []corev1.Node{passed("b", time.Minute), passed("c", 2*time.Minute)}, ""},
 		{"the only passes are older than the window", []corev1.Node{passed("b", 11*time.Minute)}, "no node of this configuration passed"},
 		{"two failing beside one that passed", []corev1.Node{passed("b", time.Minute), failingDNS("c")}, ""},
@@ -100,10 +101,12 @@ func failedOpen(n corev1.Node) corev1.Node {
 // the nodes of this configuration written in the window or the hour before it, not every
 // node the configuration ever verified.
 func TestFleetReadSelectsTheConfigurationsRecentHours(t *testing.T) {
-	f := &fleet{fingerprint: "0123456789", label: wellknown.VerifiedLabel, window: 10 * time.Minute}
+	f := &fleet{fingerprint: "0123456789", label: wellknown.VerifiedLabel, value: wellknown.VerifiedLabelValue, window: 10 * time.Minute}
 	now := time.Date(2026, 12, 4, 11, 5, 0, 0, time.UTC)
-	assert.Equal(t, "node-ready/verified-config in (0123456789.2026120409,0123456789.2026120410,0123456789.2026120411)",
-		f.selector(now).String())
+	assert.Equal(t, "node-ready/verified=true,node-ready/verified-config in (0123456789.2026120409,0123456789.2026120410,0123456789.2026120411)",
+		f.selector(now, selection.Equals).String())
+	assert.Equal(t, "node-ready/verified!=true,node-ready/verified-config in (0123456789.2026120409,0123456789.2026120410,0123456789.2026120411)",
+		f.selector(now, selection.NotEquals).String())
 	assert.Equal(t, "dns,podnetwork", failingValue([]string{"podnetwork", "dns", "dns"}))
 	long := []string{"conditions", "daemonsets", "endpoints", "podnetwork", "resources", "apiserver", "command"}
 	assert.LessOrEqual(t, len(failingValue(long)), 64, "the admission policy bounds the annotation")
@@ -183,4 +186,31 @@ func TestReleaseClearsTheFailingRecord(t *testing.T) {
 	assert.NotContains(t, node.Annotations, "node-ready/verified-failing")
 	assert.NotContains(t, node.Annotations, "node-ready/verified-failed-at")
 	assert.Equal(t, "true", node.Labels["node-ready/verified"])
+}
+
+// TestFleetReadsCheapWhileNothingPassed: while no node of the configuration passed, a
+// read of the evidence lists the verified nodes only (which return none), never the
+// failing ones, and the reads come twice as far apart each time the fault stays shared,
+// up to 16 intervals; once a node passes, the next read lists the others too.
+func TestFleetReadsCheapWhileNothingPassed(t *testing.T) {
+	c := newCluster(ownedNode())
+	a := newAgent(t, Clients{Kube: c.kube()}, failing, map[string]string{"MAX_RETRIES": "1", "FAILURE_ACTION": config.ReplaceNode})
+	f := a.fleet
+	f.every = time.Hour // no read falls due by itself in this test
+	for range 3 {
+		assert.Contains(t, f.judge(t.Context(), []string{"command"}), "no node of this configuration passed")
+		f.next = time.Time{} // the next read due now
+	}
+	assert.Equal(t, 3, c.requests("list", ""), "one list of the verified nodes a read")
+	assert.Equal(t, 4, f.backoff, "the reads twice as far apart each time")
+	for range 4 {
+		f.judge(t.Context(), []string{"command"})
+		f.next = time.Time{}
+	}
+	assert.Equal(t, maxFleetBackoff, f.backoff)
+
+	c.addNode(t, fleetNode("node-b", f.fingerprint, time.Now(), ""))
+	assert.Empty(t, f.judge(t.Context(), []string{"command"}), "a node of the configuration passed")
+	assert.Equal(t, 7+2, c.requests("list", ""), "the verified nodes, then the others")
+	assert.Equal(t, 1, f.backoff)
 }

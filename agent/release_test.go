@@ -51,12 +51,7 @@ func TestRefusedReleaseIsAMisconfiguration(t *testing.T) {
 			assert.False(t, isVerified(r.Agent), "a refused release failed open")
 			// The condition goes with the label, so each release's Verified is followed at once
 			// by why it was refused; between the two, a release is in flight.
-			var reasons []string
-			waitFor(t, "the last release taken back", func() bool {
-				reasons = c.reasons()
-				return len(reasons) > 0 && reasons[len(reasons)-1] == string(wellknown.Misconfigured)
-			})
-			assertTakenBack(t, reasons, wellknown.Misconfigured)
+			assertTakenBack(t, takenBack(t, c, wellknown.Misconfigured), wellknown.Misconfigured)
 			assert.Contains(t, c.waitEvent(t, wellknown.ReleaseFailed).Note, "a misconfiguration, not a failed check")
 			// Held, failing only for the installation: the failure action waits.
 			assert.Contains(t, c.waitEvent(t, wellknown.VerificationFailed).Note, "failure action: none while the installation is misconfigured")

@@ -64,6 +64,19 @@ func (u *unanswered) late() error {
 
 // assertTakenBack asserts that each Verified condition written by a release that did not
 // land was followed by reason, and that the last is reason.
+// takenBack returns the reasons the node's condition had, read once the last release was
+// taken back (with reason): between a release's condition and its taking back, a release
+// is in flight.
+func takenBack(t *testing.T, c *cluster, reason wellknown.Reason) []string {
+	t.Helper()
+	var reasons []string
+	waitFor(t, "the last release taken back", func() bool {
+		reasons = c.reasons()
+		return len(reasons) > 0 && reasons[len(reasons)-1] == string(reason)
+	})
+	return reasons
+}
+
 func assertTakenBack(t *testing.T, reasons []string, reason wellknown.Reason) {
 	t.Helper()
 	require.NotEmpty(t, reasons)
@@ -110,7 +123,7 @@ func TestUnansweredReleaseThatDidNotLand(t *testing.T) {
 	// The condition goes with the label, and is taken back when the write did not land: the
 	// node, held, never keeps saying Verified. Nothing is wrong with the node or the
 	// installation: no Event.
-	assertTakenBack(t, c.reasons(), wellknown.Verifying)
+	assertTakenBack(t, takenBack(t, c, wellknown.Verifying), wellknown.Verifying)
 	assert.Empty(t, c.events(t))
 	// The watch never shows the write landed, so each is looked for by a read, after the
 	// informer's own first.
