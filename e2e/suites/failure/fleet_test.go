@@ -57,7 +57,7 @@ type action struct {
 	// short names the fleets of its scenarios, apart from the other action's: the Events of
 	// a node outlive it, and a fleet's node names are its name and a number.
 	short string
-	env  func(checkTimeout string) map[string]string
+	env   func(checkTimeout string) map[string]string
 	// doing is how the SharedFault Event names it.
 	doing string
 }
