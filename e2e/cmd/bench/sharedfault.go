@@ -390,11 +390,11 @@ func (r *sharedFaultRun) report(ctx context.Context, s *section, base config.Con
 	}
 
 	if c := r.calibration; c.reads > 0 {
-		s.add(fmt.Sprintf("one evidence read of the %d nodes failing alike, alone (%d reads one at a time, agents stopped)", c.items, c.reads),
+		s.add(fmt.Sprintf("a list of the %d nodes failing alike, alone (%d lists one at a time, agents stopped): what a read costs when a node of the configuration passed, so that the failing ones are listed too", c.items, c.reads),
 			fmt.Sprintf("kube-apiserver CPU %s per read (idle subtracted); %s per read; %s returned per read", ms(c.cpu), ms(c.wall), kib(c.bytes)))
 		for _, every := range []time.Duration{base.RetryBackoffMax, 30 * time.Second} {
 			perSecond := n / every.Seconds()
-			s.add(fmt.Sprintf("projected: one read per node per RETRY_BACKOFF_MAX=%s, %d nodes failing alike", every, r.nodes),
+			s.add(fmt.Sprintf("projected, were every node to list the failing ones once per RETRY_BACKOFF_MAX=%s (the reads back off to 16 intervals while the fault looks shared), %d nodes failing alike", every, r.nodes),
 				fmt.Sprintf("%.1f reads/s × %s = %.2f cores of kube-apiserver; %s/s returned", perSecond, ms(c.cpu), perSecond*c.cpu.Seconds(), kib(perSecond*c.bytes)))
 		}
 	}
@@ -417,13 +417,13 @@ func (r *sharedFaultRun) report(ctx context.Context, s *section, base config.Con
 
 	s.note("Every node's dns check fails alike (`DNS_TEST_DOMAINS=%s`: CoreDNS answers NXDOMAIN, counted as the node's own fault), "+
 		"with `FAILURE_ACTION=%s` and manifests/replace-node/ applied. The agents run in this process as in the scale benchmark. After "+
-		"MAX_RETRIES rounds each agent's action is due: it reads the fleet's evidence (a LIST of nodes' metadata selected by the "+
-		"config label, from the watch cache), finds no node of its configuration passed, and holds its node as SharedFault; it reads "+
-		"again at most once per RETRY_BACKOFF_MAX while its checks fail. The steady phase starts once every node reported SharedFault "+
-		"and lasts %d × RETRY_BACKOFF_MAX: its figures are what a fault shared by every joining node costs the API server for as long "+
-		"as it lasts. Each read returns the metadata of every node failing alike, so a read's size, and the bytes per second, grow "+
-		"with the number of such nodes: the cost grows with the square of the nodes failing at once, divided by RETRY_BACKOFF_MAX "+
-		"(30s as shipped, %s here).", r.domains, base.FailureAction, sharedFaultRounds, base.RetryBackoffMax)
+		"MAX_RETRIES rounds each agent's action is due: it reads the fleet's evidence (a LIST of the metadata of the nodes of its "+
+		"configuration that are verified, by the config label, from the watch cache), finds none that passed, and holds its node as "+
+		"SharedFault, without listing the failing nodes; it reads again after RETRY_BACKOFF_MAX, then twice as far apart each time, "+
+		"up to 16 intervals. The steady phase starts once every node reported SharedFault and lasts %d × RETRY_BACKOFF_MAX: its "+
+		"figures are what a fault shared by every joining node costs the API server for as long as it lasts. Only when a node of the "+
+		"configuration passed does a read list the failing nodes too, and its size then grows with their number (the alone row "+
+		"measures that list). RETRY_BACKOFF_MAX is 30s as shipped, %s here.", r.domains, base.FailureAction, sharedFaultRounds, base.RetryBackoffMax)
 	var tb strings.Builder
 	fmt.Fprintf(&tb, "Agent requests of the %d-node shared-fault run, counted in each agent's client (every attempt, with its status when not 2xx), whole run:\n\n", r.nodes)
 	renderCounts(&tb, toFloat(r.c2), r.nodes)
