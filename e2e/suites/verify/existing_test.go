@@ -110,7 +110,7 @@ func testRefusedRelease(t *testing.T, fw *framework.Framework) {
 	refused := fw.WaitEvent(node, "ReleaseFailed")
 	assert.Equal(t, corev1.EventTypeWarning, refused.Type)
 	assert.Contains(t, refused.Note, "a misconfiguration, not a failed check")
-	assert.Contains(t, refused.Note, "may change only the label node-ready/verified", "the policy's own message")
+	assert.Contains(t, refused.Note, "may change only the labels node-ready/verified and node-ready/verified-config", "the policy's own message")
 	failed := fw.WaitEvent(node, "VerificationFailed")
 	assert.Contains(t, failed.Note, "failure action: none while the installation is misconfigured")
 

@@ -222,10 +222,16 @@ func testReplace(t *testing.T, fw *framework.Framework, dyn dynamic.Interface, k
 	// A node of the same configuration passes first: the fleet's evidence that the first
 	// node's failure is its own, without which replace-node waits (docs/checks.md, "A fault
 	// the fleet shares").
+	// With another taint key the peer keeps the fleet's default startup taint, which is not
+	// its agent's: verified is what counts.
 	peers := fw.NewFleet(pool + "-peer")
 	peer := peers.Name() + "-0"
 	require.NoError(t, peers.AddNode(ctx, peer, framework.NodeOptions{Env: env}))
-	require.NoError(t, peers.WaitReleased(ctx, peer))
+	err := framework.Poll(t, func(ctx context.Context) (bool, error) {
+		n, err := fw.Client().CoreV1().Nodes().Get(ctx, peer, metav1.GetOptions{})
+		return err == nil && n.Labels[wellknown.VerifiedLabel] == wellknown.VerifiedLabelValue, nil
+	})
+	require.NoError(t, err, "the peer %s was not verified", peer)
 	f := fw.NewFleet(pool)
 	var mu sync.Mutex
 	adopted := 0
