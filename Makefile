@@ -152,7 +152,11 @@ e2e-multinode: build control-plane-current node ## Only the end-to-end tests on 
 
 .PHONY: demo
 # The demo builds what real nodes run (scripts/build-node.sh) itself, beside the simulated fleet.
-demo: build plugin control-plane-current ## Watch nodeready verify autoscaled nodes on a local control plane (no cluster needed), then real nodes joining a cluster (as root on Linux); each ends with kubectl nodeready status
+demo: build ## Watch nodeready verify this machine (--dry-run, at once), then autoscaled nodes on a local control plane built from source (no cluster needed), then real nodes joining a cluster (as root on Linux); each ends with kubectl nodeready status
+	@printf '\nThis machine as the agent judges it, no cluster needed (outside a cluster the\ncluster DNS name does not resolve and the API server checks are skipped):\n\n$$ nodeready --dry-run\n'
+	@bin/nodeready --dry-run || true
+	@printf '\nThen a fleet of nodes on a local control plane.\n\n'
+	@$(MAKE) --no-print-directory plugin
 	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready NODEREADY_PLUGIN_BIN=$(CURDIR)/bin/kubectl-nodeready go run ./cmd/demo $(DEMO_FLAGS)
 
 .PHONY: bench

@@ -118,10 +118,27 @@ trap 'rm -rf "${work_dir}"' EXIT
 start=${SECONDS}
 # One go build for all packages: it shares the compile of common packages and runs
 # GOMAXPROCS actions at a time, which on a small machine beats separate parallel builds.
+# -v names each package as it is compiled; a line every tenth of them says how far the build
+# is (the demo shows it). Packages already in the Go build cache are not named, so a build
+# that finds some there ends before the count does.
+total="$(cd "${k8s_dir}" && go list -deps "${pkgs[@]}" | wc -l)"
 (
   cd "${k8s_dir}"
-  CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags[*]}" -o "${work_dir}/" "${pkgs[@]}"
-)
+  CGO_ENABLED=0 go build -v -trimpath -ldflags "${ldflags[*]}" -o "${work_dir}/" "${pkgs[@]}" 2>&1
+) | {
+  n=0
+  step=$(((total + 9) / 10))
+  while IFS= read -r line; do
+    if [[ "${line}" =~ ^[A-Za-z0-9._~/-]+$ ]]; then
+      n=$((n + 1))
+      if ((n % step == 0)); then
+        log "compiled ${n} of ${total} packages ($((SECONDS - start))s)"
+      fi
+    else
+      echo "${line}" >&2 # the compiler's errors
+    fi
+  done
+}
 rm -f "${stamp_file}"
 for c in "${missing[@]}"; do
   name="${c%%=*}"

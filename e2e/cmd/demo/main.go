@@ -5,7 +5,9 @@
 // join a running cluster: one is released, one with a broken pod network is held until repaired.
 // Each act ends with the fleet as `kubectl nodeready status` shows it.
 //
-// It runs the binaries that `make build plugin control-plane` builds; `make demo` does that first.
+// It runs the binaries that `make build plugin` builds (`make demo` does that first, and shows
+// the agent's --dry-run on this machine), and builds the control plane with
+// scripts/build-control-plane.sh, showing its progress, before the fleet.
 // What real nodes run it builds itself with scripts/build-node.sh, beside the simulated fleet.
 package main
 
@@ -71,9 +73,20 @@ func main() {
 		stop() // a second Ctrl-C ends the demo at once; its processes die with it
 	}()
 
+	// The control plane first, as the fleet runs on it: compiled from source once per
+	// machine, its progress shown as it goes; at once when it is built already.
+	if root, err := harness.FindRepoRoot(); err == nil {
+		fmt.Println("The control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), built from source once per machine:")
+		if err := startScript(ctx, root, "build-control-plane").wait(ctx, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Println()
+	}
+
 	// What real nodes run builds beside the simulated fleet: the fleet shows as soon as the
 	// control plane is built, and the build is done or shown progressing when the fleet is.
-	var build *nodeBuild
+	var build *scriptBuild
 	if cfg.realNode && realNodesSupported() == "" {
 		if root, err := harness.FindRepoRoot(); err == nil {
 			build = startNodeBuild(ctx, root)
@@ -83,7 +96,7 @@ func main() {
 	if err == nil && ctx.Err() == nil && cfg.realNode {
 		agent, _, _ := findBinaries() // run found them
 		if build == nil {
-			build = &nodeBuild{start: time.Now(), done: make(chan struct{}), err: errors.New("the repository root was not found")}
+			build = &scriptBuild{start: time.Now(), done: make(chan struct{}), err: errors.New("the repository root was not found")}
 			close(build.done)
 		}
 		err = realNodes(ctx, os.Stdout, agent, cfg.plugin, build)

@@ -36,7 +36,7 @@ func realNodesSupported() string {
 // running cluster, networked by flannel, with the podnetwork check on. The first joins and is
 // released; the second joins with its VXLAN traffic dropped, is held with the pod it cannot
 // reach named, and is released once the traffic flows again, without a restart.
-func realNodes(ctx context.Context, out io.Writer, agent, plugin string, build *nodeBuild) error {
+func realNodes(ctx context.Context, out io.Writer, agent, plugin string, build *scriptBuild) error {
 	if why := realNodesSupported(); why != "" {
 		fmt.Fprintf(out, "Simulated nodes only: %s.\n", why)
 		return nil
