@@ -7,13 +7,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodeready/nodeready/internal/report"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -165,4 +168,67 @@ func TestUnansweredReleaseLandsLater(t *testing.T) {
 			assert.Empty(t, c.events(t))
 		})
 	}
+}
+
+// TestUnansweredReleaseSeenAtTheSIGTERM: the PATCH got no answer, the node could not be
+// read, and the condition could not be taken back, so the write, stored later, landed: its
+// label brought the SIGTERM. The agent's read of the node then waits for its turn on a
+// loaded API server (429s, each retried after its Retry-After) until its time is up, while
+// its watch of the node shows the label at once: the watch's answer counts, and the release
+// is reported as usual, condition, Event and verified, not left unknown.
+func TestUnansweredReleaseSeenAtTheSIGTERM(t *testing.T) {
+	c := newCluster(heldNode())
+	busy := apierrors.NewTooManyRequests("the API server is busy", 1)
+	const (
+		answering = iota
+		busyReads // the round's read of a release with no answer
+		stuckRead // the read at the SIGTERM: the late write lands meanwhile
+	)
+	var reads atomic.Int32
+	released := make(chan struct{})
+	t.Cleanup(func() { close(released) })
+	var u *unanswered
+	c.PrependReactor("get", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		switch reads.Load() {
+		case busyReads:
+			return true, nil, busy
+		case stuckRead:
+			if reads.CompareAndSwap(stuckRead, answering) {
+				assert.NoError(t, u.late(), "the late write lands: the condition was not taken back")
+				select {
+				case <-released:
+				case <-time.After(report.ReleaseBudget(0) + time.Second):
+				}
+				return true, nil, busy
+			}
+		}
+		return false, nil, nil
+	})
+	// The release's condition lands; the taking back that follows gets no answer.
+	var statusWrites atomic.Int32
+	statusDown := &atomic.Bool{}
+	statusDown.Store(true)
+	c.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" || !statusDown.Load() || statusWrites.Add(1) == 1 {
+			return false, nil, nil
+		}
+		return true, nil, noAnswer
+	})
+	u = answerless(c, false)
+	c.onRelease(func() { reads.Store(busyReads) })
+	r := runNew(t, c, passing, map[string]string{"RETRY_BACKOFF_BASE": "1h", "RETRY_BACKOFF_MAX": "1h"})
+
+	waitFor(t, "the release given up", func() bool { return patchesOf(r.Agent, "error") == 1 })
+	require.False(t, isVerified(r.Agent))
+	statusDown.Store(false)
+	reads.Store(stuckRead)
+	require.NoError(t, r.stop(t))
+
+	assert.True(t, isVerified(r.Agent), "the release that brought the SIGTERM is reported")
+	assert.Equal(t, 1.0, patchesOf(r.Agent, "patched"))
+	assert.Equal(t, 1, c.requests("patch", ""), "one write")
+	assert.NotContains(t, c.node(t).Spec.Taints, startupTaint)
+	assert.Equal(t, "true", c.node(t).Labels[wellknown.VerifiedLabel])
+	assert.Equal(t, string(wellknown.Verified), c.condition(t).Reason)
+	assert.Equal(t, []string{"Verified"}, c.eventReasons(t))
 }

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Confirm finds out whether a release that ended with ErrUnknownOutcome
@@ -15,12 +16,76 @@ import (
 // carried; else the node is read once, and any verified node counts (an
 // earlier write that got no answer may be the one that landed). A confirmed
 // node is what Settle then watches from, as after Release.
+//
+// The watch goes on answering while the read is out: on a loaded API server
+// the read can wait for its turn (429s, each retried after its Retry-After)
+// until ctx ends, while the watch shows the write moments after it lands.
+// That is how the SIGTERM after a release with no answer usually comes: its
+// label made the DaemonSet controller delete the pod, and the same label is
+// on its way to the watch.
 func (p *Patcher) Confirm(ctx context.Context, annotations map[string]string) (bool, error) {
-	if node := p.watched(); node != nil && len(annotations) > 0 && p.Verified(node) && carries(node, annotations) {
-		p.last, p.confirmedRV = node, node.ResourceVersion
+	if p.confirmedByWatch(annotations) {
 		return true, nil
 	}
-	node, err := p.get(ctx)
+	v := p.view
+	if v == nil || len(annotations) == 0 {
+		return p.confirmByRead(p.get(ctx))
+	}
+	readCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		node *corev1.Node
+		err  error
+	}
+	// The read touches no state of the Patcher's: a read that the watch made
+	// needless is let go, ended by its context.
+	read := make(chan answer, 1)
+	go func() {
+		node, err := p.client.CoreV1().Nodes().Get(readCtx, p.node, metav1.GetOptions{})
+		read <- answer{node, err}
+	}()
+	took := false // a change signal, which another taker (Settle) gets again
+	defer func() {
+		if took {
+			signal(v.changed)
+		}
+	}()
+	for {
+		select {
+		case a := <-read:
+			if a.err != nil {
+				if p.confirmedByWatch(annotations) {
+					return true, nil
+				}
+				return false, readError{p.classify("get", a.err)}
+			}
+			p.last = a.node
+			return p.confirmByRead(a.node, nil)
+		case <-v.changed:
+			took = true
+			if p.confirmedByWatch(annotations) {
+				return true, nil
+			}
+		case <-ctx.Done():
+			return false, readError{p.classify("get", ctx.Err())}
+		}
+	}
+}
+
+// confirmedByWatch reports whether the watch shows the node verified with
+// annotations, the ones the release that got no answer carried; then the
+// confirmed node is the one the watch shows.
+func (p *Patcher) confirmedByWatch(annotations map[string]string) bool {
+	node := p.watched()
+	if node == nil || len(annotations) == 0 || !p.Verified(node) || !carries(node, annotations) {
+		return false
+	}
+	p.last, p.confirmedRV = node, node.ResourceVersion
+	return true
+}
+
+// confirmByRead is Confirm's answer from a read of the node.
+func (p *Patcher) confirmByRead(node *corev1.Node, err error) (bool, error) {
 	if err != nil {
 		return false, err
 	}
