@@ -12,10 +12,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodeready/nodeready/internal/kube"
@@ -134,63 +132,13 @@ func New(client kube.Interface, node string, spec Spec) *Patcher {
 // verified are retried with a fresh read; everything else is returned at
 // once, a write that got no answer as ErrUnknownOutcome.
 func (p *Patcher) Release(ctx context.Context, annotations map[string]string) (Outcome, error) {
-	return p.release(ctx, p.spec.LabelValue, annotations)
+	return p.release(ctx, p.spec.LabelValue, nil, annotations)
 }
 
 // FailOpen releases the node as Release does, with the verified label set to
 // wellknown.FailedOpenValue: released, but not verified.
 func (p *Patcher) FailOpen(ctx context.Context, annotations map[string]string) (Outcome, error) {
-	return p.release(ctx, wellknown.FailedOpenValue, annotations)
-}
-
-func (p *Patcher) release(ctx context.Context, value string, annotations map[string]string) (Outcome, error) {
-	p.value = value
-	outcome := Unchanged
-	read := p.latest
-	var tested []corev1.Taint // the taints the last write's lock tested, when it was lost
-	err := p.retry(ctx, func() error {
-		node, err := read(ctx)
-		read = p.get // a retry follows a lost lock: the watch may not show the newer node yet
-		if err != nil {
-			return err
-		}
-		if !registered(node) {
-			return ErrNotRegistered
-		}
-		patch := p.plan(node, value, annotations)
-		if patch == nil {
-			p.confirmedRV = node.ResourceVersion
-			return nil
-		}
-		if tested != nil && equality.Semantic.DeepEqual(tested, node.Spec.Taints) {
-			// The lock was lost although the taints read are the ones tested: the server's
-			// taints carry a field these API types do not know (a newer Kubernetes). Test and
-			// keep the list as the server sends it, unknown fields and all.
-			if patch, err = p.rawPlan(ctx, value, annotations); err != nil {
-				return err
-			}
-		}
-		tested = slices.Clone(node.Spec.Taints)
-		node, err = p.client.CoreV1().Nodes().Patch(ctx, p.node, types.JSONPatchType, patch,
-			metav1.PatchOptions{FieldManager: wellknown.FieldManager})
-		if !apierrors.IsInvalid(err) {
-			tested = nil
-		}
-		if err != nil {
-			if unanswered(err) {
-				return fmt.Errorf("patch node %s: %w: %w", p.node, ErrUnknownOutcome, err)
-			}
-			return p.classify("patch", err)
-		}
-		outcome = Patched
-		p.wrote(node)
-		if !p.Verified(node) {
-			return ErrNotConfirmed
-		}
-		p.confirmedRV = node.ResourceVersion
-		return nil
-	})
-	return outcome, err
+	return p.release(ctx, wellknown.FailedOpenValue, nil, annotations)
 }
 
 // Verified reports whether node is released: it carries the label, as verified or failed

@@ -48,7 +48,7 @@ func (p *Patcher) Settle(ctx context.Context, window time.Duration) (int, error)
 	defer timer.Stop()
 	again := 0
 	release := func() error {
-		outcome, err := p.release(ctx, p.value, nil)
+		outcome, err := p.release(ctx, p.value, nil, nil)
 		if outcome == Patched {
 			again++
 			seen, restarts = false, v.restarts.Load()

@@ -40,8 +40,15 @@ func (p *Patcher) ReleaseWith(ctx context.Context, c wellknown.Condition, annota
 	if c.Reason == wellknown.FailedOpen {
 		value = wellknown.FailedOpenValue
 	}
-	p.value = value
 	c.Message = wellknown.Truncate(c.Message, wellknown.MaxMessage)
+	return p.release(ctx, value, &c, annotations)
+}
+
+// release writes the label with value, the startup taint's removal and annotations to the
+// node, and, when c is not nil, c to nodes/status at once, the node's write testing it
+// (ReleaseWith). Release, FailOpen and Settle write the node alone.
+func (p *Patcher) release(ctx context.Context, value string, c *wellknown.Condition, annotations map[string]string) (Outcome, error) {
+	p.value = value
 	outcome := Unchanged
 	read := p.latest
 	var tested []corev1.Taint // the taints the last write's lock tested, when it was lost
@@ -60,35 +67,39 @@ func (p *Patcher) ReleaseWith(ctx context.Context, c wellknown.Condition, annota
 			return nil
 		}
 		if tested != nil && equality.Semantic.DeepEqual(tested, node.Spec.Taints) {
-			// As in Release: the server's taints carry a field these types do not know.
+			// The lock was lost although the taints read are the ones tested: the server's
+			// taints carry a field these API types do not know (a newer Kubernetes). Test and
+			// keep the list as the server sends it, unknown fields and all.
 			if patch, err = p.rawPlan(ctx, value, annotations); err != nil {
 				return err
 			}
 		}
-		at, shows := conditionAt(node, c)
 		var status <-chan statusAnswer
-		if !shows {
-			var ops []operation
-			ops, at = conditionOps(node, c)
-			status = p.patchStatus(ctx, ops)
-			if node.Labels == nil || (node.Annotations == nil && len(annotations) > 0) {
-				// The node's write would create a map, guarded by a test of the resourceVersion,
-				// which the condition's write changes: it waits for that write's answer.
-				s := <-status
-				status = nil
-				if s.err != nil {
-					return p.statusError(s.err)
+		if c != nil {
+			at, shows := conditionAt(node, *c)
+			if !shows {
+				var ops []operation
+				ops, at = conditionOps(node, *c)
+				status = p.patchStatus(ctx, ops)
+				if node.Labels == nil || (node.Annotations == nil && len(annotations) > 0) {
+					// The node's write would create a map, guarded by a test of the
+					// resourceVersion, which the condition's write changes: it waits for that
+					// write's answer.
+					s := <-status
+					if s.err != nil {
+						return p.statusError(s.err)
+					}
+					p.wrote(s.node)
+					read = func(context.Context) (*corev1.Node, error) { return s.node, nil }
+					return errConditionWritten
 				}
-				p.wrote(s.node)
-				read = func(context.Context) (*corev1.Node, error) { return s.node, nil }
-				return errConditionWritten
+				select {
+				case <-ctx.Done():
+				case <-time.After(statusLead):
+				}
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(statusLead):
-			}
+			patch = testsCondition(patch, at, *c)
 		}
-		patch = testsCondition(patch, at, c)
 		tested = slices.Clone(node.Spec.Taints)
 		written, err := p.client.CoreV1().Nodes().Patch(ctx, p.node, types.JSONPatchType, patch,
 			metav1.PatchOptions{FieldManager: wellknown.FieldManager})
