@@ -151,8 +151,10 @@ func TestUnansweredReleaseLandsLater(t *testing.T) {
 			u := answerless(c, false)
 			r := runNew(t, c, passing, map[string]string{"RETRY_BACKOFF_BASE": "1h", "RETRY_BACKOFF_MAX": "1h"})
 
-			// Counted once the write was looked for and the round gave up.
+			// Counted once the write was looked for and the round gave up; the condition is
+			// taken back after that.
 			waitFor(t, "the release given up", func() bool { return patchesOf(r.Agent, "error") == 1 })
+			waitFor(t, "the condition taken back", func() bool { return len(c.reasons()) == 2 })
 			if landed {
 				assert.Error(t, u.late(), "a late write landed over the condition taken back")
 			}
