@@ -83,6 +83,8 @@ func NewForConfig(c *rest.Config) (Interface, error) {
 	// Every response's Date, for the clock check, from the agent's own requests.
 	clock := NewClock()
 	cfg.Wrap(clock.Wrap)
+	// Outside the clock's, so a request's time held back is not counted as its round trip.
+	cfg.Wrap(newFirstConn)
 	httpClient, err := rest.HTTPClientFor(&cfg)
 	if err != nil {
 		return nil, err
