@@ -116,6 +116,44 @@ func purposes(counts map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
+// meanPurposes renders counts per node on one line, each request with its attempts that
+// failed (any status but 2xx, or no answer) folded in, largest first, with what it is for,
+// such as "LIST endpointslices 2.25 (the endpoints check; 0.09 failed)".
+func meanPurposes(counts map[string]float64, nodes int) string {
+	all, failed := map[string]float64{}, map[string]float64{}
+	for k, v := range counts {
+		base, _, withStatus := strings.Cut(k, " (")
+		all[base] += v
+		if withStatus {
+			failed[base] += v
+		}
+	}
+	keys := slices.Collect(maps.Keys(all))
+	slices.SortFunc(keys, func(a, b string) int {
+		if all[a] != all[b] {
+			if all[a] > all[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	n := float64(max(nodes, 1))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		what := requestPurpose[k]
+		if failed[k] > 0 {
+			what = strings.TrimPrefix(fmt.Sprintf("%s; %.2f failed", what, failed[k]/n), "; ")
+		}
+		if what == "" {
+			parts = append(parts, fmt.Sprintf("%s %.2f", k, all[k]/n))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %.2f (%s)", k, all[k]/n, what))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
