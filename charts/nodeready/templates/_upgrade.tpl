@@ -14,7 +14,7 @@ nothing.
 */}}
 {{- define "nodeready.validateUpgrade" -}}
 {{- if .Release.IsUpgrade -}}
-{{- $old := lookup "v1" "ConfigMap" .Release.Namespace "nodeready-config" -}}
+{{- $old := lookup "v1" "ConfigMap" .Release.Namespace (printf "%s-config" (include "nodeready.name" $)) -}}
 {{- if $old -}}
 {{- $was := $old.data | default dict -}}
 {{- $c := .Values.config -}}

@@ -4,6 +4,14 @@ requires, and settings that contradict each other. The agent refuses the same
 at start (exit 2); the chart refuses them at install, naming the value.
 */}}
 {{- define "nodeready.validate" -}}
+{{- with .Values.nameOverride -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" .) -}}
+{{- fail (printf "nameOverride: %q: must be a DNS label (lower-case letters, digits and '-', starting and ending with a letter or digit): it starts the name of every object" .) -}}
+{{- end -}}
+{{- if gt (len .) 46 -}}
+{{- fail (printf "nameOverride: %s: must be at most 46 characters, so that the longest name it starts, %s-uninstall-events, stays within 63" . .) -}}
+{{- end -}}
+{{- end -}}
 {{- $c := .Values.config -}}
 {{- range $check, $needs := dict "dns" "dnsTestDomains" "http" "httpURLs" "conditions" "nodeConditions" "resources" "requiredResources" "csi" "csiDrivers" "dra" "draDevices" "command" "checkCommand" -}}
 {{- if and (has $check $c.checks) (empty (index $c $needs)) -}}
@@ -135,7 +143,7 @@ placement that could leave a node with the startup taint and no agent.
 */}}
 {{- define "nodeready.validatePod" -}}
 {{- if hasKey (.Values.podLabels | default dict) "app.kubernetes.io/name" -}}
-{{- fail "podLabels: app.kubernetes.io/name is the DaemonSet's selector, nodeready; leave it out" -}}
+{{- fail (printf "podLabels: app.kubernetes.io/name is the DaemonSet's selector, %s; leave it out" (include "nodeready.name" .)) -}}
 {{- end -}}
 {{- if hasKey (.Values.podAnnotations | default dict) "checksum/config" -}}
 {{- fail "podAnnotations: checksum/config is the chart's checksum of the configuration, which rolls the agents when it changes; leave it out" -}}
@@ -149,7 +157,7 @@ placement that could leave a node with the startup taint and no agent.
 {{- $own = concat $own (list "NODE_NAME" "POD_NAME" "POD_NAMESPACE" "STATE_DIR" "GOMEMLIMIT") -}}
 {{- range $i, $e := .Values.extraEnv -}}
 {{- if has $e.name $own -}}
-{{- fail (printf "extraEnv[%d].name: %s is set by the chart (the ConfigMap nodeready-config from config, or the pod's downward API), and the policies and the DaemonSet follow config: set it through config instead" $i $e.name) -}}
+{{- fail (printf "extraEnv[%d].name: %s is set by the chart (the ConfigMap %s-config from config, or the pod's downward API), and the policies and the DaemonSet follow config: set it through config instead" $i $e.name (include "nodeready.name" $)) -}}
 {{- end -}}
 {{- end -}}
 {{- $volumes := list -}}
