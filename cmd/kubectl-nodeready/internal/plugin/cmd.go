@@ -19,9 +19,10 @@ import (
 )
 
 // Defaults of where nodeready is installed: the namespace of manifests/ and of the chart's
-// documented install, its ConfigMap and the label of its agent pods.
+// documented install, the name of its objects, its ConfigMap and the label of its agent pods.
 const (
 	DefaultNamespace     = "kube-system"
+	DefaultName          = "nodeready"
 	DefaultConfigMap     = "nodeready-config"
 	DefaultAgentSelector = "app.kubernetes.io/name=nodeready"
 )
@@ -36,6 +37,10 @@ type Options struct {
 	nsFlag        func() bool
 	keys          keyFlags
 	agentSelector string
+	// name is --name, the name the install gave its objects; nameFlags tells which of the
+	// flags it sets were given, which win over it.
+	name      string
+	nameFlags func() (name, configMap, agentSelector bool)
 	// verbosity is -v: 1 and up tell what the plugin read and left, 6 and up the API
 	// requests (client-go's, as kubectl's -v does).
 	verbosity int
@@ -201,7 +206,9 @@ why one is held (why), and does what a person may do by hand: release a held nod
 
 The startup taints and the verified label are read from nodeready's ConfigMap
 (--namespace, default kube-system; --config-map, default nodeready-config), so renamed keys
-work; --taint-key and --label override them.`,
+work; --taint-key and --label override them. An install whose objects have another name
+(the chart's nameOverride) is found with --name: its ConfigMap NAME-config and its agent
+pods app.kubernetes.io/name=NAME.`,
 		Version:       version,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl nodeready"},
 		SilenceUsage:  true,
@@ -214,7 +221,12 @@ work; --taint-key and --label override them.`,
 	// -v is kubectl's verbosity: the version has no shorthand.
 	root.Flags().Bool("version", false, "print the plugin's version")
 	root.PersistentFlags().IntVarP(&o.verbosity, "v", "v", 0, "verbosity: 1 tells what the plugin read (the keys, nodes it leaves as they are), 6 and up log the API requests as kubectl's -v does")
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return o.setVerbosity() }
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if err := o.setName(); err != nil {
+			return err
+		}
+		return o.setVerbosity()
+	}
 	// Completion goes through kubectl (a kubectl_complete-nodeready on the PATH calls
 	// `kubectl-nodeready __complete`), not through a completion script of the plugin's own.
 	root.CompletionOptions.DisableDefaultCmd = true
@@ -226,6 +238,11 @@ work; --taint-key and --label override them.`,
 	root.PersistentFlags().StringVar(&o.keys.taintKey, "taint-key", "", "the startup taint's key (TAINT_KEY), over the ConfigMap's")
 	root.PersistentFlags().StringVar(&o.keys.label, "label", "", "the verified label (VERIFIED_LABEL), over the ConfigMap's")
 	root.PersistentFlags().StringVar(&o.agentSelector, "agent-selector", DefaultAgentSelector, "the label selector of the agent pods")
+	root.PersistentFlags().StringVar(&o.name, "name", DefaultName, "the name of nodeready's objects (the chart's nameOverride): the ConfigMap NAME-config and the agent pods app.kubernetes.io/name=NAME, unless --config-map or --agent-selector say otherwise")
+	o.nameFlags = func() (bool, bool, bool) {
+		f := root.PersistentFlags()
+		return f.Lookup("name").Changed, f.Lookup("config-map").Changed, f.Lookup("agent-selector").Changed
+	}
 	return root
 }
 

@@ -54,7 +54,7 @@ func readKeys(ctx context.Context, client kubernetes.Interface, f keyFlags, warn
 	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
 		source = "nodeready's defaults"
 		if f.taintKey == "" || f.label == "" {
-			warn(fmt.Sprintf("could not read %s/%s (%v): judging nodes by nodeready's defaults; pass --namespace and --config-map where nodeready is installed, or --taint-key and --label",
+			warn(fmt.Sprintf("could not read %s/%s (%v): judging nodes by nodeready's defaults; pass --namespace and --name (or --config-map) where nodeready is installed, or --taint-key and --label",
 				f.namespace, f.configMap, reason(err)))
 		}
 	default:

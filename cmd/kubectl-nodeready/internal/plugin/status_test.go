@@ -170,7 +170,7 @@ func TestNoConfigMap(t *testing.T) {
 	r := run(t, newClient(node("n", nodeOpts{created: time.Hour, startup: true})))
 	require.NoError(t, r.err)
 	assert.Contains(t, r.out, "1 node: 1 held; longest hold: n, 60m")
-	assert.Equal(t, "Warning: could not read kube-system/nodeready-config (not found): judging nodes by nodeready's defaults; pass --namespace and --config-map where nodeready is installed, or --taint-key and --label\n", r.errOut)
+	assert.Equal(t, "Warning: could not read kube-system/nodeready-config (not found): judging nodes by nodeready's defaults; pass --namespace and --name (or --config-map) where nodeready is installed, or --taint-key and --label\n", r.errOut)
 
 	r = run(t, newClient(configMap(map[string]string{"EXTRA_TAINTS": "bad taint"})))
 	require.EqualError(t, r.err, `ConfigMap kube-system/nodeready-config: EXTRA_TAINTS "bad taint": write key[=value]:effect, such as readiness.k8s.io/nodeready=true:NoSchedule`)
