@@ -24,6 +24,7 @@ import (
 	"github.com/nodeready/nodeready/e2e/framework/controlplane"
 	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/internal/config"
+	"github.com/nodeready/nodeready/internal/wellknown"
 	"github.com/nodeready/nodeready/internal/wiring"
 )
 
@@ -185,6 +186,7 @@ func benchScale(ctx context.Context, c *harness.Cluster, base config.Config, nod
 	}
 	res := &scaleResult{settle: settle, nodes: nodes}
 	r.reportEvents(ctx, s, res)
+	r.reportAgreement(ctx, s)
 	r.reportFairness(s, res)
 	r.result(s, res)
 	r.reportFailures(s)
@@ -620,6 +622,35 @@ func (r *scaleRun) reportEvents(ctx context.Context, s *section, res *scaleResul
 		s.note("%d released nodes have no Verified Event. For example:", r.verified-n)
 		s.Notes = append(s.Notes, missing...)
 	}
+}
+
+// reportAgreement: the run's nodes as a user finds them at its end, once every agent has
+// returned: a node labelled verified whose condition says otherwise tells two stories.
+func (r *scaleRun) reportAgreement(ctx context.Context, s *section) {
+	list, err := r.admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: benchLabel + "=" + r.run})
+	if err != nil {
+		s.note("Could not read the nodes at the end: %v", err)
+		return
+	}
+	var labelled int
+	var disagree []string
+	for _, n := range list.Items {
+		if n.Labels[wellknown.VerifiedLabel] != "true" {
+			continue
+		}
+		labelled++
+		cond := corev1.NodeCondition{Reason: "none"}
+		for _, c := range n.Status.Conditions {
+			if c.Type == wellknown.ConditionType {
+				cond = c
+			}
+		}
+		if cond.Status != corev1.ConditionTrue || cond.Reason != string(wellknown.Verified) {
+			disagree = append(disagree, fmt.Sprintf("%s (%s %s)", n.Name, cond.Status, cond.Reason))
+		}
+	}
+	s.goal("nodes labelled verified at the end whose condition says otherwise", fmt.Sprintf("%s of %d", lostLine(disagree), labelled),
+		"0", len(disagree) == 0)
 }
 
 // reportFairness: the requests API Priority and Fairness rejected, and how long the agents'
