@@ -18,7 +18,9 @@ import (
 // the README's command does, with the harness's loopback settings as values: a bad value
 // fails the install and installs nothing; a new tainted node is verified and released by
 // the agent the chart installed, under the own-node policy the chart installed; `helm
-// uninstall` removes every object the release made.
+// uninstall` removes every object the release made. Installed again with nameOverride, every
+// object is renamed, a new node is released by the renamed agent, and `helm uninstall` removes
+// the renamed objects.
 func TestHelmInstall(t *testing.T) {
 	fw := framework.New(t, framework.Options{Cluster: framework.ClusterOptions{NoManifests: true}})
 	ctx := t.Context()
@@ -62,21 +64,60 @@ func TestHelmInstall(t *testing.T) {
 	assert.Contains(t, out, "may change only its own node")
 
 	// helm uninstall removes everything the release installed.
-	manifest, err := chart.RunHelm(t, append([]string{"get", "manifest", chart.Release}, cluster...)...)
-	require.NoError(t, err)
-	installed := chart.ParseObjects(t, "helm get manifest", []byte(manifest))
-	assert.Len(t, installed, len(chart.ManifestObjects(t, "*.yaml")), "the release holds the objects of manifests/")
-	out, err = chart.RunHelm(t, append([]string{"uninstall", chart.Release, "--wait", "--timeout", "2m"}, cluster...)...)
-	require.NoError(t, err)
-	t.Logf("helm uninstall:\n%s", out)
-	for key, o := range installed {
-		meta := o["metadata"].(map[string]any)
-		args := []string{"get", strings.ToLower(o["kind"].(string)), meta["name"].(string), "--ignore-not-found", "-o", "name"}
-		if ns, ok := meta["namespace"].(string); ok {
-			args = append(args, "--namespace", ns)
-		}
-		out, err := fw.KubectlContext(ctx, args...)
+	uninstall := func() {
+		t.Helper()
+		manifest, err := chart.RunHelm(t, append([]string{"get", "manifest", chart.Release}, cluster...)...)
 		require.NoError(t, err)
-		assert.Empty(t, strings.TrimSpace(out), "%s is still there after helm uninstall", key)
+		installed := chart.ParseObjects(t, "helm get manifest", []byte(manifest))
+		assert.Len(t, installed, len(chart.ManifestObjects(t, "*.yaml")), "the release holds the objects of manifests/")
+		out, err := chart.RunHelm(t, append([]string{"uninstall", chart.Release, "--wait", "--timeout", "2m"}, cluster...)...)
+		require.NoError(t, err)
+		t.Logf("helm uninstall:\n%s", out)
+		for key, o := range installed {
+			meta := o["metadata"].(map[string]any)
+			args := []string{"get", strings.ToLower(o["kind"].(string)), meta["name"].(string), "--ignore-not-found", "-o", "name"}
+			if ns, ok := meta["namespace"].(string); ok {
+				args = append(args, "--namespace", ns)
+			}
+			out, err := fw.KubectlContext(ctx, args...)
+			require.NoError(t, err)
+			assert.Empty(t, strings.TrimSpace(out), "%s is still there after helm uninstall", key)
+		}
 	}
+	uninstall()
+
+	// Installed again with nameOverride: the objects carry the name, and a new node is
+	// released by the renamed DaemonSet's agent, which runs as the renamed ServiceAccount
+	// under the renamed own-node policy; helm uninstall's hook finds the renamed DaemonSet.
+	const renamed = "edge"
+	out, err = chart.RunHelm(t, append(append(args, "--set", "nameOverride="+renamed), chart.SetFlags(t, framework.LoopbackConfig())...)...)
+	require.NoError(t, err)
+	t.Logf("helm install with nameOverride:\n%s", out)
+	ds, err = fw.Client().AppsV1().DaemonSets(framework.Namespace).Get(ctx, renamed, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"app.kubernetes.io/name": renamed}, ds.Spec.Selector.MatchLabels)
+	assert.Equal(t, renamed, ds.Spec.Template.Spec.ServiceAccountName)
+	assert.Equal(t, renamed, ds.Spec.Template.Spec.PriorityClassName)
+	assert.Equal(t, renamed+"-config", ds.Spec.Template.Spec.Containers[0].EnvFrom[0].ConfigMapRef.Name)
+	_, err = fw.Client().AppsV1().DaemonSets(framework.Namespace).Get(ctx, framework.DaemonSetName, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "DaemonSet %s: %v", framework.DaemonSetName, err)
+
+	nodes, err = f.AddNodes(ctx, 1, framework.NodeOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.WaitReleased(ctx, nodes...))
+	fw.WaitCondition(nodes[0], string(wellknown.Verified))
+	require.NoError(t, f.WaitAgentsGone(ctx, nodes...))
+	var agents []string
+	for _, p := range f.PodsOn(nodes[0]) {
+		agents = append(agents, p.Name)
+		assert.True(t, strings.HasPrefix(p.Name, renamed+"-"), "pod %s on the node is not the renamed DaemonSet's", p.Name)
+	}
+	require.NotEmpty(t, agents, "no agent ran on %s", nodes[0])
+
+	out, err = fw.KubectlContext(ctx, "label", "node", nodes[0], "example.com/probe=1",
+		"--as=system:serviceaccount:"+framework.Namespace+":"+renamed,
+		"--as-user-extra=authentication.kubernetes.io/node-name=another-node")
+	require.Error(t, err, out)
+	assert.Contains(t, out, renamed+"-own-node")
+	uninstall()
 }
