@@ -401,7 +401,7 @@ func (r *scaleRun) collect(s *section) {
 		// Released, but the agent did not report it.
 		r.notReported++
 		if len(r.unreported) < 3 {
-			r.unreported = append(r.unreported, fmt.Sprintf("%s (run error: %v), last lines of its log:\n\n```\n%s\n```", name, a.err, lastLines(a.log.Bytes(), 3)))
+			r.unreported = append(r.unreported, fmt.Sprintf("%s (run error: %v), last lines of its log:\n\n```\n%s\n```", name, a.err, lastLines(a.log.Bytes(), 8)))
 		}
 	}
 	r.verified = r.nodes - s.Failures
