@@ -651,6 +651,13 @@ func (r *scaleRun) reportAgreement(ctx context.Context, s *section) {
 	}
 	s.goal("nodes labelled verified at the end whose condition says otherwise", fmt.Sprintf("%s of %d", lostLine(disagree), labelled),
 		"0", len(disagree) == 0)
+	for _, d := range disagree[:min(len(disagree), 3)] {
+		name, _, _ := strings.Cut(d, " ")
+		if a := r.agents[name]; a != nil {
+			s.note("Labelled verified with another condition: %s, the last lines of its agent's log:\n\n```\n%s\n```", d,
+				lastLines(a.log.Bytes(), 8))
+		}
+	}
 }
 
 // reportFairness: the requests API Priority and Fairness rejected, and how long the agents'
