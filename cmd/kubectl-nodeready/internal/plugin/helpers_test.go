@@ -53,10 +53,11 @@ func run(t *testing.T, client kubernetes.Interface, args ...string) result {
 
 // nodeOpts describes a fixture node.
 type nodeOpts struct {
-	created     time.Duration // ago
-	startup     bool          // carries the default startup taint
-	foreign     bool          // carries another owner's taint and label
-	label       string        // the verified label's value, "" for none
+	created     time.Duration  // ago
+	startup     bool           // carries the default startup taint
+	foreign     bool           // carries another owner's taint and label
+	taints      []corev1.Taint // more taints
+	label       string         // the verified label's value, "" for none
 	annotations map[string]string
 	cond        *corev1.NodeCondition
 }
@@ -78,6 +79,7 @@ func node(name string, o nodeOpts) *corev1.Node {
 		n.Labels["example.com/team"] = "infra"
 		n.Spec.Taints = append([]corev1.Taint{{Key: "example.com/dedicated", Value: "infra", Effect: corev1.TaintEffectPreferNoSchedule}}, n.Spec.Taints...)
 	}
+	n.Spec.Taints = append(n.Spec.Taints, o.taints...)
 	if o.label != "" {
 		n.Labels[wellknown.VerifiedLabel] = o.label
 	}

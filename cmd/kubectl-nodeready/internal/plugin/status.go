@@ -55,7 +55,11 @@ type NodeStatus struct {
 	ReleasedBy string       `json:"releasedBy,omitempty"`
 	ReleasedAt *metav1.Time `json:"releasedAt,omitempty"`
 	// Agents are the agent pods bound to the node.
-	Agents  []AgentPod  `json:"agents,omitempty"`
+	Agents []AgentPod `json:"agents,omitempty"`
+	// NoAgent: the node carries a startup taint, is not labelled, and no agent pod is bound
+	// to it, so nothing of nodeready's verifies or releases it (a taint the DaemonSet does
+	// not tolerate, a node not Ready yet). Told when the agent pods were listed.
+	NoAgent bool        `json:"noAgent,omitempty"`
 	Created metav1.Time `json:"created"`
 }
 
@@ -75,6 +79,8 @@ type Summary struct {
 	States map[State]int `json:"states"`
 	// LongestHold is the node held the longest now, by a startup taint, when one is.
 	LongestHold *Hold `json:"longestHold,omitempty"`
+	// HeldWithoutAgent are the nodes held with no agent pod bound to them (NoAgent).
+	HeldWithoutAgent []string `json:"heldWithoutAgent,omitempty"`
 }
 
 // Hold is one node's current hold.
@@ -100,7 +106,7 @@ func (s *FleetStatus) DeepCopyObject() runtime.Object {
 type statusOptions struct {
 	selector string
 	wide     bool
-	// agents lists the agent pods too (-o wide, json and yaml).
+	// agents lists the agent pods too, so that a held node without one is told.
 	agents bool
 }
 
@@ -120,7 +126,8 @@ func (o *Options) fleetStatus(ctx context.Context, client kubernetes.Interface, 
 	return fleetOf(k, nodes.Items, pods), nil
 }
 
-// fleetOf judges the nodes, with their agent pods when listed.
+// fleetOf judges the nodes, with their agent pods when listed (pods not nil): a held node
+// without one is told then.
 func fleetOf(k Keys, nodes []corev1.Node, pods map[string][]AgentPod) *FleetStatus {
 	s := &FleetStatus{
 		TypeMeta: metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: "FleetStatus"},
@@ -132,6 +139,11 @@ func fleetOf(k Keys, nodes []corev1.Node, pods map[string][]AgentPod) *FleetStat
 	for i := range nodes {
 		n := nodeStatus(k, &nodes[i])
 		n.Agents = pods[n.Name]
+		if pods != nil && n.State.holding() && len(n.StartupTaints) > 0 && n.Label == nil && len(n.Agents) == 0 {
+			n.NoAgent = true
+			n.Message = strings.TrimSuffix(noAgentNote(k, &nodes[i])+"; "+n.Message, "; ")
+			s.Summary.HeldWithoutAgent = append(s.Summary.HeldWithoutAgent, n.Name)
+		}
 		s.Nodes = append(s.Nodes, n)
 		s.Summary.States[n.State]++
 		if n.State.holding() && len(n.StartupTaints) > 0 && n.Since != nil &&
@@ -141,6 +153,33 @@ func fleetOf(k Keys, nodes []corev1.Node, pods map[string][]AgentPod) *FleetStat
 	}
 	s.Summary.Nodes = len(s.Nodes)
 	return s
+}
+
+// noAgentNote says that no agent runs on a held node, and what may keep it away, short
+// enough for the table: the node not Ready (the DaemonSet's pod comes once it is), or its
+// other NoSchedule taints, one of which the DaemonSet may not tolerate (it tolerates every
+// NoExecute taint).
+func noAgentNote(k Keys, node *corev1.Node) string {
+	note := "no agent pod here"
+	ready := false
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	if !ready {
+		note += " (not Ready)"
+	}
+	var others []string
+	for _, t := range node.Spec.Taints {
+		if t.Effect == corev1.TaintEffectNoSchedule && !k.isStartupTaint(t) {
+			others = append(others, t.ToString())
+		}
+	}
+	if len(others) > 0 {
+		note += "; other taints: " + strings.Join(others, ", ")
+	}
+	return note
 }
 
 // nodeStatus is the status of one node.
@@ -262,6 +301,9 @@ func summaryLine(s Summary, now time.Time) string {
 	if h := s.LongestHold; h != nil {
 		line += fmt.Sprintf("; longest hold: %s, %s", h.Node, age(&h.Since, now))
 	}
+	if len(s.HeldWithoutAgent) > 0 {
+		line += "; held without an agent: " + strings.Join(s.HeldWithoutAgent, ", ")
+	}
 	return line
 }
 
@@ -320,7 +362,7 @@ func (o *Options) runStatus(ctx context.Context, selector string, watch bool) er
 	}
 	output := *o.printFlags.OutputFormat
 	table := output == "" || output == "wide"
-	s, err := o.fleetStatus(ctx, client, k, statusOptions{selector: selector, agents: output != ""})
+	s, err := o.fleetStatus(ctx, client, k, statusOptions{selector: selector, agents: true})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,20 +16,20 @@ import (
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
-// TestStatus: every state, as a table, its wide form, JSON and YAML; the table and the
-// summary reads nodes only, wide and the machine-readable forms the agent pods too.
+// TestStatus: every state, as a table, its wide form, JSON and YAML; each reads the nodes
+// and the agent pods, so that a held node without an agent is told (TestHeldWithoutAgent).
 func TestStatus(t *testing.T) {
 	for _, tc := range []struct {
 		name, golden string
 		args         []string
 		pods         bool // lists the agent pods
 	}{
-		{"default command", "status", nil, false},
-		{"status", "status", []string{"status"}, false},
+		{"default command", "status", nil, true},
+		{"status", "status", []string{"status"}, true},
 		{"wide", "status-wide", []string{"status", "-o", "wide"}, true},
 		{"json", "status-json", []string{"status", "-o", "json"}, true},
 		{"yaml", "status-yaml", []string{"-o", "yaml"}, true},
-		{"selector", "status-selector", []string{"-l", "example.com/team=infra"}, false},
+		{"selector", "status-selector", []string{"-l", "example.com/team=infra"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := newClient(fleet()...)
@@ -180,4 +181,44 @@ func TestNoConfigMap(t *testing.T) {
 	require.NoError(t, r.err)
 	assert.Contains(t, r.errOut, "could not read nodeready/other (not found)")
 	assert.Equal(t, "No nodes found.\n", r.out)
+}
+
+// TestHeldWithoutAgent: a node that carries the startup taint and no verified label, with no
+// agent pod bound to it, is told in its row (noAgent, and what may keep the agent away: its
+// other NoSchedule taints, not being Ready) and in the summary, in the table and in JSON. A
+// held node with an agent pod, Pending too, and a labelled node still tainted (no agent is
+// due there) are not.
+func TestHeldWithoutAgent(t *testing.T) {
+	gpu := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	notReady := node("c-not-ready", nodeOpts{created: 3 * time.Minute, startup: true})
+	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	objs := []runtime.Object{
+		configMap(map[string]string{"TAINT_KEY": "node-ready/unverified", "TAINT_EFFECT": "NoSchedule", "VERIFIED_LABEL": "node-ready/verified", "VERIFIED_LABEL_VALUE": "true"}),
+		node("a-gpu", nodeOpts{created: 8 * time.Minute, startup: true, taints: []corev1.Taint{gpu}}),
+		node("b-with-agent", nodeOpts{created: 20 * time.Second, startup: true, taints: []corev1.Taint{gpu}}),
+		notReady,
+		node("d-stranded", nodeOpts{created: time.Hour, startup: true, label: "true"}),
+		agent("nodeready-b1", "b-with-agent", corev1.PodPending, 0),
+	}
+	r := run(t, newClient(objs...), "status")
+	require.NoError(t, r.err)
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	require.Len(t, lines, 6, r.out)
+	assert.Contains(t, lines[1], "no agent pod here; other taints: dedicated=gpu:NoSchedule", "a-gpu")
+	assert.NotContains(t, lines[2], "no agent", "b-with-agent")
+	assert.Contains(t, lines[3], "no agent pod here (not Ready)", "c-not-ready")
+	assert.NotContains(t, lines[4], "no agent", "d-stranded")
+	assert.True(t, strings.HasSuffix(lines[5], "; held without an agent: a-gpu, c-not-ready"), lines[5])
+
+	r = run(t, newClient(objs...), "status", "-o", "json")
+	require.NoError(t, r.err)
+	var s FleetStatus
+	require.NoError(t, json.Unmarshal([]byte(r.out), &s))
+	noAgent := map[string]bool{}
+	for _, n := range s.Nodes {
+		noAgent[n.Name] = n.NoAgent
+	}
+	assert.Equal(t, map[string]bool{"a-gpu": true, "b-with-agent": false, "c-not-ready": true, "d-stranded": false}, noAgent)
+	assert.Equal(t, []string{"a-gpu", "c-not-ready"}, s.Summary.HeldWithoutAgent)
+	assert.Equal(t, "no agent pod here; other taints: dedicated=gpu:NoSchedule", s.Nodes[0].Message)
 }
