@@ -535,8 +535,8 @@ func reportSteady(s *section, nodes int, load *policyLoad, with, without []polic
 func comparePolicyBurst(with, without *scaleResult) *section {
 	s := &section{Title: fmt.Sprintf("policies: the %d-node burst with and without them", with.nodes)}
 	pair := func(f func(*scaleResult) string) string { return f(with) + " with, " + f(without) + " without" }
-	s.add("time until all verified", pair(func(r *scaleResult) string { return secs(r.allVerified) }))
-	s.add("per node: node created to verified, p50", pair(func(r *scaleResult) string { return secs(r.p50) }))
+	s.add("nodeready's added time: agents started to last label seen", pair(func(r *scaleResult) string { return secs(r.allVerified) }))
+	s.add("per node: agent start to released, p50", pair(func(r *scaleResult) string { return secs(r.fromAgentP50) }))
 	s.add("kube-apiserver CPU per node", pair(func(r *scaleResult) string { return fmt.Sprintf("%.1f ms", r.apiCPUPerNode*1000) }))
 	s.add("429s per node", pair(func(r *scaleResult) string { return fmt.Sprintf("%.2f", r.rejected/float64(r.nodes)) }))
 	micro := func(v float64) string { return fmt.Sprintf("%.0f µs", v*1e6) }

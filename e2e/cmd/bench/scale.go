@@ -67,6 +67,11 @@ func (l *sizeList) Set(v string) error {
 	return nil
 }
 
+// createsAftermath is waited after the creates before the agents start: what the creates set
+// off in the controllers (the node lifecycle controller's first look at each node) counts to
+// them, not to the agents.
+const createsAftermath = 2 * time.Second
+
 // scaleTimeout bounds the wait for every node of a scale run; a node not verified by then
 // counts as a failure.
 const scaleTimeout = 5 * time.Minute
@@ -304,9 +309,7 @@ func (r *scaleRun) burst(ctx context.Context, s *section, profile string) error 
 	}
 	creates.Wait()
 	r.creates = time.Since(r.start)
-	// What the creates set off in the controllers (the node lifecycle controller's first
-	// look at each node) counts to them, not to the agents.
-	time.Sleep(2 * time.Second)
+	time.Sleep(createsAftermath)
 	if r.mid, err = scrapeAPIServer(ctx, r.admin); err != nil {
 		return err
 	}
@@ -534,8 +537,8 @@ func (r *scaleRun) reportRequests(s *section) {
 	s.add("kube-apiserver CPU per node by phase: the creates' / nodeready's (the agents' phase)", fmt.Sprintf(
 		"%.1f ms / %.1f ms (nodeready ×%.2f the creates'; %.2f / %.2f cores over the %s / %s of each phase)",
 		r.createsCPU*1000/float64(r.nodes), r.agentsCPU*1000/float64(r.nodes), r.agentsCPU/max(r.createsCPU, 1e-9),
-		r.createsCPU/max(r.creates.Seconds()+2, 1e-9), r.agentsCPU/max(r.agentsDone.Seconds()+1, 1e-9),
-		secs(r.creates+2*time.Second), secs(r.agentsDone+time.Second)))
+		r.createsCPU/max((r.creates+createsAftermath).Seconds(), 1e-9), r.agentsCPU/max(r.agentsDone.Seconds()+1, 1e-9),
+		secs(r.creates+createsAftermath), secs(r.agentsDone+time.Second)))
 	s.add(fmt.Sprintf("at the DaemonSet controller's pace in a cluster (kube-controller-manager --kube-api-qps %d: agent pods created %d a second)", controllerQPS, controllerQPS),
 		fmt.Sprintf("the %d pods take %s; nodeready's API server CPU then %.2f cores (%d × %.1f ms a second)", r.nodes,
 			secs(time.Duration(r.nodes/controllerQPS)*time.Second), controllerQPS*r.agentsCPU/float64(r.nodes), controllerQPS,
@@ -715,7 +718,8 @@ func (r *scaleRun) result(s *section, res *scaleResult) {
 	res.serverPerNode, res.apiCPUPerNode = total(r.server)/float64(r.nodes), r.apiCPU/float64(r.nodes)
 	res.notReported = r.notReported
 	res.benchCPU, res.peakRunning = r.benchCPU, r.running.peak.Load()
-	res.admission = newPolicyCost(r.before, r.after, r.allVerified)
+	// Both phases: the creates are admitted too.
+	res.admission = newPolicyCost(r.before, r.after, r.creates+createsAftermath+r.allVerified)
 }
 
 // reportFailures names the nodes not released and the agents that did not report a release.
