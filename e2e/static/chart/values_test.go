@@ -14,9 +14,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeready/nodeready/e2e/framework/chart"
+	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // checksumAnnotation is the pod template annotation that carries the checksum of the
@@ -104,10 +106,9 @@ func TestPodValues(t *testing.T) {
 	assert.Equal(t, map[string]string{"app.kubernetes.io/name": "nodeready", "team": "infra"}, tmpl.Labels)
 	assert.Equal(t, map[string]string{"app.kubernetes.io/name": "nodeready"}, ds.Spec.Selector.MatchLabels, "the selector stays")
 	assert.Equal(t, map[string]string{"example.com/owner": "infra"}, tmpl.Annotations)
-	assert.Equal(t, []corev1.Toleration{
-		{Operator: corev1.TolerationOpExists},
-		{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "ci", Effect: corev1.TaintEffectNoSchedule},
-	}, tmpl.Spec.Tolerations, "the agent's own toleration of every taint stays first")
+	assert.Equal(t, append(ownTolerations(wellknown.TaintKey),
+		corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "ci", Effect: corev1.TaintEffectNoSchedule},
+	), tmpl.Spec.Tolerations, "the agent's own tolerations stay first")
 	assert.Equal(t, map[string]string{"example.com/pool": "workers"}, tmpl.Spec.NodeSelector)
 
 	env := tmpl.Spec.Containers[0].Env
@@ -219,6 +220,9 @@ func TestBadPodValuesFail(t *testing.T) {
 		{[]string{"--set", "podAnnotations.checksum/config=x"}, []string{"podAnnotations: checksum/config is the chart's"}},
 		{[]string{"--set-json", `tolerations=[{"operator":"Sometimes"}]`}, []string{"/tolerations/0/operator", "value must be one of"}},
 		{[]string{"--set-json", `tolerations=[{"key":"a","tolerateSeconds":5}]`}, []string{"/tolerations/0", "'tolerateSeconds' not allowed"}},
+		{[]string{"--set", "tolerateAll=yes"}, []string{"/tolerateAll", "want boolean"}},
+		{[]string{"--set", "alerts.enabled=true", "--set", "alerts.heldWithoutAgentFor=5min"}, []string{"/alerts/heldWithoutAgentFor", "does not match pattern"}},
+		{[]string{"--set-string", "alerts.heldWithoutAgentFor=300"}, []string{"/alerts/heldWithoutAgentFor", "does not match pattern"}},
 		{[]string{"--set-string", "nodeSelector.node-ready/verified=true"}, []string{"nodeSelector: node-ready/verified is config.verifiedLabel"}},
 		{[]string{"--set", "nodeSelector.kubernetes\\.io/os=windows"}, []string{"nodeSelector: kubernetes.io/os: nodeready serves Linux nodes only"}},
 		{[]string{"--set", "startupTaintPolicy.enabled=true", "--set-json", `affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"pool","operator":"Exists"}]}]}}}`},
@@ -455,4 +459,52 @@ func TestArtifactHubImages(t *testing.T) {
 	require.Len(t, images, 1)
 	assert.Equal(t, image, images[0].Image)
 	assert.True(t, strings.HasSuffix(image, ":"+meta.AppVersion), image)
+}
+
+// ownTolerations are the agent's own tolerations: the startup taints' keys, then every
+// NoExecute taint; not node.kubernetes.io/not-ready:NoSchedule, so that the pod is created
+// once its node is Ready.
+func ownTolerations(keys ...string) []corev1.Toleration {
+	var ts []corev1.Toleration
+	for _, k := range keys {
+		ts = append(ts, corev1.Toleration{Key: k, Operator: corev1.TolerationOpExists})
+	}
+	return append(ts, corev1.Toleration{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute})
+}
+
+// TestTolerations: the agent pods tolerate config.taintKey's taint, each of
+// config.extraTaints and every NoExecute taint, then the values' tolerations; not a joining
+// node's not-ready taint nor a pool's NoSchedule taint. tolerateAll tolerates every taint.
+// NodeReadyHeldWithoutAgent waits alerts.heldWithoutAgentFor and selects the agent pods by
+// the release's namespace and DaemonSet.
+func TestTolerations(t *testing.T) {
+	notReady := corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}
+	gpu := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	tolerated := func(ts []corev1.Toleration, taint corev1.Taint) bool {
+		return slices.ContainsFunc(ts, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(klog.Background(), &taint, false) })
+	}
+
+	ts := daemonSet(t, render(t)).Spec.Template.Spec.Tolerations
+	assert.Equal(t, ownTolerations(wellknown.TaintKey), ts)
+	assert.False(t, tolerated(ts, notReady), "a joining node's not-ready taint")
+	assert.False(t, tolerated(ts, gpu), "a pool's NoSchedule taint")
+	assert.True(t, tolerated(ts, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}))
+
+	ts = daemonSet(t, render(t, "--set", "config.taintKey=example.com/unready",
+		"--set-json", `config.extraTaints=["readiness.k8s.io/nodeready-unverified=true:NoSchedule","startup-taint.cluster-autoscaler.kubernetes.io/nodeready:NoSchedule"]`,
+		"--set-json", `tolerations=[{"key":"dedicated","operator":"Exists","effect":"NoSchedule"}]`)).Spec.Template.Spec.Tolerations
+	assert.Equal(t, append(ownTolerations("example.com/unready", "readiness.k8s.io/nodeready-unverified", "startup-taint.cluster-autoscaler.kubernetes.io/nodeready"),
+		corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}), ts)
+	assert.True(t, tolerated(ts, gpu), "the pool's taint, listed")
+	assert.False(t, tolerated(ts, notReady))
+
+	ts = daemonSet(t, render(t, "--set", "tolerateAll=true")).Spec.Template.Spec.Tolerations
+	assert.Equal(t, []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, ts)
+	assert.True(t, tolerated(ts, notReady) && tolerated(ts, gpu), "every taint")
+
+	objects := render(t, "--namespace", "nodeready", "--set", "alerts.enabled=true", "--set", "alerts.heldWithoutAgentFor=90s")
+	rule, err := yaml.Marshal(objects["monitoring.coreos.com/v1 PrometheusRule nodeready/nodeready"])
+	require.NoError(t, err)
+	assert.Contains(t, string(rule), `kube_pod_info{namespace="nodeready", created_by_kind="DaemonSet", created_by_name="nodeready"}`)
+	assert.Contains(t, string(rule), "for: 90s")
 }

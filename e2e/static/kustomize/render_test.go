@@ -5,6 +5,7 @@ import (
 
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -225,6 +226,8 @@ func assertKeys(t *testing.T, objs []*unstructured.Unstructured) {
 		}
 	}
 	assert.Equal(t, []any{kustomize.NewLabel}, doesNotExist)
+	tolerations, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "tolerations")
+	assert.Contains(t, tolerations, map[string]any{"key": kustomize.NewTaint, "operator": "Exists"}, "the agent tolerates the new taint")
 
 	vap := find(t, objs, "ValidatingAdmissionPolicy", "nodeready-own-node")
 	assert.Equal(t, "'"+kustomize.NewLabel+"'", variable(t, vap, "labelKey"))
@@ -346,4 +349,38 @@ func assertNowhere(t *testing.T, objs []*unstructured.Unstructured, s string) {
 		require.NoError(t, err)
 		assert.False(t, strings.Contains(string(data), s), "%s %s still names %s", o.GetKind(), o.GetName(), s)
 	}
+}
+
+// TestTolerateAllComponent: kustomize/components/tolerate-all replaces the DaemonSet's list
+// of tolerations (the startup taint, every NoExecute taint) with one toleration of every
+// taint, and changes nothing else.
+func TestTolerateAllComponent(t *testing.T) {
+	repo := framework.RepoRoot(t)
+	base := render(t, filepath.Join(repo, "manifests"))
+	// An overlay as a user writes one; kustomize takes only relative paths.
+	dir := t.TempDir()
+	rel := func(elem ...string) string {
+		p, err := filepath.Rel(dir, filepath.Join(append([]string{repo}, elem...)...))
+		require.NoError(t, err)
+		return p
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(fmt.Sprintf(
+		"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\ncomponents:\n  - %s\n",
+		rel("manifests"), rel("kustomize", "components", "tolerate-all"))), 0o644))
+	objs := render(t, dir)
+	assert.ElementsMatch(t, ids(base), ids(objs))
+	tolerations := func(objs []*unstructured.Unstructured) []any {
+		ts, _, _ := unstructured.NestedSlice(find(t, objs, "DaemonSet", "nodeready").Object, "spec", "template", "spec", "tolerations")
+		return ts
+	}
+	assert.Equal(t, []any{
+		map[string]any{"key": wellknown.TaintKey, "operator": "Exists"},
+		map[string]any{"operator": "Exists", "effect": "NoExecute"},
+	}, tolerations(base), "manifests/: the list")
+	assert.Equal(t, []any{map[string]any{"operator": "Exists"}}, tolerations(objs))
+	ds := find(t, objs, "DaemonSet", "nodeready")
+	unstructured.RemoveNestedField(ds.Object, "spec", "template", "spec", "tolerations")
+	baseDS := find(t, base, "DaemonSet", "nodeready")
+	unstructured.RemoveNestedField(baseDS.Object, "spec", "template", "spec", "tolerations")
+	assert.Equal(t, baseDS.Object, ds.Object, "only the tolerations change")
 }
