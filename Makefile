@@ -190,6 +190,39 @@ image-oci: image-binaries ## Build the multi-arch image into the OCI layout bin/
 	rm -rf bin/image-oci
 	cd e2e && go run ./cmd/image $(IMAGE_FLAGS) -oci $(CURDIR)/bin/image-oci -digest-file $(CURDIR)/bin/image.digest
 
+# The release: every artefact of VERSION in DIST, the one command the release workflow runs and
+# a fork can run too. REGISTRY is where the release lives, ghcr.io/nodeready unless given; the
+# image is REGISTRY/nodeready and the chart oci://REGISTRY/charts/nodeready, and the manifests
+# and the chart name the image by digest there. Given REGISTRY, the image and the chart are
+# pushed to it as well (docker login or helm registry login first; HELM_PUSH_FLAGS=--plain-http
+# for a local registry). The files' times are the commit's (SOURCE_DATE_EPOCH), so two builds of
+# one commit give the same bytes and the same image digest.
+DIST              ?= $(CURDIR)/dist
+REGISTRY          ?=
+RELEASE_REGISTRY   = $(or $(REGISTRY),ghcr.io/nodeready)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+HELM              ?= $$(scripts/build-tools.sh helm)/helm
+HELM_PUSH_FLAGS   ?=
+IMAGE_PUSH_FLAGS  ?=
+CHART_VERSION      = $(patsubst v%,%,$(VERSION))
+
+.PHONY: release
+release: image-binaries plugin-release ## Build the release of VERSION into dist/: image (OCI layout, linux/amd64+arm64), SBOM, chart, install.yaml pinned to the image's digest, the plugin's archives and krew manifest, SHA256SUMS; with REGISTRY=ghcr.io/you, push the image and the chart there
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	cd e2e && go run ./cmd/image $(IMAGE_FLAGS) -oci $(DIST)/image-oci -digest-file $(DIST)/image.digest \
+		$(if $(REGISTRY),-push $(REGISTRY)/nodeready:$(VERSION) $(IMAGE_PUSH_FLAGS))
+	cd e2e && go run ./cmd/sbom -version $(VERSION) -created $(SOURCE_DATE_EPOCH) -out $(DIST)/nodeready.spdx.json \
+		$(foreach p,$(subst $(comma), ,$(PLATFORMS)),$(p)=$(CURDIR)/bin/$(subst /,_,$(p))/nodeready)
+	image="$(RELEASE_REGISTRY)/nodeready@$$(cat $(DIST)/image.digest)" && cd e2e && \
+		go run ./cmd/release manifests -image "$$image" -out $(DIST)/install.yaml ../manifests && \
+		go run ./cmd/release chart -image "$$image" -created $(SOURCE_DATE_EPOCH) -out $(DIST)/.chart ../charts/nodeready
+	$(HELM) package $(DIST)/.chart/nodeready --version $(CHART_VERSION) --app-version $(VERSION) --destination $(DIST)
+	rm -rf $(DIST)/.chart
+	cp bin/plugin/* $(DIST)/
+	cd e2e && go run ./cmd/release sums $(DIST)
+	$(if $(REGISTRY),$(HELM) push $(DIST)/nodeready-$(CHART_VERSION).tgz oci://$(REGISTRY)/charts $(HELM_PUSH_FLAGS))
+	@echo "release $(VERSION): $(RELEASE_REGISTRY)/nodeready@$$(cat $(DIST)/image.digest), files in $(DIST)"
+
 .PHONY: deploy
 deploy: ## Install into the current kubectl context, with IMAGE as the agent image
 	kubectl apply -f manifests/
@@ -197,4 +230,4 @@ deploy: ## Install into the current kubectl context, with IMAGE as the agent ima
 
 .PHONY: clean
 clean: ## Remove build output (keeps the control-plane cache; rm -rf .cache for that)
-	rm -rf bin
+	rm -rf bin dist

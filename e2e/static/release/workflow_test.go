@@ -33,6 +33,7 @@ type workflow struct {
 			Uses string            `yaml:"uses"`
 			Run  string            `yaml:"run"`
 			With map[string]string `yaml:"with"`
+			Env  map[string]string `yaml:"env"`
 		} `yaml:"steps"`
 	} `yaml:"jobs"`
 }
@@ -46,10 +47,11 @@ func readWorkflow(t *testing.T, root, name string) workflow {
 	return w
 }
 
-// TestReleaseWorkflow: a pushed version tag publishes the image the manifests name, signed,
-// with its SBOM attested, the chart, and the GitHub release with the kubectl plugin's archives and
-// krew manifest; a tag other than VERSION's is refused before anything
-// is built. The refusing step's own script is run here with both kinds of tag.
+// TestReleaseWorkflow: a pushed version tag runs `make release`, the command anyone runs from a
+// clone, which builds every artefact and pushes the image the manifests name and the chart;
+// the workflow then only signs that digest, attests the SBOM make release wrote, and publishes
+// dist/ as the GitHub release. A tag other than VERSION's is refused before anything is built.
+// The refusing step's own script is run here with both kinds of tag.
 func TestReleaseWorkflow(t *testing.T) {
 	root := framework.RepoRoot(t)
 	version := releaseVersion(t, root)
@@ -62,8 +64,8 @@ func TestReleaseWorkflow(t *testing.T) {
 		matched = matched || ok
 	}
 	assert.True(t, matched, "pushing the tag %s starts the release (on.push.tags %v)", version, w.On.Push.Tags)
-	assert.Equal(t, imageRepo, w.Env["IMAGE_REPO"], "the release pushes the image the manifests name")
-	assert.Equal(t, "oci://ghcr.io/nodeready/charts", w.Env["CHART_REPO"])
+	assert.Equal(t, imageRepo, w.Env["IMAGE_REPO"], "the release signs the image the manifests name")
+	assert.Equal(t, imageRepo, w.Env["REGISTRY"]+"/nodeready", "make release REGISTRY=... pushes the image the manifests name")
 
 	require.Len(t, w.Jobs, 1)
 	for _, job := range w.Jobs {
@@ -73,41 +75,38 @@ func TestReleaseWorkflow(t *testing.T) {
 
 		var order []string // what each step does, in order
 		for _, s := range job.Steps {
+			// Nothing is built but by make release: what is published is what a clone builds.
+			for _, other := range []string{"make image", "make plugin-release", "helm package", "helm push", "go build"} {
+				assert.NotContains(t, s.Run, other, "step %q builds or pushes apart from make release", s.Name)
+			}
+			assert.False(t, strings.HasPrefix(s.Uses, "anchore/sbom-action@"), "the SBOM is make release's")
 			switch {
 			case s.Name == "Refuse a tag that is not the version in VERSION":
 				order = append(order, "refuse")
 				refuse(t, root, s.Run, version)
 			case strings.Contains(s.Run, "go test") && strings.Contains(s.Run, "TestOneVersion"):
 				order = append(order, "versions")
-			case strings.Contains(s.Run, "make image "):
-				order = append(order, "image")
-				assert.Contains(t, s.Run, `VERSION="${GITHUB_REF_NAME}"`)
-				assert.Contains(t, s.Run, `IMAGE="${IMAGE_REPO}:${GITHUB_REF_NAME}"`, "the tag pushed is the tag refused unless it is VERSION")
-			case strings.HasPrefix(s.Uses, "anchore/sbom-action@"):
-				order = append(order, "sbom")
-				assert.Equal(t, "spdx-json", s.With["format"])
-				assert.Contains(t, s.With["image"], "@${{ steps.image.outputs.digest }}", "the SBOM of the pushed digest")
+			case strings.Contains(s.Run, "make release "):
+				order = append(order, "release")
+				assert.Contains(t, s.Run, `VERSION="${GITHUB_REF_NAME}"`, "the tag pushed is the tag refused unless it is VERSION")
+				assert.Contains(t, s.Run, `REGISTRY="${REGISTRY}"`)
+				assert.Contains(t, s.Run, `"digest=$(cat dist/image.digest)"`)
 			case strings.Contains(s.Run, "cosign sign "):
 				order = append(order, "sign")
 				assert.Contains(t, s.Run, `"${IMAGE_REPO}@${DIGEST}"`, "signed by digest, not by tag")
+				assert.Equal(t, "${{ steps.release.outputs.digest }}", s.Env["DIGEST"], "the digest make release pushed")
 			case strings.Contains(s.Run, "cosign attest "):
 				order = append(order, "attest")
-				assert.Contains(t, s.Run, "--type spdxjson")
+				assert.Contains(t, s.Run, "--type spdxjson --predicate dist/nodeready.spdx.json")
 				assert.Contains(t, s.Run, `"${IMAGE_REPO}@${DIGEST}"`)
-			case strings.Contains(s.Run, "helm push"):
-				order = append(order, "chart")
-				assert.Contains(t, s.Run, "helm package charts/nodeready")
-				assert.Contains(t, s.Run, `"${CHART_REPO}"`)
-			case strings.Contains(s.Run, "make plugin-release "):
-				order = append(order, "plugin")
-				assert.Contains(t, s.Run, `VERSION="${GITHUB_REF_NAME}"`, "the krew manifest names the tag's archives")
+				assert.Equal(t, "${{ steps.release.outputs.digest }}", s.Env["DIGEST"])
 			case strings.Contains(s.Run, "gh release create"):
 				order = append(order, "github-release")
 				assert.Contains(t, s.Run, `"${GITHUB_REF_NAME}" --verify-tag`)
-				assert.Contains(t, s.Run, "bin/plugin/*", "the plugin's archives and krew manifest (make plugin-release) on the release")
+				assert.Contains(t, s.Run, "find dist -maxdepth 1 -type f", "every file make release wrote, the plugin's archives and krew manifest among them")
 			}
 		}
-		assert.Equal(t, []string{"refuse", "versions", "image", "sign", "sbom", "attest", "chart", "plugin", "github-release"}, order)
+		assert.Equal(t, []string{"refuse", "versions", "release", "sign", "attest", "github-release"}, order)
 	}
 }
 
@@ -186,4 +185,37 @@ func TestMakeImageOnReleaseTag(t *testing.T) {
 	git("commit", "-q", "-a", "-m", "after")
 	_, ver = pushed()
 	assert.Regexp(t, "^"+regexp.QuoteMeta(version)+`-1-g[0-9a-f]+$`, ver, "a later commit is a development build")
+}
+
+// TestMakeReleaseOnAFork: `make release` names the image by digest in the registry it is
+// given and pushes the image and the chart there only when REGISTRY is given, so a fork
+// publishes its own release with REGISTRY=ghcr.io/<owner>, and without it the release is
+// built, pushed nowhere, naming ghcr.io/nodeready. Read with make -n (prints the commands,
+// runs nothing).
+func TestMakeReleaseOnAFork(t *testing.T) {
+	root := framework.RepoRoot(t)
+	commands := func(vars ...string) string {
+		t.Helper()
+		cmd := exec.Command("make", append([]string{"-n", "release", "VERSION=v9.8.7", "REVISION=0123abcd"}, vars...)...)
+		cmd.Dir = root
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			name, _, _ := strings.Cut(kv, "=")
+			return slices.Contains([]string{"REGISTRY", "DIST", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"}, name)
+		})
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return string(out)
+	}
+
+	fork := commands("REGISTRY=ghcr.io/you", "HELM_PUSH_FLAGS=--plain-http")
+	assert.Regexp(t, `(?s)go run \./cmd/image .*-oci \S+/dist/image-oci .*-push ghcr\.io/you/nodeready:v9\.8\.7`, fork)
+	assert.Contains(t, fork, `image="ghcr.io/you/nodeready@$(cat `)
+	assert.Regexp(t, `helm push \S+/dist/nodeready-9\.8\.7\.tgz oci://ghcr\.io/you/charts --plain-http`, fork)
+	assert.Contains(t, fork, "go run ./cmd/sbom -version v9.8.7")
+	assert.Contains(t, fork, "go run ./cmd/release sums")
+
+	local := commands()
+	assert.NotContains(t, local, "-push ", "no registry given: nothing pushed")
+	assert.NotContains(t, local, "helm push")
+	assert.Contains(t, local, `image="ghcr.io/nodeready/nodeready@$(cat `, "the manifests name the image where the project publishes it")
 }
