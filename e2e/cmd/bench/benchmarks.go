@@ -5,8 +5,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
 // benchmark is a row of the table main runs: the names -only selects it by, and what it runs.
@@ -86,8 +84,9 @@ func runRealNode(ctx context.Context, b *bench) []*section {
 	return []*section{benchRealNode(ctx, b.o, b.logf)}
 }
 
-// runJoins runs the joins benchmark twice: with the DaemonSet as shipped, and with the design
-// it did not take, tolerations listed so that its pod is created once the node is Ready.
+// runJoins runs the joins benchmark twice: with the DaemonSet as shipped (tolerations listed, so
+// that its pod is created once the node is Ready), and tolerating every taint, as
+// kustomize/components/tolerate-all and the chart's tolerateAll install it.
 func runJoins(ctx context.Context, b *bench) []*section {
 	if ctx.Err() != nil {
 		return nil
@@ -95,15 +94,11 @@ func runJoins(ctx context.Context, b *bench) []*section {
 	b.logf("joins: %d real nodes joining a running cluster of %d", joinsCount, joinsRunning)
 	sections := []*section{benchJoins(ctx, b.o, b.logf, nil)}
 	if ctx.Err() == nil {
-		b.logf("joins: the same, the agent pod created once the node is Ready (tolerations listed)")
-		sections = append(sections, benchJoins(ctx, b.o, b.logf, readyOnlyTolerations))
+		b.logf("joins: the same, the agent pod tolerating every taint")
+		sections = append(sections, benchJoins(ctx, b.o, b.logf, tolerateAll))
 	}
 	return sections
 }
 
-// readyOnlyTolerations: every NoExecute taint and the startup taint, but not
-// node.kubernetes.io/not-ready:NoSchedule.
-var readyOnlyTolerations = []corev1.Toleration{
-	{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
-	{Key: wellknown.TaintKey, Operator: corev1.TolerationOpExists},
-}
+// tolerateAll: every taint, node.kubernetes.io/not-ready:NoSchedule among them.
+var tolerateAll = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}

@@ -4,11 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodeready/nodeready/e2e/framework/harness"
 	"github.com/nodeready/nodeready/e2e/framework/realnode"
 	"github.com/nodeready/nodeready/e2e/framework/stats"
 )
@@ -17,6 +22,12 @@ import (
 const (
 	joinsRunning = 2 // nodes of the cluster before nodeready, CoreDNS on them
 	joinsCount   = 5
+	// joinsForeign nodes join first with foreignTaint beside the startup taint, as a
+	// dedicated pool's nodes do: the DaemonSet as shipped does not tolerate it.
+	joinsForeign = 1
+	foreignTaint = "dedicated=gpu:NoSchedule"
+	// foreignWait: how long a foreign node is watched for an agent once it is Ready.
+	foreignWait = 10 * time.Second
 	// joinsGoal: node Ready to released, p50, with the image pulled from the loopback registry.
 	joinsGoal = 2 * time.Second
 )
@@ -31,14 +42,15 @@ const (
 func benchJoins(ctx context.Context, o options, logf func(string, ...any), tolerations []corev1.Toleration) *section {
 	s := &section{Title: fmt.Sprintf("real nodes: %d nodes joining a running cluster", joinsCount)}
 	if tolerations != nil {
-		s.Title += ", the agent pod created once the node is Ready (tolerations listed)"
+		s.Title += ", the agent pod tolerating every taint (kustomize/components/tolerate-all, tolerateAll)"
 	}
 	var timelines []realnode.Timeline
 	var starts []realnode.PodStart
+	var foreign []foreignNode
 	withRealCluster(ctx, o, s, "joins", 15*time.Minute, realnode.ClusterOptions{Logf: logf,
-		Nodes: joinsRunning + joinsCount, JoinedNodes: joinsRunning},
+		Nodes: joinsRunning + joinsForeign + joinsCount, JoinedNodes: joinsRunning},
 		func(ctx context.Context, c *realnode.Cluster) (err error) {
-			timelines, starts, err = joinNodes(ctx, c, logf, tolerations)
+			timelines, starts, foreign, err = joinNodes(ctx, c, o.repo, logf, tolerations)
 			return err
 		})
 	if s.Err != nil || len(timelines) == 0 {
@@ -85,80 +97,183 @@ func benchJoins(ctx context.Context, o options, logf func(string, ...any), toler
 		}
 	}
 	s.add("token volume's first mount failed (\"kube-root-ca.crt\" not registered)", fmt.Sprintf("%d of %d pods", failedFirst, len(starts)))
+	for _, f := range foreign {
+		s.add("node with "+foreignTaint+": agent pods bound, "+ms(foreignWait)+" after Ready", fmt.Sprintf("%d", f.agents))
+		s.add("node with "+foreignTaint+": kubectl nodeready status", f.status)
+	}
 	if tolerations != nil {
-		s.Notes = append(s.Notes, "The same joins with the DaemonSet's tolerations replaced by a list, the design not shipped: "+
-			"every NoExecute taint and the startup taint, not `operator: Exists`. Then the pod does not tolerate "+
-			"node.kubernetes.io/not-ready:NoSchedule, which the API server puts on every new node (admission plugin "+
-			"TaintNodesByCondition) and the node lifecycle controller removes once the node is Ready, so the DaemonSet "+
-			"controller creates the agent pod only then (node Ready → pod created is positive), the kubelet's first sync of it "+
-			"succeeds, and nothing waits for a retry. The cost is the list: a node with any other NoSchedule taint, a node "+
-			"pool's dedicated=gpu or another controller's startup taint, gets no agent until that taint is listed too, and a "+
-			"taint that never goes leaves the node held for good with no agent to say so (docs/operations.md: How soon a "+
-			"joining node is released).")
-		return s
+		s.Notes = append(s.Notes, "The same joins with the DaemonSet's tolerations replaced by `operator: Exists`, as "+
+			"kustomize/components/tolerate-all and the chart's tolerateAll install it. The pod tolerates "+
+			"node.kubernetes.io/not-ready:NoSchedule too, so the DaemonSet controller creates it when the node registers "+
+			"(node Ready → pod created is negative), before the node's CNI is ready; the kubelet's first sync of it fails "+
+			"with \"network is not ready\" and is retried 1 to 1.5 s later. The node with "+foreignTaint+" gets an agent "+
+			"and is verified like the others (its agent pod is gone by the time the row above counts them).")
 	}
 	s.Notes = append(s.Notes,
 		fmt.Sprintf("%d real nodes joined one after another a running cluster of %d (CoreDNS on them, nodeready installed as the README says, ENABLE_CONNECTIVITY_MATRIX=true as kube-node-ready's production configuration), each a kubelet, containerd, runc, kube-proxy and flanneld (VXLAN) in namespaces of its own; the agent image pulled from a registry on the host. Each figure is the median over the joins, with the fastest and the slowest.", joinsCount, joinsRunning),
-		"Times are when each change reached a watch of the API, and the kubelet's own timestamps of the agent's log lines, as in the first node's table. The Pulled Event reaches a watch late (the kubelet's Event broadcaster), so the rows marked kubelet: and containerd: split the same start as those two logged it.",
-		"Where the time goes: the DaemonSet controller creates the agent pod when the node registers (the pod tolerates every taint, not-ready included), before the node's CNI is ready, and the kubelet's first sync of it fails with \"network is not ready\". Its token volume holds the token alone (the CA comes in KUBE_ROOT_CA_CRT, read when the container starts), so it mounts at once, before the node is Ready: the automatic kube-api-access volume, with the kube-root-ca.crt ConfigMap in it, could mount only after the kubelet registered the pod's ConfigMaps, which it does once the network is ready, and its volume manager retried it 0.5 s, 1 s, 2 s ... later (3.2 s after node Ready, p50, before this change). What is left before the sandbox is the kubelet's pod worker: it retries a sync that failed on the network 1 to 1.5 s later (backOffOnTransientErrorPeriod, jittered, in kubelet/pod_workers.go), on the next tick of its 1 s sync loop, so node Ready → sandbox asked is up to 2.5 s, whenever the network turns ready in that cycle. From the sandbox on, the pull, the container start and the agent's checks and release take the rest.")
+		"Times are when each change reached a watch of the API, and the kubelet's own timestamps of the agent's log lines, as in the first node's table. The Pulled Event reaches a watch late (the kubelet's Event broadcaster), so the rows marked kubelet: and containerd: split the same start as those two logged it.")
+	if tolerations != nil {
+		s.Notes = append(s.Notes, "Where the time goes when the pod tolerates every taint: its token volume holds the token alone (the CA comes in KUBE_ROOT_CA_CRT, read when the container starts), so it mounts before the node is Ready; the automatic kube-api-access volume, with the kube-root-ca.crt ConfigMap in it, could mount only after the kubelet registered the pod's ConfigMaps, once the network is ready, and its volume manager retried it 0.5 s, 1 s, 2 s ... later. What is left before the sandbox is the kubelet's pod worker: it retries a sync that failed on the network 1 to 1.5 s later (backOffOnTransientErrorPeriod, jittered, in kubelet/pod_workers.go), on the next tick of its 1 s sync loop, so node Ready → sandbox asked is up to 2.5 s, whenever the network turns ready in that cycle.")
+		return s
+	}
+	s.Notes = append(s.Notes, "The DaemonSet as shipped lists its tolerations: the startup taint and every NoExecute taint, not "+
+		"node.kubernetes.io/not-ready:NoSchedule, which the API server puts on every new node (admission plugin "+
+		"TaintNodesByCondition) and the node lifecycle controller removes once the node is Ready. So the DaemonSet "+
+		"controller creates the agent pod only then (node Ready → pod created is positive), the kubelet's first sync of it "+
+		"succeeds, and nothing waits for a retry. A node with a NoSchedule taint the list does not name gets no agent: "+
+		fmt.Sprintf("%d node joined first with %s beside the startup taint, ", joinsForeign, foreignTaint)+
+		"and the rows above say how many agent pods were bound to it "+ms(foreignWait)+" after it was Ready and what "+
+		"`kubectl nodeready status` said of it; the alert NodeReadyHeldWithoutAgent fires on such a node "+
+		"(e2e/static/alerts, a promtool test on the series kube-state-metrics exports for it).")
 	return s
 }
 
 // joinNodes labels the running nodes verified, installs nodeready with the podnetwork check, and
 // starts each other node in turn, returning its timeline once its agent pod is gone, and the
 // start of that pod as its kubelet and containerd logged it.
-func joinNodes(ctx context.Context, c *realnode.Cluster, logf func(string, ...any), tolerations []corev1.Toleration) ([]realnode.Timeline, []realnode.PodStart, error) {
+func joinNodes(ctx context.Context, c *realnode.Cluster, repo string, logf func(string, ...any), tolerations []corev1.Toleration) ([]realnode.Timeline, []realnode.PodStart, []foreignNode, error) {
 	for i := range joinsRunning {
 		if err := c.StartNodeAt(ctx, i); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if _, err := c.Kubectl(ctx, "label", "node", c.Nodes[i].Name(), "node-ready/verified=true"); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	if err := c.Install(ctx); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if _, err := c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
 		`-p={"data":{"ENABLE_CONNECTIVITY_MATRIX":"true"}}`); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if tolerations != nil {
 		patch, err := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/template/spec/tolerations", "value": tolerations}})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if _, err := c.Kubectl(ctx, "-n", "kube-system", "patch", "daemonset/nodeready", "--type=json", "-p="+string(patch)); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	ip, node, err := c.WaitClusterDNS(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	logf("joins: CoreDNS %s on %s", ip, node)
 	var (
 		timelines []realnode.Timeline
 		starts    []realnode.PodStart
+		foreign   []foreignNode
 	)
-	for i := joinsRunning; i < len(c.Nodes); i++ {
+	for i := joinsRunning; i < joinsRunning+joinsForeign; i++ {
+		f, err := joinForeign(ctx, c, repo, i)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("node %s: %w", c.Nodes[i].Name(), err)
+		}
+		logf("joins: %s with %s: %d agent pods, status %s", c.Nodes[i].Name(), foreignTaint, f.agents, f.status)
+		foreign = append(foreign, f)
+	}
+	for i := joinsRunning + joinsForeign; i < len(c.Nodes); i++ {
 		rec, err := c.RecordNode(ctx, i)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if err := c.StartNodeAt(ctx, i); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		tl, err := rec.Wait(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("node %s: %w", c.Nodes[i].Name(), err)
+			return nil, nil, nil, fmt.Errorf("node %s: %w", c.Nodes[i].Name(), err)
 		}
 		ps, err := c.Nodes[i].PodStart(tl.Pod)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		logf("joins: %s Ready → released %s, → agent pod gone %s", c.Nodes[i].Name(), ms(tl.ToRelease()), ms(tl.Total()))
 		timelines, starts = append(timelines, tl), append(starts, ps)
 	}
-	return timelines, starts, nil
+	return timelines, starts, foreign, nil
+}
+
+// foreignNode is what became of a node that joined with foreignTaint.
+type foreignNode struct {
+	agents int    // agent pods bound to it foreignWait after it was Ready
+	status string // kubectl nodeready status of it: state, no agent, summary
+}
+
+// joinForeign starts node i with foreignTaint beside the startup taint, waits until it is
+// Ready and foreignWait more, and reads what the cluster and `kubectl nodeready status` say
+// of it.
+func joinForeign(ctx context.Context, c *realnode.Cluster, repo string, i int) (foreignNode, error) {
+	n := c.Nodes[i]
+	n.AddTaints(foreignTaint)
+	if err := c.StartNodeAt(ctx, i); err != nil {
+		return foreignNode{}, err
+	}
+	client := c.CP.Client()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		node, err := client.CoreV1().Nodes().Get(ctx, n.Name(), metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return foreignNode{}, fmt.Errorf("wait for Ready: %w", err)
+	}
+	select {
+	case <-ctx.Done():
+		return foreignNode{}, ctx.Err()
+	case <-time.After(foreignWait):
+	}
+	pods, err := client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/name=nodeready", FieldSelector: "spec.nodeName=" + n.Name()})
+	if err != nil {
+		return foreignNode{}, err
+	}
+	dir, err := os.MkdirTemp("", "nodeready-bench-plugin-")
+	if err != nil {
+		return foreignNode{}, err
+	}
+	defer os.RemoveAll(dir)
+	plugin, err := harness.PluginBinary(ctx, repo, dir)
+	if err != nil {
+		return foreignNode{}, err
+	}
+	out, err := exec.CommandContext(ctx, plugin, "status", "-o", "json", "--kubeconfig", c.CP.Kubeconfig()).Output()
+	if err != nil {
+		return foreignNode{}, fmt.Errorf("kubectl nodeready status: %w", err)
+	}
+	var st struct {
+		Nodes []struct {
+			Name    string `json:"name"`
+			State   string `json:"state"`
+			NoAgent bool   `json:"noAgent"`
+		} `json:"nodes"`
+		Summary struct {
+			HeldWithoutAgent []string `json:"heldWithoutAgent"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		return foreignNode{}, fmt.Errorf("kubectl nodeready status -o json: %w", err)
+	}
+	f := foreignNode{agents: len(pods.Items), status: "not listed"}
+	for _, sn := range st.Nodes {
+		if sn.Name == n.Name() {
+			f.status = sn.State
+			if sn.NoAgent {
+				f.status += ", no agent"
+			}
+		}
+	}
+	if slices.Contains(st.Summary.HeldWithoutAgent, n.Name()) {
+		f.status += "; in the summary's held without an agent"
+	}
+	return f, nil
 }

@@ -44,7 +44,7 @@ func benchRealNode(ctx context.Context, o options, logf func(string, ...any)) *s
 	s.add("agent image, compressed (what a pull transfers)", fmt.Sprintf("%.1f MiB", float64(agentSize)/(1<<20)))
 	s.Notes = append(s.Notes,
 		"One node, one run: the first node of a new cluster, with the shipped configuration. CoreDNS cannot run before a node is released, so the dns check's query gets no answer; a second after it starts, the EndpointSlices of kube-dns, looked at beside it, show no ready endpoint and the check is reported not checkable (README: Bootstrap). That second is in agent started → released.",
-		"Times are when each change reached a watch of the API, and the kubelet's own timestamps of the agent's log lines. node Ready → pod created is negative when the DaemonSet controller creates the agent pod before the node is Ready: the pod tolerates every taint, not-ready included.")
+		"Times are when each change reached a watch of the API, and the kubelet's own timestamps of the agent's log lines. node Ready → pod created is positive: the pod does not tolerate the not-ready taint, so the DaemonSet controller creates it once the node is Ready (it is negative with kustomize/components/tolerate-all or the chart's tolerateAll).")
 	return s
 }
 

@@ -255,6 +255,10 @@ func (n *Node) Stop() error {
 	return errors.Join(errs...)
 }
 
+// AddTaints adds taints ("key=value:Effect") that the kubelet registers the node with, as a
+// node pool's taints: set before Start.
+func (n *Node) AddTaints(taints ...string) { n.opts.Taints = append(n.opts.Taints, taints...) }
+
 // Name is the Node's name.
 func (n *Node) Name() string { return n.opts.Name }
 

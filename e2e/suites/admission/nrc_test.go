@@ -40,6 +40,9 @@ func TestTaintOwnerExternal(t *testing.T) {
 	admin := fw.Client()
 	f := fw.NewFleet("nrc")
 	rule := startRuleStandIn(t, admin, labels.SelectorFromSet(labels.Set{framework.FleetLabel: f.Name()}), ruleTaint)
+	// The rule's taint is the node's startup taint here (TAINT_KEY): the DaemonSet tolerates
+	// it, as the chart's config.taintKey makes it.
+	fw.TolerateKey(ruleTaint.Key)
 
 	env := map[string]string{"TAINT_OWNER": "external", "TAINT_KEY": ruleTaint.Key, "TAINT_VALUE": ruleTaint.Value,
 		"MAX_RETRIES": "2", "RETRY_BACKOFF_BASE": "200ms", "RETRY_BACKOFF_MAX": "1s"}

@@ -40,6 +40,11 @@ func TestSeveralStartupTaints(t *testing.T) {
 		"[{'key': 'readiness.k8s.io/nodeready-unverified', 'value': 'true', 'effect': 'NoSchedule'}]")
 	waitPolicy(t, cp, nil, readinessTaint)
 
+	// The DaemonSet tolerates the second startup taint, as the chart's config.extraTaints
+	// makes it, and the other controller's taint, listed as a user lists a taint the agent
+	// must run beside.
+	fw.TolerateKey(readinessTaint.Key)
+	fw.TolerateKey(foreignReadinessTaint.Key)
 	const name = "two-taints"
 	versions := recordNodes(t, admin, name)
 	f := fw.NewFleet("taints")

@@ -40,10 +40,12 @@ const (
 // useTaintKey puts the creation-time policy in force with the startup taint key instead of
 // nodeready's, and the own-node policy with it, and waits until both are. Cleanup puts the
 // files back as they are (and removes the creation-time policy if it was not there), also
-// when the test fails: the other subtests share the cluster.
+// when the test fails: the other subtests share the cluster. The DaemonSet tolerates the key
+// meanwhile, as the chart's config.taintKey and the keys component make it.
 func useTaintKey(t *testing.T, fw *framework.Framework, key string) {
 	t.Helper()
 	ctx := t.Context()
+	fw.TolerateKey(key)
 	_, err := fw.Client().AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, creationPolicyName, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		require.NoError(t, err)
