@@ -63,6 +63,9 @@ type eventer interface {
 type Clients struct {
 	Kube    kube.Interface
 	Dynamic dynamic.Interface
+	// APIServer is the API server's host:port as Kube reaches it: where the
+	// networkpolicy check opens the connection its canary policy allows.
+	APIServer string
 }
 
 // Agent verifies and releases one node.
@@ -115,7 +118,7 @@ type timeline struct{ firstRound, checked, released time.Time }
 // timers and the time to verified count from the pod's first start when
 // STATE_DIR records one (firstStart).
 func New(cfg config.Config, log zerolog.Logger, clients Clients, build BuildInfo, started time.Time) (*Agent, error) {
-	list := buildChecks(cfg, clients.Kube)
+	list := buildChecks(cfg, clients.Kube, clients.APIServer)
 	first, err := firstStart(cfg.StateDir, started)
 	switch {
 	case err != nil:
@@ -437,12 +440,17 @@ func cause(ctx context.Context) string {
 }
 
 // buildChecks builds the checks of CHECKS from the configuration, through the
-// checks' catalog.
-func buildChecks(c config.Config, client kube.Interface) []checks.Check {
-	return checks.Build(c.Checks, &c.Options, checks.Env{
+// checks' catalog. apiServer is Clients.APIServer, empty in --dry-run.
+func buildChecks(c config.Config, client kube.Interface, apiServer string) []checks.Check {
+	env := checks.Env{
 		Client:             client,
 		Node:               c.NodeName,
 		VerifiedLabel:      c.VerifiedLabel,
 		VerifiedLabelValue: c.VerifiedLabelValue,
-	})
+		APIServer:          apiServer,
+	}
+	if client != nil {
+		env.FleetPassed = newFleet(c, client).passed
+	}
+	return checks.Build(c.Checks, &c.Options, env)
 }

@@ -236,6 +236,27 @@ func (f *fleet) read(ctx context.Context, own []string, now time.Time) string {
 	return f.count(append(verified, others...), own, now).shared(own, f.window, f.percentage)
 }
 
+// passed tells whether a node of this configuration was verified in the window
+// or the hour before it: a check that nodeready verified proves it could pass
+// in this cluster (the networkpolicy check: an engine enforces the canary
+// somewhere). One read of metadata, from the watch cache, only when the check
+// fails.
+func (f *fleet) passed(ctx context.Context) (bool, error) {
+	l, err := f.client.CoreV1().NodesMetadata(ctx, metav1.ListOptions{
+		LabelSelector:   f.selector(time.Now(), selection.Equals).String(),
+		ResourceVersion: "0",
+	})
+	if err != nil {
+		return false, err
+	}
+	for _, n := range l.Items {
+		if n.Name != f.node {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // mark returns the evidence to write on the own node while checks fail here
 // (names), and whether it differs from what was last written; the config label
 // follows the hour, so that reads keep selecting the node while it fails.

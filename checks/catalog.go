@@ -12,19 +12,20 @@ import (
 // field's struct defines the kind's environment variables in its tags (read by
 // internal/config through envvar) and refuses what the kind cannot run with.
 type Options struct {
-	DNS        DNSOptions
-	TCP        TCPOptions
-	HTTP       HTTPOptions
-	APIServer  APIServerOptions
-	Clock      ClockOptions
-	Endpoints  EndpointsOptions
-	PodNetwork PodNetworkOptions
-	DaemonSets DaemonSetsOptions
-	Conditions ConditionsOptions
-	Resources  ResourcesOptions
-	CSI        CSIOptions
-	DRA        DRAOptions
-	Command    CommandOptions
+	DNS           DNSOptions
+	TCP           TCPOptions
+	HTTP          HTTPOptions
+	APIServer     APIServerOptions
+	Clock         ClockOptions
+	Endpoints     EndpointsOptions
+	PodNetwork    PodNetworkOptions
+	NetworkPolicy NetworkPolicyOptions
+	DaemonSets    DaemonSetsOptions
+	Conditions    ConditionsOptions
+	Resources     ResourcesOptions
+	CSI           CSIOptions
+	DRA           DRAOptions
+	Command       CommandOptions
 }
 
 // Env is where the checks run: what a kind needs beyond its options.
@@ -38,6 +39,12 @@ type Env struct {
 	// VerifiedLabel and VerifiedLabelValue are the label a release adds, which
 	// the daemonsets gate leaves out of a DaemonSet's placement.
 	VerifiedLabel, VerifiedLabelValue string
+	// APIServer is the API server's host:port as Client reaches it; empty in
+	// --dry-run.
+	APIServer string
+	// FleetPassed tells whether another node of the agent's configuration was
+	// verified lately (the fleet's evidence); nil without a client.
+	FleetPassed func(ctx context.Context) (bool, error)
 }
 
 // Use is how a kind is used: whether CHECKS names it, and whether the agent
@@ -75,6 +82,7 @@ var Catalog = []Kind{
 	{Name: NameClock, Options: func(o *Options) KindOptions { return &o.Clock }},
 	{Name: NameEndpoints, Options: func(o *Options) KindOptions { return &o.Endpoints }},
 	{Name: NamePodNetwork, Options: func(o *Options) KindOptions { return &o.PodNetwork }},
+	{Name: NameNetworkPolicy, Options: func(o *Options) KindOptions { return &o.NetworkPolicy }},
 	{Name: NameDaemonSets, Gate: true, Options: func(o *Options) KindOptions { return &o.DaemonSets }},
 	{Name: NameConditions, Gate: true, Options: func(o *Options) KindOptions { return &o.Conditions }},
 	{Name: NameResources, Gate: true, Options: func(o *Options) KindOptions { return &o.Resources }},

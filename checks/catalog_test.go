@@ -18,7 +18,7 @@ import (
 // described and named by no other kind.
 func TestCatalog(t *testing.T) {
 	assert.Equal(t, []checks.Name{checks.NameDNS, checks.NameTCP, checks.NameHTTP, checks.NameAPIServer, checks.NameClock,
-		checks.NameEndpoints, checks.NamePodNetwork, checks.NameDaemonSets, checks.NameConditions, checks.NameResources, checks.NameCSI, checks.NameDRA,
+		checks.NameEndpoints, checks.NamePodNetwork, checks.NameNetworkPolicy, checks.NameDaemonSets, checks.NameConditions, checks.NameResources, checks.NameCSI, checks.NameDRA,
 		checks.NameCommand}, checks.Names())
 	var o checks.Options
 	seen := map[any]checks.Name{}

@@ -33,13 +33,14 @@ type Name string
 
 // The names of the checks.
 const (
-	NameDNS        Name = "dns"
-	NameTCP        Name = "tcp"
-	NameHTTP       Name = "http"
-	NameAPIServer  Name = "apiserver"
-	NameClock      Name = "clock"
-	NameEndpoints  Name = "endpoints"
-	NamePodNetwork Name = "podnetwork"
+	NameDNS           Name = "dns"
+	NameTCP           Name = "tcp"
+	NameHTTP          Name = "http"
+	NameAPIServer     Name = "apiserver"
+	NameClock         Name = "clock"
+	NameEndpoints     Name = "endpoints"
+	NamePodNetwork    Name = "podnetwork"
+	NameNetworkPolicy Name = "networkpolicy"
 
 	// The gates: the node's own readiness beyond the network.
 	NameDaemonSets Name = "daemonsets"

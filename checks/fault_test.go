@@ -1,6 +1,7 @@
 package checks_test
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -95,6 +96,25 @@ func TestWhoseFault(t *testing.T) {
 			c := restClient(t, "http://"+closed)
 			return checks.NewClock(c, kube.ClockOf(c), 5*time.Second)
 		}, "fail"},
+		{"networkpolicy", "the kubelet, which the canary policy blocks, answers while another node enforces it", func(t *testing.T) checks.Check {
+			apiServer, _ := acceptCounting(t)
+			kubelet, _ := acceptCounting(t)
+			cs := fake.NewClientset(policyForPort(portOf(t, kubelet)), kubeletNode("127.0.0.1", portOf(t, kubelet)))
+			return checks.NewNetworkPolicy(adapt.Clientset(cs), "n1", canaryName, apiServer,
+				func(context.Context) (bool, error) { return true, nil })
+		}, "fail"},
+		{"networkpolicy", "the canary policy is missing", func(t *testing.T) checks.Check {
+			apiServer, _ := acceptCounting(t)
+			cs := fake.NewClientset(kubeletNode("127.0.0.1", 10250))
+			return checks.NewNetworkPolicy(adapt.Clientset(cs), "n1", canaryName, apiServer, nil)
+		}, "misconfigured"},
+		{"networkpolicy", "no node of the configuration enforces it (no engine)", func(t *testing.T) checks.Check {
+			apiServer, _ := acceptCounting(t)
+			kubelet, _ := acceptCounting(t)
+			cs := fake.NewClientset(policyForPort(portOf(t, kubelet)), kubeletNode("127.0.0.1", portOf(t, kubelet)))
+			return checks.NewNetworkPolicy(adapt.Clientset(cs), "n1", canaryName, apiServer,
+				func(context.Context) (bool, error) { return false, nil })
+		}, "misconfigured"},
 		{"endpoints", "the Service has no EndpointSlices", func(*testing.T) checks.Check {
 			return checks.NewEndpoints(adapt.Clientset(fake.NewClientset()), "default", "web", true, nil)
 		}, "misconfigured"},

@@ -81,6 +81,8 @@ func TestRefusals(t *testing.T) {
 		{map[string]string{"CLOCK_MAX_SKEW": "1999ms"}, "CLOCK_MAX_SKEW"},
 		{map[string]string{"CLOCK_MAX_SKEW": "-5s"}, "CLOCK_MAX_SKEW"},
 		{map[string]string{"CLOCK_MAX_SKEW": "five"}, "CLOCK_MAX_SKEW"},
+		{map[string]string{"NETWORKPOLICY_CANARY": "Kube-System/canary"}, "NETWORKPOLICY_CANARY"},
+		{map[string]string{"NETWORKPOLICY_CANARY": "a/b/c"}, "NETWORKPOLICY_CANARY"},
 		{map[string]string{"ENDPOINTS_SERVICE": "Default/Kubernetes"}, "ENDPOINTS_SERVICE"},
 		{map[string]string{"ENDPOINTS_CONNECT": "maybe"}, "ENDPOINTS_CONNECT"},
 		{map[string]string{"POD_NETWORK_NODES": "0"}, "POD_NETWORK_NODES"},

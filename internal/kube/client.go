@@ -30,6 +30,7 @@ type (
 	EndpointSlices        = Resource[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList]
 	Events                = Resource[*eventsv1.Event, *eventsv1.EventList]
 	IPAddresses           = Resource[*networkingv1.IPAddress, *networkingv1.IPAddressList]
+	NetworkPolicies       = Resource[*networkingv1.NetworkPolicy, *networkingv1.NetworkPolicyList]
 	CSINodes              = Resource[*storagev1.CSINode, *storagev1.CSINodeList]
 	ResourceSlices        = Resource[*resourcev1.ResourceSlice, *resourcev1.ResourceSliceList]
 	ResourceSlicesV1beta1 = Resource[*resourcev1beta1.ResourceSlice, *resourcev1beta1.ResourceSliceList]
@@ -201,6 +202,11 @@ type networkingV1 struct{ rc rest.Interface }
 func (g networkingV1) IPAddresses() IPAddresses {
 	return newTyped(g.rc, "ipaddresses", "", func() *networkingv1.IPAddress { return &networkingv1.IPAddress{} },
 		func() *networkingv1.IPAddressList { return &networkingv1.IPAddressList{} })
+}
+
+func (g networkingV1) NetworkPolicies(namespace string) NetworkPolicies {
+	return newTyped(g.rc, "networkpolicies", namespace, func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} },
+		func() *networkingv1.NetworkPolicyList { return &networkingv1.NetworkPolicyList{} })
 }
 
 type storageV1 struct{ rc rest.Interface }

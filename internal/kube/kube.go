@@ -66,8 +66,11 @@ type (
 	DiscoveryV1 interface {
 		EndpointSlices(namespace string) EndpointSlices
 	}
-	EventsV1        interface{ Events(namespace string) Events }
-	NetworkingV1    interface{ IPAddresses() IPAddresses }
+	EventsV1     interface{ Events(namespace string) Events }
+	NetworkingV1 interface {
+		IPAddresses() IPAddresses
+		NetworkPolicies(namespace string) NetworkPolicies
+	}
 	StorageV1       interface{ CSINodes() CSINodes }
 	ResourceV1      interface{ ResourceSlices() ResourceSlices }
 	ResourceV1beta1 interface{ ResourceSlices() ResourceSlicesV1beta1 }

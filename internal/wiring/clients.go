@@ -5,6 +5,8 @@
 package wiring
 
 import (
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 
@@ -27,7 +29,26 @@ func NewClients(cfg *rest.Config) (agent.Clients, error) {
 	if err != nil {
 		return agent.Clients{}, err
 	}
-	return agent.Clients{Kube: typed, Dynamic: dyn}, nil
+	return agent.Clients{Kube: typed, Dynamic: dyn, APIServer: hostPort(cfg.Host)}, nil
+}
+
+// hostPort is the host:port of a rest.Config's Host, a URL or host[:port], with
+// the port of its scheme when it names none.
+func hostPort(host string) string {
+	u, err := url.Parse(host)
+	if err != nil || u.Host == "" {
+		u, err = url.Parse("https://" + host)
+		if err != nil {
+			return ""
+		}
+	}
+	if u.Port() != "" {
+		return u.Host
+	}
+	if u.Scheme == "http" {
+		return net.JoinHostPort(u.Hostname(), "80")
+	}
+	return net.JoinHostPort(u.Hostname(), "443")
 }
 
 // RestConfig uses KUBECONFIG when it is set (the e2e harness runs the binary

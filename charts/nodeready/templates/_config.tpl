@@ -35,6 +35,7 @@ POD_NETWORK_SERVICE: {{ $c.podNetworkService | quote }}
 POD_NETWORK_PORT: {{ $c.podNetworkPort | quote }}
 POD_NETWORK_HTTP_PATH: {{ $c.podNetworkHTTPPath | quote }}
 POD_NETWORK_NODES: {{ $c.podNetworkNodes | int64 | quote }}
+NETWORKPOLICY_CANARY: {{ $c.networkPolicyCanary | default (printf "%s/%s-canary" .Release.Namespace (include "nodeready.name" .)) | quote }}
 DAEMONSETS: {{ join "," $c.daemonSets | quote }}
 DAEMONSETS_SELECTOR: {{ $c.daemonSetsSelector | quote }}
 DAEMONSETS_EXCLUDE: {{ join "," $c.daemonSetsExclude | quote }}

@@ -30,6 +30,9 @@ at start (exit 2); the chart refuses them at install, naming the value.
 {{- if and (has "podnetwork" $c.checks) (empty $c.podNetworkService) (empty $c.clusterDNSService) -}}
 {{- fail "config.podNetworkService: required when config.checks has podnetwork and config.clusterDNSService is empty" -}}
 {{- end -}}
+{{- if and (has "networkpolicy" $c.checks) (not .Values.networkPolicyCanary.enabled) (empty $c.networkPolicyCanary) -}}
+{{- fail "networkPolicyCanary.enabled: required when config.checks has networkpolicy (or config.networkPolicyCanary naming a canary NetworkPolicy of your own): without its canary the check holds every node as misconfigured" -}}
+{{- end -}}
 {{- if and $c.deleteFailedNode (eq $c.failureAction "fail-open") -}}
 {{- fail "config.deleteFailedNode: true contradicts config.failureAction fail-open: set one of them" -}}
 {{- end -}}

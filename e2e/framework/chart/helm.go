@@ -172,6 +172,7 @@ var settings = map[string]setting{
 	"POD_NETWORK_PORT":             {"podNetworkPort", text},
 	"POD_NETWORK_HTTP_PATH":        {"podNetworkHTTPPath", text},
 	"POD_NETWORK_NODES":            {"podNetworkNodes", number},
+	"NETWORKPOLICY_CANARY":         {"networkPolicyCanary", text},
 	"DAEMONSETS":                   {"daemonSets", list},
 	"DAEMONSETS_SELECTOR":          {"daemonSetsSelector", text},
 	"DAEMONSETS_EXCLUDE":           {"daemonSetsExclude", list},

@@ -100,6 +100,7 @@ func TestChartAcceptsWhatTheAgentAccepts(t *testing.T) {
 		{"SETTLE_TIME": "15s", "RETRY_BACKOFF_BASE": "1m30s", "RETRY_BACKOFF_MAX": "1.5m"},
 		{"CLOCK_MAX_SKEW": "2s"},
 		{"CLOCK_MAX_SKEW": "2000ms"},
+		{"NETWORKPOLICY_CANARY": "apps/canary"},
 		{"EXTRA_TAINTS": "node-ready/unverified:NoExecute,readiness.k8s.io/x:NoSchedule"},
 		{"REVERIFY_TAINT": "true", "EXTRA_TAINTS": "readiness.k8s.io/x:PreferNoSchedule"},
 		{"NODE_CONDITIONS": "Ready=True,NetworkUnavailable=False"},

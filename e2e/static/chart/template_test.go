@@ -95,13 +95,14 @@ func TestSwitches(t *testing.T) {
 		{"gates.daemonSets", []string{"--set", "gates.daemonSets.enabled=true"}, []string{"gates/daemonsets.yaml"}},
 		{"gates.csi", []string{"--set", "gates.csi.enabled=true"}, []string{"gates/csi.yaml"}},
 		{"gates.dra", []string{"--set", "gates.dra.enabled=true"}, []string{"gates/dra.yaml"}},
+		{"networkPolicyCanary", []string{"--set", "networkPolicyCanary.enabled=true"}, []string{"networkpolicy/canary.yaml"}},
 		{"replaceNode", []string{"--set", "replaceNode.enabled=true"}, []string{"replace-node/*.yaml"}},
 		{"startupTaintPolicy", []string{"--set", "startupTaintPolicy.enabled=true"}, []string{"node-creation/startup-taint.yaml"}},
 		{"labelToTaintPolicy", []string{"--set", "labelToTaintPolicy.enabled=true", "--set-json", dedicatedRule}, []string{"label-to-taint/label-to-taint.yaml"}},
 		{"podMonitor", []string{"--set", "podMonitor.enabled=true"}, []string{"monitoring/podmonitor.yaml"}},
 		{"alerts", []string{"--set", "alerts.enabled=true"}, []string{"monitoring/prometheusrule.yaml"}},
 		{"grafanaDashboard", []string{"--set", "grafanaDashboard.enabled=true"}, []string{"monitoring/grafana-dashboard.yaml"}},
-		{"all", allSwitches, []string{"gates/*.yaml", "replace-node/*.yaml", "node-creation/*.yaml", "label-to-taint/*.yaml", "monitoring/*.yaml"}},
+		{"all", allSwitches, []string{"gates/*.yaml", "networkpolicy/*.yaml", "replace-node/*.yaml", "node-creation/*.yaml", "label-to-taint/*.yaml", "monitoring/*.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// podMonitor.enabled brings the ConfigMap nodeready-monitoring of
@@ -120,6 +121,7 @@ const dedicatedRule = `labelToTaintPolicy.rules=[{"label":"dedicated","value":"c
 // allSwitches turns on every optional part.
 var allSwitches = []string{
 	"--set", "gates.daemonSets.enabled=true", "--set", "gates.csi.enabled=true", "--set", "gates.dra.enabled=true",
+	"--set", "networkPolicyCanary.enabled=true",
 	"--set", "replaceNode.enabled=true", "--set", "startupTaintPolicy.enabled=true",
 	"--set", "labelToTaintPolicy.enabled=true", "--set-json", dedicatedRule, "--set", "podMonitor.enabled=true", "--set", "alerts.enabled=true",
 	"--set", "grafanaDashboard.enabled=true",
@@ -209,6 +211,9 @@ func TestBadValuesFail(t *testing.T) {
 		{"config.podNetworkHTTPPath=healthz", []string{"/config/podNetworkHTTPPath", "does not match pattern"}},
 		{"config.podNetworkHTTPPath=/healthz", []string{"config.podNetworkHTTPPath: applies to the pods of config.podNetworkService"}},
 		{"config.checks={podnetwork},config.clusterDNSService=", []string{"config.podNetworkService: required when config.checks has podnetwork"}},
+		{"config.checks={networkpolicy}", []string{"networkPolicyCanary.enabled: required when config.checks has networkpolicy"}},
+		{"config.networkPolicyCanary=Kube-System/canary", []string{"networkPolicyCanary"}},
+		{"config.networkPolicyCanary=a/b/c", []string{"networkPolicyCanary"}},
 		{"config.daemonSets={kube-system/cilium},config.daemonSetsSelector=tier=node", []string{"config.daemonSetsSelector: limits discovery only"}},
 		{"config.deleteFailedNode=true,config.failureAction=fail-open", []string{"config.deleteFailedNode: true contradicts config.failureAction fail-open"}},
 		// Comparisons of durations, which the agent refuses too (docs/install.md).

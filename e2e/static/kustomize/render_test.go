@@ -86,7 +86,7 @@ func TestOverlays(t *testing.T) {
 	t.Run("optional", func(t *testing.T) {
 		objs := render(t, filepath.Join(overlays, "optional"))
 		want := ids(base)
-		for _, dir := range []string{"gates", "replace-node", "monitoring"} {
+		for _, dir := range []string{"gates", "networkpolicy", "replace-node", "monitoring"} {
 			want = append(want, ids(decodeDir(t, filepath.Join(repo, "manifests", dir), nil))...)
 		}
 		want = append(want, ids(decodeFile(t, filepath.Join(repo, "manifests", "node-creation", "startup-taint.yaml")))...)

@@ -86,6 +86,9 @@ func (g eventsV1) Events(namespace string) kube.Events { return g.cs.EventsV1().
 type networkingV1 struct{ cs kubernetes.Interface }
 
 func (g networkingV1) IPAddresses() kube.IPAddresses { return g.cs.NetworkingV1().IPAddresses() }
+func (g networkingV1) NetworkPolicies(namespace string) kube.NetworkPolicies {
+	return g.cs.NetworkingV1().NetworkPolicies(namespace)
+}
 
 type storageV1 struct{ cs kubernetes.Interface }
 
