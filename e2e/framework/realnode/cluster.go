@@ -183,6 +183,18 @@ func (c *Cluster) Install(ctx context.Context) error {
 	return err
 }
 
+// Mirror makes every node's containerd pull the images of host (such as ghcr.io) from the
+// test's registry, as a registry mirror does (containerd's hosts.toml, read at each pull): an
+// image pushed there as repo is pulled as host/repo, by tag or by digest, and nothing leaves
+// the machine.
+func (c *Cluster) Mirror(host string) error {
+	files := map[string]string{}
+	for _, n := range c.Nodes {
+		files[filepath.Join(n.Dir(), "containerd", "certs.d", host, "hosts.toml")] = mirrorHosts(host, c.Registry.Host)
+	}
+	return writeFiles(files)
+}
+
 // RepoFile is the path of a file of the repository, such as manifests/replace-node.
 func (c *Cluster) RepoFile(elem ...string) string {
 	return filepath.Join(append([]string{c.repo}, elem...)...)

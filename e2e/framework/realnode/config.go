@@ -45,6 +45,12 @@ func registryHosts(registry string) string {
 	return fmt.Sprintf("server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", registry)
 }
 
+// mirrorHosts sends containerd's pulls of host's images to the registry (host:port, plain
+// HTTP) first; host itself stays the server, as with a mirror of a public registry.
+func mirrorHosts(host, registry string) string {
+	return fmt.Sprintf("server = \"https://%s\"\n\n[host.\"http://%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", host, registry)
+}
+
 // cniConfig: one bridge with host-local addresses, pods masqueraded to the node's address.
 const cniConfig = `{
   "cniVersion": "1.0.0",

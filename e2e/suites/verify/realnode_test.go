@@ -34,7 +34,7 @@ const missingName = "nodeready-e2e.default.svc.cluster.local"
 // TestRealNode runs nodeready as users do: `kubectl apply -f manifests/` with the shipped
 // ConfigMap (only the image reference and pull policy changed), on a real kubelet with
 // containerd and runc, a bridge network, kube-proxy and CoreDNS. The scenarios run in order on
-// the one node.
+// the one node; the last installs the release that `make release` builds (release_test.go).
 func TestRealNode(t *testing.T) {
 	c := framework.New(t, framework.Options{RealNodes: &framework.RealNodes{}}).Real()
 	pods := watchAgentPods(t, c)
@@ -195,6 +195,11 @@ func TestRealNode(t *testing.T) {
 		assert.Len(t, s.Spec.Devices, 2)
 		require.Len(t, s.OwnerReferences, 1)
 		assert.Equal(t, "Node", s.OwnerReferences[0].Kind, "the helper publishes slices owned by the node")
+	})
+
+	// The release, last: it replaces the install above with the release's own artefacts.
+	t.Run("the release installs as the install guide says", func(t *testing.T) {
+		testRelease(t, c, pods)
 	})
 }
 
