@@ -234,3 +234,56 @@ func TestUnansweredReleaseSeenAtTheSIGTERM(t *testing.T) {
 	assert.Equal(t, string(wellknown.Verified), c.condition(t).Reason)
 	assert.Equal(t, []string{"Verified"}, c.eventReasons(t))
 }
+
+// TestTakingBackNeverOutlivesALateRelease: the release's write got no answer, the node could
+// not be read, and the taking back of its condition could not be written either, so it
+// waits for the next round. Meanwhile the write, stored late, landed: the node is released
+// with the release's condition. The taking back, written again, must not land over it: it is
+// written as the first was, fenced by a read of the node, which shows the release, so nothing
+// is written and the next round reports the release. Never a node labelled with a condition
+// that says it is not released (a 5000-node burst left 25 of them before).
+func TestTakingBackNeverOutlivesALateRelease(t *testing.T) {
+	c := newCluster(heldNode())
+	var trouble atomic.Bool // reads and condition writes get no answer
+	var refused atomic.Int32
+	var mu sync.Mutex
+	var release k8stesting.Action
+	c.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		switch {
+		case a.GetSubresource() == "" && release == nil:
+			mu.Lock()
+			release = a.DeepCopy()
+			mu.Unlock()
+			trouble.Store(true)
+			return true, nil, noAnswer
+		case a.GetSubresource() == "status" && trouble.Load():
+			refused.Add(1)
+			return true, nil, noAnswer
+		}
+		return false, nil, nil
+	})
+	c.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if trouble.Load() {
+			refused.Add(1)
+			return true, nil, noAnswer
+		}
+		return false, nil, nil
+	})
+	r := runNew(t, c, passing, map[string]string{"RETRY_BACKOFF_BASE": "200ms", "RETRY_BACKOFF_MAX": "200ms"})
+
+	// The release looked for (a read) and taken back (a read, then the condition's write
+	// again), all without an answer.
+	waitFor(t, "the taking back failed", func() bool { return refused.Load() >= 3 })
+	mu.Lock()
+	_, err := c.apply(release)
+	mu.Unlock()
+	require.NoError(t, err, "the late write lands: the release's condition is still on the node")
+	require.Contains(t, c.node(t).Labels, "node-ready/verified")
+	trouble.Store(false)
+
+	waitFor(t, "verified", func() bool { return isVerified(r.Agent) })
+	require.NoError(t, r.stop(t))
+	assert.Equal(t, string(wellknown.Verified), c.condition(t).Reason, "a released node's condition")
+	assert.NotContains(t, c.reasons(), string(wellknown.Verifying), "a taking back written over the late release")
+	assert.Equal(t, []string{"Verified"}, c.eventReasons(t))
+}

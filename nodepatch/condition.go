@@ -18,8 +18,24 @@ import (
 // so the kubelet's and other reporters' conditions are untouched and no lock
 // is needed. It reads the node only when no read is at hand from Release.
 // A message longer than wellknown.MaxMessage is cut.
+//
+// While a release's write that got no answer may still land, a condition that
+// says the node is not released is written as Withdraw writes it, fenced by the
+// node's resourceVersion: when the node shows the release landed, nothing is
+// written and the error is ErrReleased, so the node is never labelled with a
+// condition that says otherwise.
 func (p *Patcher) SetCondition(ctx context.Context, c wellknown.Condition) (bool, error) {
 	c.Message = wellknown.Truncate(c.Message, wellknown.MaxMessage)
+	if c.Status != corev1.ConditionTrue && p.outstanding.Load() {
+		released, err := p.Withdraw(ctx, c)
+		switch {
+		case err != nil:
+			return false, err
+		case released:
+			return false, ErrReleased
+		}
+		return true, nil
+	}
 	node := p.last
 	if node == nil {
 		var err error

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +60,9 @@ var (
 	// ErrNotConfirmed: the write went through but the node it stored is not
 	// verified (an admission plugin put the taint back or dropped the label).
 	ErrNotConfirmed = errors.New("the node as written is not verified")
+	// ErrReleased: a condition saying the node is not released was not written,
+	// as the node shows that a release whose write got no answer landed after all.
+	ErrReleased = errors.New("not written: the node shows a release that got no answer landed")
 )
 
 // Spec is what a verified node looks like.
@@ -100,6 +104,11 @@ type Patcher struct {
 	writtenRestarts int64
 	// view is the watch of the node, when Watch started one.
 	view *view
+	// outstanding: a release's write got no answer and may still land, and no
+	// condition written since fences it off (Withdraw). Until then a condition that
+	// says the node is not released is written as Withdraw writes it (SetCondition),
+	// or the late label would land beside it.
+	outstanding atomic.Bool
 	// value is the label value of the last release: LabelValue, or wellknown.FailedOpenValue after
 	// FailOpen. Settle releases again with it.
 	value string

@@ -64,6 +64,7 @@ func (p *Patcher) release(ctx context.Context, value string, c *wellknown.Condit
 		patch := p.plan(node, value, annotations)
 		if patch == nil {
 			p.confirmedRV = node.ResourceVersion
+			p.outstanding.Store(false)
 			return nil
 		}
 		if tested != nil && equality.Semantic.DeepEqual(tested, node.Spec.Taints) {
@@ -129,6 +130,7 @@ func (p *Patcher) release(ctx context.Context, value string, c *wellknown.Condit
 		}
 		if err != nil {
 			if unanswered(err) {
+				p.outstanding.Store(true)
 				return fmt.Errorf("patch node %s: %w: %w", p.node, ErrUnknownOutcome, err)
 			}
 			return p.classify("patch", err)
@@ -139,6 +141,7 @@ func (p *Patcher) release(ctx context.Context, value string, c *wellknown.Condit
 			return ErrNotConfirmed
 		}
 		p.confirmedRV = written.ResourceVersion
+		p.outstanding.Store(false)
 		return nil
 	})
 	return outcome, err
@@ -160,9 +163,13 @@ func (p *Patcher) Withdraw(ctx context.Context, c wellknown.Condition) (released
 		}
 		if released = p.Verified(node); released {
 			p.confirmedRV = node.ResourceVersion
+			p.outstanding.Store(false)
 			return nil
 		}
+		// Once the node shows c, a release's write still on its way is refused by its own
+		// test of the condition: nothing is outstanding any more.
 		if _, shows := conditionAt(node, c); shows {
+			p.outstanding.Store(false)
 			return nil
 		}
 		ops, _ := conditionOps(node, c)
@@ -172,6 +179,7 @@ func (p *Patcher) Withdraw(ctx context.Context, c wellknown.Condition) (released
 			return p.classify("patch status of", s.err)
 		}
 		p.wrote(s.node)
+		p.outstanding.Store(false)
 		return nil
 	})
 	return released, err
