@@ -7,6 +7,10 @@
 #   - CoreDNS from e2e/build/coredns into .cache/coredns/<version>/bin;
 #   - flanneld from e2e/build/flannel into .cache/flannel/<version>/bin, with cgo (its udp
 #     backend needs it), for a multi-node real cluster;
+#   - with --kube-router only: kube-router from e2e/build/kube-router into
+#     .cache/kube-router/<version>/bin, the NetworkPolicy engine run beside flannel with only its
+#     firewall on (--run-firewall=true --run-router=false --run-service-proxy=false), and the
+#     Debian package ipset it runs; only what tests the networkpolicy check builds it;
 # and installs what comes from Debian packages when it is missing: runc, the CNI plugins,
 # iptables, conntrack and, for cgo, gcc and libc6-dev (apt-get update once, then apt-get
 # install -y; needs root).
@@ -17,20 +21,23 @@
 # Later runs return at once unless a module these binaries are built from, this script or the
 # Go toolchain changed. Cold, the builds take several minutes on two cores.
 #
-# Usage: scripts/build-node.sh [-f] [--coredns]   (-f rebuilds even when up to date)
+# Usage: scripts/build-node.sh [-f] [--coredns | --kube-router]   (-f rebuilds even when up to date)
 # Prints four lines on stdout: the Kubernetes, containerd, CoreDNS and flannel bin directories.
 # With --coredns it builds CoreDNS alone, needs no root, and prints its bin directory: the
-# scale benchmark runs it as the cluster DNS.
+# scale benchmark runs it as the cluster DNS. With --kube-router it builds kube-router alone,
+# installs ipset when it is missing (as root) and prints kube-router's bin directory.
 set -euo pipefail
 
 force=false
 only_coredns=false
+only_kube_router=false
 for arg in "$@"; do
   case "${arg}" in
     -f | --force) force=true ;;
     --coredns) only_coredns=true ;;
+    --kube-router) only_kube_router=true ;;
     *)
-      echo "usage: $0 [-f] [--coredns]" >&2
+      echo "usage: $0 [-f] [--coredns | --kube-router]" >&2
       exit 2
       ;;
   esac
@@ -103,6 +110,26 @@ build() {
   log "built ${names[*]} in $((SECONDS - start))s"
   exec 9>&-
 }
+
+if [[ "${only_kube_router}" == true ]]; then
+  if ! command -v ipset >/dev/null; then
+    if [[ "$(id -u)" != 0 ]]; then
+      log "missing Debian package ipset; install it as root"
+      exit 1
+    fi
+    log "installing ipset"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ipset >&2
+  fi
+  kube_router_dir="${repo_root}/e2e/build/kube-router"
+  kube_router_version="$(go -C "${kube_router_dir}" list -m -f '{{.Version}}' github.com/cloudnativelabs/kube-router/v2)"
+  kube_router_bin="${repo_root}/.cache/kube-router/${kube_router_version}/bin"
+  build "${kube_router_dir}" "${kube_router_bin}" build \
+    "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=${kube_router_version}" \
+    "kube-router=github.com/cloudnativelabs/kube-router/v2/cmd/kube-router"
+  echo "${kube_router_bin}"
+  exit 0
+fi
 
 coredns_dir="${repo_root}/e2e/build/coredns"
 coredns_version="$(go -C "${coredns_dir}" list -m -f '{{.Version}}' github.com/coredns/coredns)"
