@@ -64,6 +64,7 @@ vet: ## go vet both modules, check formatting and the import rules of DESIGN.md,
 	cd e2e/build/containerd && go mod verify >/dev/null
 	cd e2e/build/coredns && go mod verify >/dev/null
 	cd e2e/build/flannel && go mod verify >/dev/null
+	cd e2e/build/kube-router && go mod verify >/dev/null
 	cd e2e/build/tools/helm && go mod verify >/dev/null
 	helm="$$(scripts/build-tools.sh helm)/helm" && $$helm lint --strict charts/nodeready && \
 		$$helm lint --strict charts/nodeready $(CHART_SWITCHES)
@@ -77,6 +78,7 @@ vet: ## go vet both modules, check formatting and the import rules of DESIGN.md,
 
 # The chart's optional parts, all on: make vet lints the chart with them too.
 CHART_SWITCHES := --set gates.daemonSets.enabled=true --set gates.csi.enabled=true --set gates.dra.enabled=true \
+	--set networkPolicyCanary.enabled=true \
 	--set replaceNode.enabled=true --set startupTaintPolicy.enabled=true --set labelToTaintPolicy.enabled=true \
 	--set podMonitor.enabled=true --set alerts.enabled=true --set grafanaDashboard.enabled=true
 
