@@ -14,8 +14,8 @@ import (
 	"github.com/nodeready/nodeready/e2e/framework"
 )
 
-// TestReleaseReproducible: `make release` in two fresh clones of the commit, at different
-// paths and at different times, gives the same image digest and the same SHA256SUMS, which
+// TestReleaseReproducible: `make release` in two fresh clones of the checkout's commit, at
+// different paths and at different times, gives the same image digest and the same SHA256SUMS, which
 // covers every file of the release, and each SHA256SUMS holds for its files.
 func TestReleaseReproducible(t *testing.T) {
 	if testing.Short() {
@@ -27,11 +27,16 @@ func TestReleaseReproducible(t *testing.T) {
 	if _, err := os.Stat(helm); err != nil {
 		t.Fatalf("helm: %v; run make tools (scripts/build-tools.sh helm) to build it", err)
 	}
+	// One commit for both: others may commit to the checkout while the first build runs.
+	rev, err := exec.CommandContext(t.Context(), "git", "-C", root, "rev-parse", "HEAD").Output()
+	require.NoError(t, err)
 	build := func(name string) (digest, sums string) {
 		t.Helper()
 		clone := filepath.Join(t.TempDir(), name)
-		out, err := exec.CommandContext(t.Context(), "git", "clone", "--quiet", "--no-hardlinks", root, clone).CombinedOutput()
+		out, err := exec.CommandContext(t.Context(), "git", "clone", "--quiet", "--no-hardlinks", "--no-checkout", root, clone).CombinedOutput()
 		require.NoError(t, err, "git clone: %s", out)
+		out, err = exec.CommandContext(t.Context(), "git", "-C", clone, "checkout", "--quiet", strings.TrimSpace(string(rev))).CombinedOutput()
+		require.NoError(t, err, "git checkout: %s", out)
 		// HELM: the one built for this checkout, not a build of it in each clone.
 		cmd := exec.CommandContext(t.Context(), "make", "--no-print-directory", "release", "VERSION="+version, "HELM="+helm)
 		cmd.Dir = clone
