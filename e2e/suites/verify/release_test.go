@@ -112,10 +112,14 @@ func testRelease(t *testing.T, c *realnode.Cluster, pods *podLog) {
 	})
 }
 
-// makeRelease runs `make release` into dist, with the Makefile's defaults but VERSION.
+// makeRelease runs `make release` into dist, with the Makefile's defaults but VERSION and
+// the plugin's platforms: the one this machine runs, which the test installs. The others are
+// the same code cross-compiled (the release workflow builds them all), each a cold build of
+// minutes on a fresh machine.
 func makeRelease(t *testing.T, root, version, dist string) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), "make", "--no-print-directory", "release", "VERSION="+version, "DIST="+dist)
+	cmd := exec.CommandContext(t.Context(), "make", "--no-print-directory", "release", "VERSION="+version, "DIST="+dist,
+		"PLUGIN_PLATFORMS="+runtime.GOOS+"/"+runtime.GOARCH)
 	cmd.Dir = root
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		name, _, _ := strings.Cut(kv, "=")
