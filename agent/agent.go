@@ -93,6 +93,11 @@ type Agent struct {
 	// failure action was withheld, told in an Event, so a repeating one is not
 	// told every round.
 	told struct{ release, replace, shared string }
+	// held is what the last held round's condition said, by its reason and the
+	// checks it named (heldKey): a round that fails the same checks the same way
+	// writes it again only when it differs in that, not for each new error text,
+	// which on a loaded API server is every round.
+	held string
 	// fleet reads the other nodes' evidence before a failure action, and writes
 	// this node's.
 	fleet *fleet

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -174,4 +176,18 @@ func TestHeldNodeSaysWhyFromTheFirstRound(t *testing.T) {
 	r = runNew(t, c, passing)
 	waitFor(t, "released", func() bool { return isVerified(r.Agent) })
 	assert.Equal(t, []string{string(wellknown.Verified)}, c.reasons(), "the success path writes the release's condition only")
+}
+
+// TestHeldConditionFollowsTheChecksNotTheirErrorTexts: a held node whose check fails with
+// another error text each round (a timeout's, on a loaded API server) writes its condition
+// once: it says which checks fail and why, and the next rounds' texts add nothing worth a
+// write each (a 5000-node burst wrote 6 a node).
+func TestHeldConditionFollowsTheChecksNotTheirErrorTexts(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "changing")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\necho \"attempt $(date +%s%N)\"\nexit 1\n"), 0o755))
+	c := newCluster(heldNode())
+	r := runNew(t, c, map[string]string{"CHECKS": "command", "CHECK_COMMAND": script, "MAX_RETRIES": "1000"})
+	waitFor(t, "more rounds", func() bool { return rounds(r.Agent) >= 4 })
+	assert.Equal(t, []string{string(wellknown.ChecksFailing)}, c.reasons(), "written once while the same check fails")
+	assert.Contains(t, c.condition(t).Message, "attempt ", "the first round's error, with its text")
 }

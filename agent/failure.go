@@ -41,7 +41,11 @@ func (a *Agent) carryOut(ctx context.Context, log zerolog.Logger, d decision, r 
 		// Held from the first round with problems on: the condition says so and why,
 		// not only once the failure is recorded. A round that passes writes nothing more.
 		cond := a.state.heldCondition(r)
-		a.tell(ctx, log, told{condition: &cond})
+		now := a.condition.Current()
+		if key := heldKey(cond, r); key != a.held || now.Reason != cond.Reason || now.Status != cond.Status {
+			a.held = key
+			a.tell(ctx, log, told{condition: &cond})
+		}
 	case d.follow:
 		// The condition follows the latest round: checks that healed, others that
 		// fail now, a release refused once the checks pass. Written only when it
@@ -209,4 +213,18 @@ func (a *Agent) retaint(ctx context.Context) {
 			condition: &wellknown.Condition{Status: corev1.ConditionFalse, Reason: wellknown.Verifying, Message: "Verifying the node again"},
 		})
 	}
+}
+
+// heldKey says what a held round's condition tells beyond its error texts: its reason
+// and the checks it names, this node's, those of unknown owner and the misconfigured.
+func heldKey(c wellknown.Condition, r result) string {
+	named := func(problems []string) string {
+		names := make([]string, 0, len(problems))
+		for _, p := range problems {
+			name, _, _ := strings.Cut(p, ":")
+			names = append(names, name)
+		}
+		return strings.Join(names, ",")
+	}
+	return strings.Join([]string{string(c.Reason), string(c.Status), named(r.failing), named(r.unattributed), named(r.misconfigured)}, "|")
 }

@@ -60,6 +60,14 @@ func (w *ConditionWriter) Set(ctx context.Context, log zerolog.Logger, c wellkno
 	w.Flush(ctx, log)
 }
 
+// Current returns the condition the node shows, or will once a pending write lands.
+func (w *ConditionWriter) Current() wellknown.Condition {
+	if w.pending != nil {
+		return w.pending.Condition
+	}
+	return w.shown
+}
+
 // Replace reports c in place of any pending condition, and tries it now even
 // when a write failed this round: the release's condition.
 func (w *ConditionWriter) Replace(ctx context.Context, log zerolog.Logger, c wellknown.Condition) {
