@@ -341,6 +341,9 @@ func TestLabelToTaintWithTheAgent(t *testing.T) {
 	requireMutatingAdmissionPolicyV1(t, admin)
 	installLabelToTaint(t, cp, filepath.Join("..", "..", "..", "manifests", "label-to-taint"))
 	install(t, cp, "startup-taint.yaml", nil)
+	// The rule's taint is a pool's: the agent lists the tolerations it needs, and this one
+	// is added as manifests/label-to-taint/README.md tells users to.
+	fw.TolerateKey(ciTaint.Key)
 
 	// Registered without taints of its own: both come from the policies.
 	f := fw.NewFleet("l2t")
