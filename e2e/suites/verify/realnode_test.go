@@ -137,6 +137,14 @@ func TestRealNode(t *testing.T) {
 				return strings.Contains(agentLog(t, c, pod, 1), "Restarted in the same pod")
 			})
 			assert.True(t, tainted(getNode(t, c)), "still held")
+			// The restarted process counts its rounds anew: ChecksFailing from its first,
+			// ChecksFailed again after MAX_RETRIES. Once it has, its rounds write nothing
+			// more while the same check fails, so the next test sees only its own doing.
+			restarted := cs.State.Running.StartedAt
+			poll(t, 2*time.Minute, "the failure recorded again by the restarted agent", func() bool {
+				cond := framework.AgentCondition(getNode(t, c))
+				return cond != nil && cond.Reason == "ChecksFailed" && !cond.LastHeartbeatTime.Before(&restarted)
+			})
 		})
 
 		t.Run("the pod deleted during its checks writes nothing and exits 0", func(t *testing.T) {
