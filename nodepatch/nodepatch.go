@@ -104,8 +104,9 @@ type Patcher struct {
 	writtenRestarts int64
 	// view is the watch of the node, when Watch started one.
 	view *view
-	// outstanding: a release's write got no answer and may still land, and no
-	// condition written since fences it off (Withdraw). Until then a condition that
+	// outstanding: a release's write got no answer and may still land (or has
+	// landed, as a read found), and no condition written since fences it off
+	// (Withdraw); only a release that sees the node released lifts it. Until then a condition that
 	// says the node is not released is written as Withdraw writes it (SetCondition),
 	// or the late label would land beside it.
 	outstanding atomic.Bool

@@ -162,8 +162,9 @@ func (p *Patcher) Withdraw(ctx context.Context, c wellknown.Condition) (released
 			return err
 		}
 		if released = p.Verified(node); released {
+			// The fence stays: a condition saying otherwise, still pending with its writer,
+			// must never land on the released node. The release's own path lifts it.
 			p.confirmedRV = node.ResourceVersion
-			p.outstanding.Store(false)
 			return nil
 		}
 		// Once the node shows c, a release's write still on its way is refused by its own

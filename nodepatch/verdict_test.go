@@ -1,6 +1,7 @@
 package nodepatch
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -125,5 +126,37 @@ func TestReleaseWithRefusedIsWithdrawn(t *testing.T) {
 	assert.True(t, released, "a released node")
 	for _, a := range client.Actions()[writes:] {
 		assert.NotEqual(t, "patch", a.GetVerb(), "a write to a released node")
+	}
+}
+
+// TestConditionNeverOverALateRelease: a release's write got no answer and landed later. Every
+// condition saying the node is not released is refused from then on (ErrReleased), the second
+// as the first: finding the node released once does not lift the fence, or the taking back
+// still pending would be written over the label at the next try (a 5000-node burst left a node
+// labelled with Verifying so).
+func TestConditionNeverOverALateRelease(t *testing.T) {
+	node := newNode(nil, startup)
+	node.Status.Conditions = []corev1.NodeCondition{ready}
+	p, client := newPatcher(t, node)
+	var late k8stesting.Action
+	client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "" && late == nil {
+			late = a.DeepCopy()
+			return true, nil, context.DeadlineExceeded
+		}
+		return false, nil, nil
+	})
+	_, err := p.ReleaseWith(t.Context(), verified, nil)
+	require.ErrorIs(t, err, ErrUnknownOutcome)
+	// The write lands late: the node is released, with the release's condition.
+	_, err = client.Invokes(late, nil)
+	require.NoError(t, err)
+	require.Contains(t, getNode(t, client).Labels, "node-ready/verified")
+
+	takeBack := wellknown.Condition{Status: corev1.ConditionFalse, Reason: wellknown.Verifying, Message: "not released yet"}
+	for try := range 2 {
+		_, err := p.SetCondition(t.Context(), takeBack)
+		require.ErrorIs(t, err, ErrReleased, "try %d", try)
+		assert.Equal(t, corev1.ConditionTrue, getNode(t, client).Status.Conditions[1].Status, "try %d: the release's condition stays", try)
 	}
 }
