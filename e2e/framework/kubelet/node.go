@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -204,32 +206,56 @@ func (k *Kubelet) every(ctx context.Context, interval time.Duration, failure, no
 
 // updateNodeStatus refreshes the node's conditions, which the node lifecycle controller and
 // the scheduler read, and reports its capacity and allocatable resources, with what the test
-// set through SetCondition and SetAllocatable.
+// set through SetCondition and SetAllocatable. It writes as the kubelet does
+// (k8s.io/component-helpers/node/util.PatchNodeStatus): a strategic merge patch of the status
+// from the node it read, with no resourceVersion, so that no other writer of the node (the
+// agent, a CNI, the tests' writers) can make it fail with a conflict, as an update did.
 func (k *Kubelet) updateNodeStatus(ctx context.Context, name string) error {
 	k.mu.Lock()
 	n := k.nodes[name]
 	k.mu.Unlock()
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := k.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		var conds []corev1.NodeCondition
-		var alloc, capa corev1.ResourceList
-		if n != nil {
-			conds, alloc, capa = n.overrides()
-		}
-		node.Status.Conditions = setConditions(node.Status.Conditions, withOverrides(healthyConditions(), conds), metav1.Now())
-		if n != nil && n.adopted {
-			adoptedStatus(&node.Status, k.opts.Version)
-		} else {
-			node.Status.Capacity, node.Status.Allocatable = capacity.DeepCopy(), capacity.DeepCopy()
-		}
-		maps.Copy(node.Status.Allocatable, alloc)
-		maps.Copy(node.Status.Capacity, capa)
-		_, err = k.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	old, err := k.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
 		return err
-	})
+	}
+	node := old.DeepCopy()
+	var conds []corev1.NodeCondition
+	var alloc, capa corev1.ResourceList
+	if n != nil {
+		conds, alloc, capa = n.overrides()
+	}
+	node.Status.Conditions = setConditions(node.Status.Conditions, withOverrides(healthyConditions(), conds), metav1.Now())
+	if n != nil && n.adopted {
+		adoptedStatus(&node.Status, k.opts.Version)
+	} else {
+		node.Status.Capacity, node.Status.Allocatable = capacity.DeepCopy(), capacity.DeepCopy()
+	}
+	maps.Copy(node.Status.Allocatable, alloc)
+	maps.Copy(node.Status.Capacity, capa)
+	return k.patchStatus(ctx, old, node)
+}
+
+// patchStatus sends the status of node as a strategic merge patch from old. It is
+// PatchNodeStatus with a context, so that a stopped node's heartbeat does not wait on a
+// frozen API server; the kubelet simulated never changes a node's addresses, the one field
+// PatchNodeStatus has to patch by hand.
+func (k *Kubelet) patchStatus(ctx context.Context, old, node *corev1.Node) error {
+	from, err := json.Marshal(old)
+	if err != nil {
+		return err
+	}
+	diff := node.DeepCopy()
+	diff.Spec = old.Spec // only status and metadata
+	to, err := json.Marshal(diff)
+	if err != nil {
+		return err
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(from, to, corev1.Node{})
+	if err != nil {
+		return err
+	}
+	_, err = k.client.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
 }
 
 // SetCondition makes the node report the condition typ with status from now on, as a node

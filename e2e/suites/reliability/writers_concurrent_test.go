@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,7 +13,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/e2e/framework"
 	"github.com/nodeready/nodeready/internal/wellknown"
@@ -42,6 +46,13 @@ func TestConcurrentWriters(t *testing.T) {
 	// A short settle window: the agents' watch is not what this test is about, and each
 	// re-verification waits for the previous agent to end.
 	names := f.addNodes(t, "", nodes, framework.NodeOptions{Env: map[string]string{"SETTLE_TIME": "2s"}}, nil)
+	// The API server's TaintNodesByCondition admission gives each new Node the not-ready
+	// NoSchedule taint, and the node lifecycle controller removes it with a patch checked on
+	// the resourceVersion. Writers at full speed starve that patch for as long as they write
+	// (seven of ten nodes kept the taint for two minutes in one run), and the agent, which
+	// lists its tolerations, waits for it like any other pod. The writers start on nodes
+	// the cluster has made schedulable, as a real node's writers slow down once it joined.
+	require.NoError(t, waitSchedulable(ctx, client, names))
 
 	stop := make(chan struct{})
 	var writing sync.WaitGroup
@@ -150,4 +161,24 @@ func formatCodes(codes map[int]int) string {
 		parts = append(parts, fmt.Sprintf("%d: %d", c, codes[c]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// waitSchedulable waits until the node lifecycle controller has taken the registration's
+// not-ready taint off every node.
+func waitSchedulable(ctx context.Context, client kubernetes.Interface, names []string) error {
+	for _, n := range names {
+		var taints []corev1.Taint
+		err := wait.PollUntilContextTimeout(ctx, framework.PollInterval, framework.WaitTimeout, true, func(ctx context.Context) (bool, error) {
+			node, err := client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			taints = node.Spec.Taints
+			return !slices.ContainsFunc(taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady }), nil
+		})
+		if err != nil {
+			return fmt.Errorf("node %s kept the not-ready taint; taints %v: %w", n, taints, err)
+		}
+	}
+	return nil
 }
