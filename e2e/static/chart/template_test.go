@@ -109,9 +109,25 @@ func TestSwitches(t *testing.T) {
 			// monitoring/podmonitor.yaml: scraped agents wait for a last scrape, as after
 			// kubectl apply -f manifests/monitoring/ and with the monitoring component.
 			want := chart.ManifestObjects(t, append([]string{"*.yaml"}, tc.files...)...)
+			if slices.Contains(tc.flags, dedicatedRule) {
+				tolerateRule(t, want)
+			}
 			assertSameObjects(t, want, render(t, tc.flags...))
 		})
 	}
+}
+
+// tolerateRule adds to the DaemonSet of want what the chart adds for dedicatedRule, after the
+// startup taint's toleration: the rule's taint, which `kubectl apply -f manifests/` users
+// add themselves (manifests/label-to-taint/README.md).
+func tolerateRule(t *testing.T, want map[string]chart.Object) {
+	t.Helper()
+	ds := want["apps/v1 DaemonSet kube-system/nodeready"]
+	require.NotNil(t, ds)
+	spec := ds["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	tolerations := spec["tolerations"].([]any)
+	rule := map[string]any{"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"}
+	spec["tolerations"] = append([]any{tolerations[0], rule}, tolerations[1:]...)
 }
 
 // dedicatedRule is the rule of manifests/label-to-taint/, values.yaml's commented example:

@@ -473,8 +473,9 @@ func ownTolerations(keys ...string) []corev1.Toleration {
 }
 
 // TestTolerations: the agent pods tolerate config.taintKey's taint, each of
-// config.extraTaints and every NoExecute taint, then the values' tolerations; not a joining
-// node's not-ready taint nor a pool's NoSchedule taint. tolerateAll tolerates every taint.
+// config.extraTaints, the taints of labelToTaintPolicy.rules when the policy is on, and every
+// NoExecute taint, then the values' tolerations; not a joining node's not-ready taint nor a
+// pool's NoSchedule taint. tolerateAll tolerates every taint.
 // NodeReadyHeldWithoutAgent waits alerts.heldWithoutAgentFor and selects the agent pods by
 // the release's namespace and DaemonSet.
 func TestTolerations(t *testing.T) {
@@ -497,6 +498,18 @@ func TestTolerations(t *testing.T) {
 		corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}), ts)
 	assert.True(t, tolerated(ts, gpu), "the pool's taint, listed")
 	assert.False(t, tolerated(ts, notReady))
+
+	// The taints the chart's own label-to-taint rules give: the agent must reach those nodes.
+	ci := corev1.Taint{Key: "dedicated", Value: "ci", Effect: corev1.TaintEffectNoSchedule}
+	rules := `labelToTaintPolicy.rules=[{"label":"dedicated","value":"ci","taint":{"key":"dedicated","value":"ci","effect":"NoSchedule"}}]`
+	ts = daemonSet(t, render(t, "--set", "labelToTaintPolicy.enabled=true", "--set-json", rules)).Spec.Template.Spec.Tolerations
+	assert.Equal(t, append(ownTolerations(wellknown.TaintKey)[:1],
+		corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "ci", Effect: corev1.TaintEffectNoSchedule},
+		ownTolerations(wellknown.TaintKey)[1]), ts)
+	assert.True(t, tolerated(ts, ci), "the label-to-taint rule's taint")
+	assert.False(t, tolerated(ts, gpu), "another value's taint")
+	ts = daemonSet(t, render(t, "--set-json", rules)).Spec.Template.Spec.Tolerations
+	assert.False(t, tolerated(ts, ci), "rules without the policy give no taint")
 
 	ts = daemonSet(t, render(t, "--set", "tolerateAll=true")).Spec.Template.Spec.Tolerations
 	assert.Equal(t, []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, ts)

@@ -126,6 +126,14 @@ func TestOverlays(t *testing.T) {
 			"  {'label': 'example.com/pool', 'value': 'gpu', 'taintKey': 'nvidia.com/gpu', 'taintValue': 'present', 'taintEffect': 'NoSchedule'}\n"+
 			"]", variable(t, mp, "rules"))
 		assert.Equal(t, "'"+wellknown.TaintKey+"'", variable(t, mp, "startupTaintKey"))
+		// The agent reaches the nodes each rule taints.
+		tolerations, _, _ := unstructured.NestedSlice(find(t, objs, "DaemonSet", "nodeready").Object, "spec", "template", "spec", "tolerations")
+		for _, taint := range []map[string]any{
+			{"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"},
+			{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+		} {
+			assert.Contains(t, tolerations, taint)
+		}
 	})
 
 	t.Run("a namePrefix and another namespace: the policies still guard the agent's ServiceAccount", func(t *testing.T) {
