@@ -83,8 +83,11 @@ type Agent struct {
 	metrics   *metrics
 	// started is when the agent first started in this pod (STATE_DIR), from
 	// which the timers count.
-	started  time.Time
-	verified atomic.Bool
+	started time.Time
+	// roundsBefore are the rounds earlier containers of this pod ran (STATE_DIR):
+	// MAX_RETRIES counts on from them.
+	roundsBefore int
+	verified     atomic.Bool
 	// policy is the failure policy's part of the configuration (decide).
 	policy policy
 	// state is the run state that decide moves from round to round.
@@ -132,6 +135,12 @@ func New(cfg config.Config, log zerolog.Logger, clients Clients, build BuildInfo
 		log.Info().Time("first_start", first).Dur("since", started.Sub(first).Round(time.Millisecond)).
 			Msg("Restarted in the same pod, the timers count from its first start")
 	}
+	before, err := roundsBefore(cfg.StateDir)
+	if err != nil {
+		log.Warn().Err(err).Msg("Could not use STATE_DIR, the rounds count from this start")
+	} else if before > 0 {
+		log.Info().Int("rounds_before", before).Msg("Restarted in the same pod, MAX_RETRIES counts on from its earlier rounds")
+	}
 	fl := newFleet(cfg, clients.Kube)
 	spec := nodepatch.Spec{
 		Taints:     cfg.StartupTaints,
@@ -145,19 +154,20 @@ func New(cfg config.Config, log zerolog.Logger, clients Clients, build BuildInfo
 	write, events, shutdown := writers(cfg, log, clients.Kube, p, spec)
 	m := newMetrics(build, first)
 	return &Agent{
-		cfg:       cfg,
-		log:       log,
-		checks:    list,
-		read:      holdReader{nodeReader: p, hold: m.hold},
-		write:     write,
-		dynamic:   clients.Dynamic,
-		events:    events,
-		condition: report.NewConditionWriter(write),
-		metrics:   m,
-		started:   first,
-		policy:    policyOf(cfg),
-		fleet:     fl,
-		shutdown:  shutdown,
+		cfg:          cfg,
+		log:          log,
+		checks:       list,
+		read:         holdReader{nodeReader: p, hold: m.hold},
+		write:        write,
+		dynamic:      clients.Dynamic,
+		events:       events,
+		condition:    report.NewConditionWriter(write),
+		metrics:      m,
+		started:      first,
+		roundsBefore: before,
+		policy:       policyOf(cfg),
+		fleet:        fl,
+		shutdown:     shutdown,
 	}, nil
 }
 
@@ -259,10 +269,10 @@ func (a *Agent) observe(ctx context.Context, log zerolog.Logger) {
 // the failure action.
 func (a *Agent) verify(ctx context.Context) bool {
 	delays := newBackoff(a.cfg)
-	for round := 1; ; round++ {
+	for round := a.roundsBefore + 1; ; round++ {
 		a.condition.NextRound()
 		log := a.log.With().Int("attempt", round).Logger()
-		if round == 1 {
+		if round == a.roundsBefore+1 {
 			a.timeline.firstRound = time.Now()
 		} else {
 			a.condition.Flush(ctx, log)
@@ -278,6 +288,9 @@ func (a *Agent) verify(ctx context.Context) bool {
 			return a.releasedLate(ctx, log)
 		case r.verdict == problems:
 			a.observe(ctx, log)
+		}
+		if err := recordRounds(a.cfg.StateDir, round); err != nil && round == a.roundsBefore+1 {
+			log.Warn().Err(err).Msg("Could not record the rounds in STATE_DIR, a restarted container will count MAX_RETRIES anew")
 		}
 		d := decide(a.state, r, round, time.Since(a.started), a.policy)
 		if a.carryOut(ctx, log, d, r, round) {

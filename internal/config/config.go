@@ -48,7 +48,7 @@ type Config struct {
 
 	CheckNames envvar.List `envconfig:"CHECKS" default:"dns,tcp,apiserver,clock,endpoints" desc:"Checks to run, comma-separated:"`
 
-	StateDir    string        `envconfig:"STATE_DIR" desc:"Directory that outlives a container restart (an emptyDir of the pod): the agent records its first start there, so INITIAL_TIMEOUT, FAIL_OPEN_AFTER and MIN_HOLD_TIME count from the pod's first start, not the container's; empty counts from the process start"`
+	StateDir    string        `envconfig:"STATE_DIR" desc:"Directory that outlives a container restart (an emptyDir of the pod): the agent records its first start there, so INITIAL_TIMEOUT, FAIL_OPEN_AFTER and MIN_HOLD_TIME count from the pod's first start, not the container's, and its rounds, so MAX_RETRIES counts on; empty counts from the process start"`
 	MinHoldTime time.Duration `envconfig:"MIN_HOLD_TIME" default:"0s" desc:"Keep the node tainted at least this long after the agent first started in its pod, for caches that need time; checks that pass earlier run once more when it ends; 0s turns it off"`
 
 	FailureAction         string        `envconfig:"FAILURE_ACTION" default:"keep-tainted" desc:"What a failed verification of a node nodeready holds (it had the startup taint when the agent started) does: keep-tainted (keep checking), fail-open (release after FAIL_OPEN_AFTER) or replace-node (delete the node's Karpenter NodeClaim, else the Node, never a control-plane node; needs manifests/replace-node/); a misconfiguration (a refused release or check) never brings it on"`

@@ -137,13 +137,16 @@ func TestRealNode(t *testing.T) {
 				return strings.Contains(agentLog(t, c, pod, 1), "Restarted in the same pod")
 			})
 			assert.True(t, tainted(getNode(t, c)), "still held")
-			// The restarted process counts its rounds anew: ChecksFailing from its first,
-			// ChecksFailed again after MAX_RETRIES. Once it has, its rounds write nothing
-			// more while the same check fails, so the next test sees only its own doing.
-			restarted := cs.State.Running.StartedAt
+			// The restarted process counts its rounds on from the pod's (STATE_DIR): its
+			// first round records the failure again, and the node never goes back to
+			// ChecksFailing as if it had just joined. Once recorded, its rounds write
+			// nothing more while the same check fails, so the next test sees only its own doing.
+			restarted := cs.State.Running.StartedAt.Time
 			poll(t, 2*time.Minute, "the failure recorded again by the restarted agent", func() bool {
 				cond := framework.AgentCondition(getNode(t, c))
-				return cond != nil && cond.Reason == "ChecksFailed" && !cond.LastHeartbeatTime.Before(&restarted)
+				require.NotNil(t, cond)
+				require.Equal(t, "ChecksFailed", cond.Reason, "the restarted agent counted its rounds anew")
+				return slices.Contains(nodeEventReasons(t, c, restarted), "VerificationFailed")
 			})
 		})
 

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -51,4 +52,47 @@ func firstStart(dir string, started time.Time) (time.Time, error) {
 		return started, fmt.Errorf("first start %s recorded in %s is after this start", first.Format(time.RFC3339), path)
 	}
 	return first, nil
+}
+
+// roundsFile, in STATE_DIR, holds how many rounds of checks the agents of this
+// pod have run, so that a container restarted in the pod counts MAX_RETRIES on:
+// a node whose failure was recorded keeps saying so (ChecksFailed), instead of
+// ChecksFailing again for MAX_RETRIES rounds as if it had just joined.
+const roundsFile = "rounds"
+
+// roundsBefore returns the rounds recorded in dir by earlier containers of the
+// pod: 0 when dir is empty or nothing is recorded, and err says why when a
+// record could not be used.
+func roundsBefore(dir string) (int, error) {
+	if dir == "" {
+		return 0, nil
+	}
+	data, err := os.ReadFile(filepath.Join(dir, roundsFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("read rounds (STATE_DIR): %w", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("read rounds from %s: not a count: %q", filepath.Join(dir, roundsFile), strings.TrimSpace(string(data)))
+	}
+	return n, nil
+}
+
+// recordRounds records n rounds in dir, whole (a temporary file renamed), as
+// firstStart records the first start.
+func recordRounds(dir string, n int) error {
+	if dir == "" {
+		return nil
+	}
+	path := filepath.Join(dir, roundsFile)
+	if err := os.WriteFile(path+".tmp", []byte(strconv.Itoa(n)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("record rounds (STATE_DIR): %w", err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return fmt.Errorf("record rounds (STATE_DIR): %w", err)
+	}
+	return nil
 }

@@ -79,3 +79,25 @@ func TestTimersSurviveContainerRestart(t *testing.T) {
 	assert.GreaterOrEqual(t, held, time.Hour, "counted from this container's start")
 	assert.Equal(t, wellknown.FailedOpenValue, c.node(t).Labels["node-ready/verified"])
 }
+
+// TestRoundsSurviveContainerRestart: a container restarted in the same pod (OOM
+// kill, liveness restart) counts MAX_RETRIES on from the rounds before it, so a
+// node whose failure was recorded keeps saying ChecksFailed. Before, the new
+// container's first rounds wrote ChecksFailing again, as for a node that just
+// joined, until MAX_RETRIES more rounds had failed.
+func TestRoundsSurviveContainerRestart(t *testing.T) {
+	env := with(failing, map[string]string{"STATE_DIR": t.TempDir(), "MAX_RETRIES": "3", "INITIAL_TIMEOUT": "30m"})
+	c := newCluster(heldNode())
+	first := runNew(t, c, env)
+	waitFor(t, "the failure recorded", func() bool { return failures(first.Agent) == 1 })
+	require.NoError(t, first.stop(t))
+	recorded := c.reasons()
+	require.Equal(t, string(wellknown.ChecksFailed), recorded[len(recorded)-1])
+
+	second := runNew(t, c, env)
+	waitFor(t, "the restarted container's first rounds", func() bool { return rounds(second.Agent) >= 2 })
+	require.NoError(t, second.stop(t))
+	assert.Equal(t, 1.0, failures(second.Agent), "recorded at its first round: the rounds before it count")
+	assert.Equal(t, recorded, c.reasons()[:len(recorded)])
+	assert.NotContains(t, c.reasons()[len(recorded):], string(wellknown.ChecksFailing), "the node said ChecksFailing again after its failure was recorded")
+}
