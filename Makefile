@@ -104,9 +104,9 @@ karpenter: ## Build Karpenter with its kwok provider (from e2e/build/karpenter/g
 # Two lanes side by side, each one e2e package at a time (-p 1): the packages on real nodes
 # (datapath and verify, which take the machine's one real-node lock in turn), then the version
 # matrix; and every other package, on simulated nodes. Each package starts its own control plane
-# and agents; no test asserts a duration (the benchmarks measure speed), so two at once cost
-# only the wall time they save: about 20 min of a fresh make test. A failing lane lets the
-# other finish, and both lanes' output stays in the log.
+# and agents; no test asserts a duration (the benchmarks measure speed), so two at once only
+# shorten the wall time. A failing lane lets the other finish, and both lanes' output stays
+# in the log.
 E2E_REAL_PKGS := ./suites/datapath/ ./suites/verify/
 e2e_go_test = cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready NODEREADY_PLUGIN_BIN=$(CURDIR)/bin/kubectl-nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT)
 
