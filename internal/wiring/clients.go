@@ -18,26 +18,9 @@ import (
 	"github.com/nodeready/nodeready/internal/kube"
 )
 
-// The agent's own request rate, as the kubelet's defaults (--kube-api-qps 50,
-// --kube-api-burst 100). Its requests are few and paced by its rounds, and the API
-// server's Priority and Fairness is what protects it from every agent together.
-// client-go's default bucket, 5 a second in bursts of 10, only made an agent wait on
-// itself: in a burst of 5000 new nodes, its retries after 429s emptied the bucket and
-// a write whose wait would outlast its deadline failed at once ("client rate limiter
-// Wait returned an error: context deadline exceeded"), so releases went unconfirmed.
-const (
-	agentQPS   = 50
-	agentBurst = 100
-)
-
 // NewClients builds the agent's clients from cfg: the typed clients of internal/kube,
 // which prefer protobuf for the built-in types as client-go's generated clients do.
-// A cfg without a rate limit gets the agent's (agentQPS, agentBurst).
 func NewClients(cfg *rest.Config) (agent.Clients, error) {
-	if cfg.QPS == 0 && cfg.RateLimiter == nil {
-		cfg = rest.CopyConfig(cfg)
-		cfg.QPS, cfg.Burst = agentQPS, agentBurst
-	}
 	typed, err := kube.NewForConfig(cfg)
 	if err != nil {
 		return agent.Clients{}, err
