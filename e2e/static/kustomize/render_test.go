@@ -82,6 +82,7 @@ func TestOverlays(t *testing.T) {
 		inits, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "initContainers")
 		require.NotEmpty(t, inits)
 		assert.Equal(t, "nodeready-bin", inits[0].(map[string]any)["name"], "the binary is copied first")
+		assertNoCPULimit(t, ds)
 	})
 	t.Run("optional", func(t *testing.T) {
 		objs := render(t, filepath.Join(overlays, "optional"))
@@ -391,4 +392,23 @@ func TestTolerateAllComponent(t *testing.T) {
 	baseDS := find(t, base, "DaemonSet", "nodeready")
 	unstructured.RemoveNestedField(baseDS.Object, "spec", "template", "spec", "tolerations")
 	assert.Equal(t, baseDS.Object, ds.Object, "only the tolerations change")
+}
+
+// assertNoCPULimit: no container of the agent's pod has a CPU limit. A limit is a CFS quota on
+// the pod's cgroup, which throttled the sandbox, runc and the agent's start-up to a tenth of a
+// core and cost 1.7 s of node Ready -> released on real nodes (BENCH.md, docs/operations.md).
+func assertNoCPULimit(t *testing.T, ds *unstructured.Unstructured) {
+	t.Helper()
+	for _, field := range []string{"initContainers", "containers"} {
+		cs, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", field)
+		for _, c := range cs {
+			limit, found, _ := unstructured.NestedString(c.(map[string]any), "resources", "limits", "cpu")
+			assert.False(t, found, "%s %s: CPU limit %s", field, c.(map[string]any)["name"], limit)
+		}
+	}
+}
+
+// TestNoCPULimit: the agent's pod as `kubectl apply -f manifests/` installs it has no CPU limit.
+func TestNoCPULimit(t *testing.T) {
+	assertNoCPULimit(t, find(t, render(t, filepath.Join(framework.RepoRoot(t), "manifests")), "DaemonSet", "nodeready"))
 }
