@@ -112,7 +112,8 @@ e2e_go_test = cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready NODEREADY_PLUGIN_B
 
 .PHONY: e2e
 e2e: build plugin control-plane karpenter tools ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, the real Karpenter and (as root on Linux) real nodes; then e2e-versions
-	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null; fi
+	@# kube-router: the NetworkPolicy engine of TestNetworkPolicyEngine (suites/datapath).
+	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null && scripts/build-node.sh --kube-router >/dev/null; fi
 	$(MAKE) --no-print-directory -j2 e2e-real-lane e2e-simulated-lane
 
 .PHONY: e2e-real-lane
@@ -155,8 +156,9 @@ e2e-versions: build plugin control-plane ## The core e2e suites on Kubernetes v1
 	@# TestDRAGateOnV1beta1).
 
 .PHONY: node
-node: ## Build what the real node runs (kubelet, kube-proxy, containerd, CoreDNS); installs runc, CNI plugins, iptables, conntrack from Debian when missing
+node: ## Build what the real node runs (kubelet, kube-proxy, containerd, CoreDNS, kube-router); installs runc, CNI plugins, iptables, conntrack, ipset from Debian when missing
 	scripts/build-node.sh >/dev/null
+	scripts/build-node.sh --kube-router >/dev/null
 
 # One real node runs on a machine at a time (e2e/framework/realnode waits for the one before it).
 .PHONY: e2e-realnode

@@ -50,6 +50,8 @@ type Node struct {
 	cgroup   string
 	set      *Nodes
 	flanneld bool // the set's pod network: flanneld writes the CNI configuration's subnet
+
+	kubeRouter *process.Process // of StartKubeRouter; also in daemons, stopped with the node
 }
 
 // Prepare cleans what a killed run left, then creates the node's cgroups, namespaces and
