@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ var benchmarks = []benchmark{
 	{[]string{"sharedfault"}, runSharedFault},
 	{[]string{"realnode"}, runRealNode},
 	{[]string{"joins"}, runJoins},
+	{[]string{"joins-checks"}, runJoinsChecks},
 	{[]string{"policies"}, runPolicies},
 }
 
@@ -92,10 +94,28 @@ func runJoins(ctx context.Context, b *bench) []*section {
 		return nil
 	}
 	b.logf("joins: %d real nodes joining a running cluster of %d", joinsCount, joinsRunning)
-	sections := []*section{benchJoins(ctx, b.o, b.logf, nil)}
+	sections := []*section{benchJoins(ctx, b.o, b.logf, nil, nil)}
 	if ctx.Err() == nil {
 		b.logf("joins: the same, the agent pod tolerating every taint")
-		sections = append(sections, benchJoins(ctx, b.o, b.logf, tolerateAll))
+		sections = append(sections, benchJoins(ctx, b.o, b.logf, tolerateAll, nil))
+	}
+	return sections
+}
+
+// runJoinsChecks runs the joins once per joinsCheckVariants, one cluster each: what clock and
+// networkpolicy add to node Ready → released.
+func runJoinsChecks(ctx context.Context, b *bench) []*section {
+	var sections []*section
+	for _, v := range joinsCheckVariants {
+		if ctx.Err() != nil {
+			break
+		}
+		b.logf("joins: %s", v.title)
+		// Each variant's own load: others may share the machine, and the variants are compared.
+		start := loadavg()
+		s := benchJoins(ctx, b.o, b.logf, nil, v)
+		s.Notes = append(s.Notes, fmt.Sprintf("Load average %s at this run's start, %s at its end (2 cores).", start, loadavg()))
+		sections = append(sections, s)
 	}
 	return sections
 }

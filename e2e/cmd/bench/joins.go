@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -39,8 +40,11 @@ const (
 //
 // tolerations, when set, replace the DaemonSet's after the install: a design measured beside
 // the shipped one.
-func benchJoins(ctx context.Context, o options, logf func(string, ...any), tolerations []corev1.Toleration) *section {
+func benchJoins(ctx context.Context, o options, logf func(string, ...any), tolerations []corev1.Toleration, checks *joinsChecks) *section {
 	s := &section{Title: fmt.Sprintf("real nodes: %d nodes joining a running cluster", joinsCount)}
+	if checks != nil {
+		s.Title += ", " + checks.title
+	}
 	if tolerations != nil {
 		s.Title += ", the agent pod tolerating every taint (kustomize/components/tolerate-all, tolerateAll)"
 	}
@@ -50,7 +54,7 @@ func benchJoins(ctx context.Context, o options, logf func(string, ...any), toler
 	withRealCluster(ctx, o, s, "joins", 15*time.Minute, realnode.ClusterOptions{Logf: logf,
 		Nodes: joinsRunning + joinsForeign + joinsCount, JoinedNodes: joinsRunning},
 		func(ctx context.Context, c *realnode.Cluster) (err error) {
-			timelines, starts, foreign, err = joinNodes(ctx, c, o.repo, logf, tolerations)
+			timelines, starts, foreign, err = joinNodes(ctx, c, o.repo, logf, tolerations, checks)
 			return err
 		})
 	if s.Err != nil || len(timelines) == 0 {
@@ -131,13 +135,18 @@ func benchJoins(ctx context.Context, o options, logf func(string, ...any), toler
 // joinNodes labels the running nodes verified, installs nodeready with the podnetwork check, and
 // starts each other node in turn, returning its timeline once its agent pod is gone, and the
 // start of that pod as its kubelet and containerd logged it.
-func joinNodes(ctx context.Context, c *realnode.Cluster, repo string, logf func(string, ...any), tolerations []corev1.Toleration) ([]realnode.Timeline, []realnode.PodStart, []foreignNode, error) {
+func joinNodes(ctx context.Context, c *realnode.Cluster, repo string, logf func(string, ...any), tolerations []corev1.Toleration, checks *joinsChecks) ([]realnode.Timeline, []realnode.PodStart, []foreignNode, error) {
 	for i := range joinsRunning {
 		if err := c.StartNodeAt(ctx, i); err != nil {
 			return nil, nil, nil, err
 		}
 		if _, err := c.Kubectl(ctx, "label", "node", c.Nodes[i].Name(), "node-ready/verified=true"); err != nil {
 			return nil, nil, nil, err
+		}
+		if checks != nil && checks.kubeRouter {
+			if err := c.Nodes[i].StartKubeRouter(ctx, c.CP); err != nil {
+				return nil, nil, nil, err
+			}
 		}
 	}
 	if err := c.Install(ctx); err != nil {
@@ -146,6 +155,17 @@ func joinNodes(ctx context.Context, c *realnode.Cluster, repo string, logf func(
 	if _, err := c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
 		`-p={"data":{"ENABLE_CONNECTIVITY_MATRIX":"true"}}`); err != nil {
 		return nil, nil, nil, err
+	}
+	if checks != nil {
+		if checks.kubeRouter {
+			if _, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(repo, "manifests", "networkpolicy", "canary.yaml")); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		if _, err := c.Kubectl(ctx, "-n", "kube-system", "patch", "configmap", "nodeready-config", "--type=merge",
+			`-p={"data":{"CHECKS":"`+checks.checks+`"}}`); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	if tolerations != nil {
 		patch, err := json.Marshal([]map[string]any{{"op": "replace", "path": "/spec/template/spec/tolerations", "value": tolerations}})
@@ -181,6 +201,13 @@ func joinNodes(ctx context.Context, c *realnode.Cluster, repo string, logf func(
 		}
 		if err := c.StartNodeAt(ctx, i); err != nil {
 			return nil, nil, nil, err
+		}
+		// The policy agent starts with the node's other daemons, as a DaemonSet's pod would:
+		// the agent's first probe may come before it enforces, and the retry is the cost.
+		if checks != nil && checks.kubeRouter {
+			if err := c.Nodes[i].StartKubeRouter(ctx, c.CP); err != nil {
+				return nil, nil, nil, err
+			}
 		}
 		tl, err := rec.Wait(ctx)
 		if err != nil {
@@ -276,4 +303,19 @@ func joinForeign(ctx context.Context, c *realnode.Cluster, repo string, i int) (
 		f.status += "; in the summary's held without an agent"
 	}
 	return f, nil
+}
+
+// joinsChecks is a variant of the joins with other CHECKS: what a check adds to node Ready →
+// released. kubeRouter runs kube-router's firewall on every node (started right after each
+// node's kubelet, flanneld and kube-proxy) and installs the networkpolicy check's canary.
+type joinsChecks struct {
+	title, checks string
+	kubeRouter    bool
+}
+
+// joinsCheckVariants: the default CHECKS without clock, as shipped, and with networkpolicy.
+var joinsCheckVariants = []*joinsChecks{
+	{title: "CHECKS without clock (dns,tcp,apiserver,endpoints)", checks: "dns,tcp,apiserver,endpoints"},
+	{title: "CHECKS as shipped (dns,tcp,apiserver,clock,endpoints)", checks: "dns,tcp,apiserver,clock,endpoints"},
+	{title: "CHECKS with networkpolicy, kube-router's firewall on every node", checks: "dns,tcp,apiserver,clock,endpoints,networkpolicy", kubeRouter: true},
 }
