@@ -9,7 +9,7 @@ import (
 )
 
 // MachineState describes the machine-wide state a real node could leave behind: the host's
-// iptables and ip6tables chains of Kubernetes, CNI and flannel, IPv4 and IPv6 forwarding, the
+// iptables and ip6tables chains of Kubernetes, CNI and flannel, its ipsets, IPv4 and IPv6 forwarding, the
 // kernel settings the kubelet changes, the paths containerd, the CNI plugins and the kubelet
 // use by default, the node's cgroups and its link. Tests compare it before and after a real node.
 func MachineState() string {
@@ -21,6 +21,13 @@ func MachineState() string {
 					fmt.Fprintf(&b, "%s: %s", save, line)
 				}
 			}
+		}
+	}
+	// kube-router's ipsets (StartKubeRouter) belong to the node's network namespace, as its
+	// chains do: none may reach the host's.
+	if out, err := exec.Command("ipset", "list", "-n").Output(); err == nil {
+		for line := range strings.Lines(string(out)) {
+			fmt.Fprintf(&b, "ipset: %s", line)
 		}
 	}
 	for _, k := range append([]string{"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"}, kernelTunables...) {
