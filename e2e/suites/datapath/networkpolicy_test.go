@@ -28,11 +28,13 @@ import (
 //
 //   - no engine: no kube-router runs anywhere; the joining node is Misconfigured, by name,
 //     and stays held;
-//   - late engine: kube-router starts on that node; it is released once kube-router enforces;
+//   - engine started after: kube-router starts on that node; it is released once it enforces;
 //   - healthy: a node that joins with kube-router running is released;
-//   - stopped engine: a node joins while other nodes of the configuration passed, with its
-//     kube-router not started: held as its own fault (ChecksFailing or ChecksFailed, not
-//     Misconfigured), the check named, and released once kube-router runs.
+//   - slow engine: a node joins while other nodes of the configuration passed, with its
+//     kube-router not started yet: held as its own fault (ChecksFailing or ChecksFailed, not
+//     Misconfigured), the check named, and released once kube-router runs and enforces. (A
+//     kube-router stopped after it programmed the node keeps enforcing: its chains stay, so
+//     that is no fault to hold for.)
 //
 // Before each verdict the fault is shown real, or not, from a pod on the node: a probe pod that
 // a copy of the canary selects connects to its node's kubelet while no engine runs there, and is
@@ -68,7 +70,7 @@ func TestNetworkPolicyEngine(t *testing.T) {
 		assert.NotContains(t, node.Labels, wellknown.VerifiedLabel)
 	})
 
-	t.Run("late engine: released once it enforces", func(t *testing.T) {
+	t.Run("engine started after: released once it enforces", func(t *testing.T) {
 		n := c.Nodes[1]
 		require.NoError(t, n.StartKubeRouter(ctx, c.CP))
 		waitKubeletBlocked(t, c, n)
@@ -87,7 +89,7 @@ func TestNetworkPolicyEngine(t *testing.T) {
 		waitKubeletBlocked(t, c, n)
 	})
 
-	t.Run("stopped engine: held as the node's fault, released once it runs", func(t *testing.T) {
+	t.Run("slow engine: held as the node's fault, released once it enforces", func(t *testing.T) {
 		n := c.Nodes[3]
 		require.NoError(t, c.StartNodeAt(ctx, 3))
 		require.NoError(t, kubeletFromProbe(t, c, n), "without kube-router on the node the kubelet's port opens from a pod the canary selects")
