@@ -102,28 +102,29 @@ karpenter: ## Build Karpenter with its kwok provider (from e2e/build/karpenter/g
 	scripts/build-karpenter.sh
 
 # Two lanes side by side, each one e2e package at a time (-p 1): the packages on real nodes
-# (datapath and verify, which take the machine's one real-node lock in turn), then the version
-# matrix; and every other package, on simulated nodes. Each package starts its own control plane
-# and agents; no test asserts a duration (the benchmarks measure speed), so two at once only
-# shorten the wall time. A failing lane lets the other finish, and both lanes' output stays
-# in the log.
+# (datapath and verify, which take the machine's one real-node lock in turn), after building
+# what real nodes run; and every other package on simulated nodes, then the version matrix.
+# Each package starts its own control plane and agents; no test asserts a duration (the
+# benchmarks measure speed), so two at once only shorten the wall time, and the real-node
+# build (kube-router's alone is minutes on a cold cache) overlaps the simulated suites. A
+# failing lane lets the other finish, and both lanes' output stays in the log.
 E2E_REAL_PKGS := ./suites/datapath/ ./suites/verify/
 e2e_go_test = cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready NODEREADY_PLUGIN_BIN=$(CURDIR)/bin/kubectl-nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT)
 
 .PHONY: e2e
 e2e: build plugin control-plane karpenter tools ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, the real Karpenter and (as root on Linux) real nodes; then e2e-versions
-	@# kube-router: the NetworkPolicy engine of TestNetworkPolicyEngine (suites/datapath).
-	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null && scripts/build-node.sh --kube-router >/dev/null; fi
 	$(MAKE) --no-print-directory -j2 e2e-real-lane e2e-simulated-lane
 
 .PHONY: e2e-real-lane
 e2e-real-lane:
+	@# kube-router: the NetworkPolicy engine of TestNetworkPolicyEngine (suites/datapath).
+	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null && scripts/build-node.sh --kube-router >/dev/null; fi
 	$(e2e_go_test) $(E2E_REAL_PKGS)
-	$(MAKE) --no-print-directory e2e-versions
 
 .PHONY: e2e-simulated-lane
 e2e-simulated-lane:
 	$(e2e_go_test) $$(go list ./... | grep -v -e /suites/datapath -e /suites/verify)
+	$(MAKE) --no-print-directory e2e-versions
 
 # The version matrix. make e2e runs every suite on v1.36.3; e2e-versions runs the core suites
 # again, the same tests, on the newest release and on the oldest supported minor:
