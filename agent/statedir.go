@@ -31,13 +31,7 @@ func firstStart(dir string, started time.Time) (time.Time, error) {
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		// Written whole into a temporary file and renamed, so a container
-		// killed mid-write never leaves a half record behind.
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, []byte(started.UTC().Format(time.RFC3339Nano)+"\n"), 0o600); err != nil {
-			return started, fmt.Errorf("record first start (STATE_DIR): %w", err)
-		}
-		if err := os.Rename(tmp, path); err != nil {
+		if err := writeRecord(path, started.UTC().Format(time.RFC3339Nano)); err != nil {
 			return started, fmt.Errorf("record first start (STATE_DIR): %w", err)
 		}
 		return started, nil
@@ -81,18 +75,22 @@ func roundsBefore(dir string) (int, error) {
 	return n, nil
 }
 
-// recordRounds records n rounds in dir, whole (a temporary file renamed), as
-// firstStart records the first start.
+// recordRounds records n rounds in dir.
 func recordRounds(dir string, n int) error {
 	if dir == "" {
 		return nil
 	}
-	path := filepath.Join(dir, roundsFile)
-	if err := os.WriteFile(path+".tmp", []byte(strconv.Itoa(n)+"\n"), 0o600); err != nil {
-		return fmt.Errorf("record rounds (STATE_DIR): %w", err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
+	if err := writeRecord(filepath.Join(dir, roundsFile), strconv.Itoa(n)); err != nil {
 		return fmt.Errorf("record rounds (STATE_DIR): %w", err)
 	}
 	return nil
+}
+
+// writeRecord writes value as the record at path, whole: into a temporary file
+// renamed over it, so a container killed mid-write never leaves a half record.
+func writeRecord(path, value string) error {
+	if err := os.WriteFile(path+".tmp", []byte(value+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
 }
