@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -95,10 +97,26 @@ func (n *Node) StartKubeRouter(ctx context.Context, cp *controlplane.ControlPlan
 	}
 	n.kubeRouter = p
 	n.daemons = append(n.daemons, p)
-	// A kube-router that cannot start (its kubeconfig, its node) exits at once.
-	time.Sleep(2 * time.Second)
-	return p.ExitError()
+	// Running: its firewall's top-level chain exists in the node's network namespace (the
+	// controller makes it before its first sync). A kube-router that cannot start (its
+	// kubeconfig, its node) exits first.
+	ns := "/proc/" + strconv.Itoa(n.nsPid) + "/ns/"
+	return waitFor(30*time.Second, func() error {
+		if err := p.ExitError(); err != nil {
+			return backoffStop{err}
+		}
+		out, err := exec.Command("nsenter", "--net="+ns+"net", "--mount="+ns+"mnt", "--",
+			"iptables", "-S", kubeRouterForwardChain).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("kube-router's chain %s: %w: %s", kubeRouterForwardChain, err, out)
+		}
+		return nil
+	})
 }
+
+// kubeRouterForwardChain is the top-level chain of kube-router's firewall
+// (pkg/controllers/netpol, kubeForwardChainName).
+const kubeRouterForwardChain = "KUBE-ROUTER-FORWARD"
 
 // StopKubeRouter stops kube-router (SIGTERM, as its pod's deletion does). Its chains and
 // ipsets stay in the node's network namespace as they are at exit.
