@@ -65,7 +65,7 @@ func runScale(ctx context.Context, b *bench) []*section {
 			if ctx.Err() != nil {
 				break
 			}
-			s, r := scaleBenchmark(ctx, b.o, b.m, nodes, settle, b.logf, scaleVariant{})
+			s, r := scaleBenchmark(ctx, b.o, b.m, nodes, settle, b.logf, scaleVariant{pace: b.o.pace})
 			sections = append(sections, s)
 			if r != nil {
 				results = append(results, r)

@@ -46,6 +46,7 @@ type options struct {
 	dsNodes   int
 	rounds    int
 	settles   []time.Duration
+	pace      float64
 	logDir    string
 	agent     string
 	repo      string
@@ -137,6 +138,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.dsNodes, "ds-nodes", 50, "daemonset: nodes registered at once through the simulated kubelet")
 	fs.IntVar(&o.rounds, "rounds", 20, "concurrency: rounds of checks")
 	settles := fs.String("settle", shippedSettleTime(), "scale: SETTLE_TIME of each scale run, comma-separated (default: as shipped); each run gets a fresh control plane")
+	fs.Float64Var(&o.pace, "pace", 0, "scale: start the agents this many a second, as the DaemonSet controller creates their pods (kube-controller-manager's default --kube-api-qps is 20), instead of all at once")
 	fs.StringVar(&o.logDir, "logs", "", "keep the control plane, kubelet and agent logs in this directory, and the API server's CPU profile of each scale run")
 	fs.BoolVar(&o.goBench, "gotest", true, "concurrency: also run checks.BenchmarkRunAll with go test")
 	o.set = map[string]string{}
@@ -188,6 +190,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			return o, fmt.Errorf("-settle: %q is not a duration", v)
 		}
 		o.settles = append(o.settles, d)
+	}
+	if o.pace < 0 {
+		return o, errors.New("-pace must not be negative")
 	}
 	if o.runs < 1 || o.latRuns < 1 || o.dsNodes < 1 || o.rounds < 1 {
 		return o, errors.New("-runs, -ds-nodes and -rounds must be at least 1")

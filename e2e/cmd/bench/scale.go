@@ -164,8 +164,9 @@ const (
 //
 // The API server's CPU is profiled over the whole burst, to show where its time goes; with a
 // profile path the profile is written there too (go tool pprof reads it).
-func benchScale(ctx context.Context, c *harness.Cluster, base config.Config, nodes int, settle time.Duration, run, profile string) (*section, *scaleResult) {
+func benchScale(ctx context.Context, c *harness.Cluster, base config.Config, nodes int, settle time.Duration, pace float64, run, profile string) (*section, *scaleResult) {
 	r, err := newScaleRun(c, base, nodes, settle, run)
+	r.pace = pace
 	if err != nil {
 		return &section{Title: r.title, Err: err}, nil
 	}
@@ -203,6 +204,7 @@ type scaleRun struct {
 	run, title string
 	nodes      int
 	settle     time.Duration
+	pace       float64 // agents started a second, as the DaemonSet controller creates their pods; 0: all at once
 	base       config.Config
 	admin      kubernetes.Interface
 	cp         *controlplane.ControlPlane
@@ -315,13 +317,21 @@ func (r *scaleRun) burst(ctx context.Context, s *section, profile string) error 
 	}
 	r.cpuMid, r.selfMid = childCPU(), selfCPU()
 
-	// The agents' phase: every agent starts at once on its node, pod and token.
+	// The agents' phase: every agent starts at once on its node, pod and token, or at
+	// r.pace a second, as the DaemonSet controller would create their pods.
 	r.agentsStart = time.Now()
 	var wg sync.WaitGroup
-	for _, name := range r.names {
+	for i, name := range r.names {
 		a := r.agents[name]
 		if a.token == "" {
 			continue
+		}
+		if r.pace > 0 {
+			at := r.agentsStart.Add(time.Duration(float64(i) / r.pace * float64(time.Second)))
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Until(at)):
+			}
 		}
 		agentCtx, cancel := context.WithCancel(ctx)
 		r.cancelMu.Lock()
@@ -460,7 +470,11 @@ func (r *scaleRun) reportTimes(s *section) {
 		added = secs(r.allVerified)
 	}
 	ratio := r.allVerified.Seconds() / max(r.creates.Seconds(), 1e-9)
-	s.add("nodeready's added time: agents started (all at once) to last label seen, and as a ratio of the creates' time",
+	from := "agents started (all at once)"
+	if r.pace > 0 {
+		from = fmt.Sprintf("first agent started (then %g a second)", r.pace)
+	}
+	s.add("nodeready's added time: "+from+" to last label seen, and as a ratio of the creates' time",
 		fmt.Sprintf("%s, ×%.2f (the burst with agents: %s, ×%.2f the creates alone)", added, ratio, secs(r.creates+r.allVerified), 1+ratio))
 	s.add("per node: agent start to released (label seen)", r.fromAgent.summary(true))
 	s.add("per node: node created to released (the creates' phase included)", r.toVerified.summary(true))
@@ -565,6 +579,10 @@ func (r *scaleRun) reportCPU(s *section) {
 
 // reportNotes says what the run is and is not.
 func (r *scaleRun) reportNotes(s *section) {
+	start := "every agent starts at once"
+	if r.pace > 0 {
+		start = fmt.Sprintf("the agents start %g a second", r.pace)
+	}
 	s.note("The agents run in this process (`agent.New` and `Run` with the installed configuration, as `main` does), each " +
 		"with its own client, bearer token and TLS connection, and a token bound to its own pod, so the admission policy " +
 		"applies as in a cluster. Agent processes would add what the footprint section shows per process (the Go " +
@@ -572,12 +590,12 @@ func (r *scaleRun) reportNotes(s *section) {
 		"cores are shared: the control plane's CPU and the benchmark's together show how near the run came to the " +
 		"machine's two. The burst runs in two phases on the same control plane: first the benchmark creates every node, its " +
 		"agent pod and a token bound to the pod (the provisioner's, the DaemonSet controller's and the kubelet's part), all " +
-		"at once and unthrottled, with no agent running; then every agent starts at once. The first phase is the creates' " +
+		"at once and unthrottled, with no agent running; then %s. The first phase is the creates' " +
 		"time and API server CPU without nodeready, the second what nodeready adds to them, for the same nodes, pods and " +
 		"tokens; agents that all start in the same instant are its worst case. An agent's context ends when its node is " +
 		"seen verified, as the SIGTERM of the pod's deletion would. In a cluster the DaemonSet controller creates the agent " +
 		"pods, at most kube-controller-manager's --kube-api-qps a second (20 by default: 5000 pods take 250 s), so there the " +
-		"agents start 20 a second, not at once, and nodeready's share of the API server is its CPU per node times 20 a second.")
+		"agents start 20 a second, not at once, and nodeready's share of the API server is its CPU per node times 20 a second.", start)
 	r.requestNotes(s)
 }
 
