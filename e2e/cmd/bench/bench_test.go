@@ -153,7 +153,9 @@ func TestCompareScaleGrowth(t *testing.T) {
 	large := &scaleResult{nodes: 5000, settle: 5 * time.Second, allVerified: 60 * time.Second, complete: true,
 		apiCPUPerNode: 0.030, serverPerNode: 12, meanRequests: 8, rejected: 10000, benchCPU: 35, peakRunning: 4500}
 	other := &scaleResult{nodes: 1000, settle: 0, allVerified: 9 * time.Second, complete: true}
-	s := compareScale([]*scaleResult{small, other, large})
+	// The same size and SETTLE_TIME, its agents started 20 a second: not a size to grow from.
+	paced := &scaleResult{nodes: 10000, settle: 5 * time.Second, pace: 20, allVerified: 500 * time.Second, complete: true}
+	s := compareScale([]*scaleResult{small, other, large, paced})
 
 	var growth []row
 	for _, r := range s.Rows {
@@ -161,7 +163,7 @@ func TestCompareScaleGrowth(t *testing.T) {
 			growth = append(growth, r)
 		}
 	}
-	require.Len(t, growth, 1, "only SETTLE_TIME=5s ran at two sizes")
+	require.Len(t, growth, 1, "only SETTLE_TIME=5s ran at two sizes, all at once")
 	assert.Equal(t, "growth 1000 → 5000 nodes (×5), SETTLE_TIME=5s", growth[0].Metric)
 	assert.Contains(t, growth[0].Value, "all verified s 10 → 60 (×6.00)")
 	assert.Contains(t, growth[0].Value, "API server CPU ms 20 → 30 (×1.50)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -60,17 +61,25 @@ func runConcurrency(ctx context.Context, b *bench) []*section {
 func runScale(ctx context.Context, b *bench) []*section {
 	var sections []*section
 	var results []*scaleResult
+	run := func(nodes int, settle time.Duration, pace float64) {
+		if ctx.Err() != nil {
+			return
+		}
+		s, r := scaleBenchmark(ctx, b.o, b.m, nodes, settle, b.logf, scaleVariant{pace: pace})
+		sections = append(sections, s)
+		if r != nil {
+			results = append(results, r)
+		}
+	}
 	for _, nodes := range b.o.nodes {
 		for _, settle := range b.o.settles {
-			if ctx.Err() != nil {
-				break
-			}
-			s, r := scaleBenchmark(ctx, b.o, b.m, nodes, settle, b.logf, scaleVariant{pace: b.o.pace})
-			sections = append(sections, s)
-			if r != nil {
-				results = append(results, r)
-			}
+			run(nodes, settle, b.o.pace)
 		}
+	}
+	if !b.o.paceSet {
+		// The worst case above, every agent at once; then the largest burst as a cluster
+		// starts its agents, at the DaemonSet controller's pace.
+		run(slices.Max(b.o.nodes), b.o.settles[0], controllerQPS)
 	}
 	if len(results) > 1 {
 		sections = append(sections, compareScale(results))

@@ -47,6 +47,7 @@ type options struct {
 	rounds    int
 	settles   []time.Duration
 	pace      float64
+	paceSet   bool // -pace given: the scale runs start their agents at that pace only
 	logDir    string
 	agent     string
 	repo      string
@@ -138,7 +139,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.dsNodes, "ds-nodes", 50, "daemonset: nodes registered at once through the simulated kubelet")
 	fs.IntVar(&o.rounds, "rounds", 20, "concurrency: rounds of checks")
 	settles := fs.String("settle", shippedSettleTime(), "scale: SETTLE_TIME of each scale run, comma-separated (default: as shipped); each run gets a fresh control plane")
-	fs.Float64Var(&o.pace, "pace", 0, "scale: start the agents this many a second, as the DaemonSet controller creates their pods (kube-controller-manager's default --kube-api-qps is 20), instead of all at once")
+	fs.Float64Var(&o.pace, "pace", 0, "scale: start the agents this many a second, as the DaemonSet controller creates their pods (kube-controller-manager's default --kube-api-qps is 20); 0: all at once (default: all at once, then the largest size again 20 a second)")
 	fs.StringVar(&o.logDir, "logs", "", "keep the control plane, kubelet and agent logs in this directory, and the API server's CPU profile of each scale run")
 	fs.BoolVar(&o.goBench, "gotest", true, "concurrency: also run checks.BenchmarkRunAll with go test")
 	o.set = map[string]string{}
@@ -164,6 +165,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	o.nodesSet = set["nodes"] || o.quick
+	o.paceSet = set["pace"]
 	if o.quick {
 		for name, v := range map[string]*int{"runs": &o.runs, "ds-nodes": &o.dsNodes, "rounds": &o.rounds} {
 			if !set[name] {

@@ -190,7 +190,7 @@ func benchScale(ctx context.Context, c *harness.Cluster, base config.Config, nod
 	if r.profile != nil {
 		reportProfile(s, r.profile)
 	}
-	res := &scaleResult{settle: settle, nodes: nodes}
+	res := &scaleResult{settle: settle, nodes: nodes, pace: pace}
 	r.reportEvents(ctx, s, res)
 	r.reportAgreement(ctx, s)
 	r.reportFairness(s, res)
@@ -757,6 +757,7 @@ func (r *scaleRun) reportFailures(s *section) {
 // scaleResult is what the comparison of scale runs shows.
 type scaleResult struct {
 	settle                      time.Duration
+	pace                        float64 // agents started a second; 0: all at once
 	allVerified, p50, p99       time.Duration
 	complete                    bool
 	successPath                 int
@@ -786,7 +787,7 @@ func compareScale(results []*scaleResult) *section {
 		if !r.complete {
 			all = "not all verified"
 		}
-		s.add(fmt.Sprintf("%d nodes, SETTLE_TIME=%s", r.nodes, r.settle), fmt.Sprintf(
+		s.add(fmt.Sprintf("%d nodes, SETTLE_TIME=%s, agents started %s", r.nodes, r.settle, scaleVariant{pace: r.pace}.agentsStart()), fmt.Sprintf(
 			"creates %s, nodeready's added time %s (×%.2f); agent start to released p50 %s, p99 %s; success path %d requests, "+
 				"mean %.2f per node with retries; API server %.2f requests and %.1f ms CPU per node (the creates' %.1f ms, nodeready's %.1f ms), "+
 				"%.2f 429s per node; %d unreported, %d lost to open files (peak %d); Verified Events on %d of %d nodes",
@@ -794,9 +795,12 @@ func compareScale(results []*scaleResult) *section {
 			r.successPath, r.meanRequests, r.serverPerNode, r.apiCPUPerNode*1000, r.createsCPUPerNode*1000, r.agentsCPUPerNode*1000,
 			r.rejected/float64(r.nodes), r.notReported, r.lost, r.peakFiles, r.events, r.nodes))
 	}
+	// Sizes are compared among runs that differ in nothing else: SETTLE_TIME and pace alike.
 	bySettle := map[time.Duration][]*scaleResult{}
 	for _, r := range results {
-		bySettle[r.settle] = append(bySettle[r.settle], r)
+		if r.pace == 0 {
+			bySettle[r.settle] = append(bySettle[r.settle], r)
+		}
 	}
 	for _, settle := range slices.Sorted(maps.Keys(bySettle)) {
 		rs := bySettle[settle]
