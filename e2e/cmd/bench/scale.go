@@ -583,18 +583,18 @@ func (r *scaleRun) reportNotes(s *section) {
 	if r.pace > 0 {
 		start = fmt.Sprintf("the agents start %g a second", r.pace)
 	}
-	s.note("The agents run in this process (`agent.New` and `Run` with the installed configuration, as `main` does), each " +
-		"with its own client, bearer token and TLS connection, and a token bound to its own pod, so the admission policy " +
-		"applies as in a cluster. Agent processes would add what the footprint section shows per process (the Go " +
-		"runtime's start and the binary's pages) to the same two cores; in one process the agents share the runtime. The " +
-		"cores are shared: the control plane's CPU and the benchmark's together show how near the run came to the " +
-		"machine's two. The burst runs in two phases on the same control plane: first the benchmark creates every node, its " +
-		"agent pod and a token bound to the pod (the provisioner's, the DaemonSet controller's and the kubelet's part), all " +
-		"at once and unthrottled, with no agent running; then %s. The first phase is the creates' " +
-		"time and API server CPU without nodeready, the second what nodeready adds to them, for the same nodes, pods and " +
-		"tokens; agents that all start in the same instant are its worst case. An agent's context ends when its node is " +
-		"seen verified, as the SIGTERM of the pod's deletion would. In a cluster the DaemonSet controller creates the agent " +
-		"pods, at most kube-controller-manager's --kube-api-qps a second (20 by default: 5000 pods take 250 s), so there the " +
+	s.note("The agents run in this process (`agent.New` and `Run` with the installed configuration, as `main` does), each "+
+		"with its own client, bearer token and TLS connection, and a token bound to its own pod, so the admission policy "+
+		"applies as in a cluster. Agent processes would add what the footprint section shows per process (the Go "+
+		"runtime's start and the binary's pages) to the same two cores; in one process the agents share the runtime. The "+
+		"cores are shared: the control plane's CPU and the benchmark's together show how near the run came to the "+
+		"machine's two. The burst runs in two phases on the same control plane: first the benchmark creates every node, its "+
+		"agent pod and a token bound to the pod (the provisioner's, the DaemonSet controller's and the kubelet's part), all "+
+		"at once and unthrottled, with no agent running; then %s. The first phase is the creates' "+
+		"time and API server CPU without nodeready, the second what nodeready adds to them, for the same nodes, pods and "+
+		"tokens; agents that all start in the same instant are its worst case. An agent's context ends when its node is "+
+		"seen verified, as the SIGTERM of the pod's deletion would. In a cluster the DaemonSet controller creates the agent "+
+		"pods, at most kube-controller-manager's --kube-api-qps a second (20 by default: 5000 pods take 250 s), so there the "+
 		"agents start 20 a second, not at once, and nodeready's share of the API server is its CPU per node times 20 a second.", start)
 	r.requestNotes(s)
 }
