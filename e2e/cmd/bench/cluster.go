@@ -201,12 +201,12 @@ func scaleBenchmark(ctx context.Context, o options, m *machine, nodes int, settl
 		return &section{Title: name, Err: err}, nil
 	}
 	logf("scale: %d nodes at once, in-process agents (%s), SETTLE_TIME=%s (load average %s)", nodes, v.agentsStart(), settle, loadavg())
-	profile := ""
+	logDir := ""
 	if o.logDir != "" {
-		profile = filepath.Join(o.logDir, name, "kube-apiserver.cpu.pprof")
+		logDir = filepath.Join(o.logDir, name)
 	}
 	queriesBefore, errBefore := dns.queries(ctx)
-	s, r := benchScale(ctx, c, base, nodes, settle, v.pace, "scale", profile)
+	s, r := benchScale(ctx, c, base, nodes, settle, v.pace, "scale", logDir)
 	if queriesAfter, err := dns.queries(ctx); err == nil && errBefore == nil {
 		s.add("DNS queries CoreDNS answered per node (the dns check's, resends included)", fmt.Sprintf("%.2f", (queriesAfter-queriesBefore)/float64(nodes)))
 	}

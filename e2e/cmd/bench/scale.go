@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -162,9 +163,14 @@ const (
 // tokens, tell what nodeready adds to the burst (time, requests, API server CPU) from what the
 // creates cost without it.
 //
-// The API server's CPU is profiled over the whole burst, to show where its time goes; with a
-// profile path the profile is written there too (go tool pprof reads it).
-func benchScale(ctx context.Context, c *harness.Cluster, base config.Config, nodes int, settle time.Duration, pace float64, run, profile string) (*section, *scaleResult) {
+// The API server's CPU is profiled over the whole burst, to show where its time goes. With a
+// logs directory the profile is written there too (go tool pprof reads it), and each agent's
+// log into its agents/ directory, one file per node.
+func benchScale(ctx context.Context, c *harness.Cluster, base config.Config, nodes int, settle time.Duration, pace float64, run, logDir string) (*section, *scaleResult) {
+	profile := ""
+	if logDir != "" {
+		profile = filepath.Join(logDir, "kube-apiserver.cpu.pprof")
+	}
 	r, err := newScaleRun(c, base, nodes, settle, run)
 	r.pace = pace
 	if err != nil {
@@ -180,6 +186,11 @@ func benchScale(ctx context.Context, c *harness.Cluster, base config.Config, nod
 	if err := r.burst(ctx, s, profile); err != nil {
 		s.Err = err
 		return s, nil
+	}
+	if logDir != "" {
+		if err := r.writeAgentLogs(filepath.Join(logDir, "agents")); err != nil {
+			s.note("The agents' logs could not be kept: %v", err)
+		}
 	}
 	// No cleanup: the control plane is the run's own and stops with it.
 	r.collect(s)
@@ -940,4 +951,21 @@ func linesWith(log []byte, sub string, n int) string {
 		}
 	}
 	return strings.Join(out[max(len(out)-n, 0):], "\n")
+}
+
+// writeAgentLogs writes each agent's log into dir, as <node>.log.
+func (r *scaleRun) writeAgentLogs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, name := range r.names {
+		a := r.agents[name]
+		a.log.mu.Lock()
+		err := os.WriteFile(filepath.Join(dir, name+".log"), a.log.buf.Bytes(), 0o644)
+		a.log.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
