@@ -20,3 +20,10 @@ func NewNetworkPolicyWaiting(c *NetworkPolicy, wait time.Duration) *NetworkPolic
 	c.wait = wait
 	return c
 }
+
+// NewNetworkPolicyProgramming is NewNetworkPolicy whose connection that opens is
+// tried again for program (networkPolicyProgramWait).
+func NewNetworkPolicyProgramming(c *NetworkPolicy, program time.Duration) *NetworkPolicy {
+	c.program = program
+	return c
+}

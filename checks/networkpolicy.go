@@ -29,6 +29,18 @@ var _ Check = (*NetworkPolicy)(nil)
 // so a silence of this long is the policy, not the path.
 const networkPolicyBlockWait = 2 * time.Second
 
+// networkPolicyProgramWait is how long the connection the canary policy blocks
+// may keep opening before the policy counts as not in force here. An engine
+// programs a new pod's rules once it sees the pod, moments after the pod starts
+// (kube-router about a second after the agent's start on the e2e's joining
+// nodes), so the agent's first probe often comes before its own rules do. Tried
+// again within the check, every networkPolicyRetry, the round passes as soon as
+// the rules are in, rather than failing and waiting for the next round.
+const (
+	networkPolicyProgramWait = 3 * time.Second
+	networkPolicyRetry       = 200 * time.Millisecond
+)
+
 // NetworkPolicy passes when a NetworkPolicy is in force on this node, proven by
 // a connection the canary policy must block and one it must let through, both
 // from the agent's pod, in the same run:
@@ -62,6 +74,9 @@ type NetworkPolicy struct {
 	enforced func(ctx context.Context) (bool, error)
 	dialer   *net.Dialer
 	wait     time.Duration
+	// program: how long a connection that opens is tried again
+	// (networkPolicyProgramWait).
+	program time.Duration
 }
 
 // NewNetworkPolicy returns a check, run on node, of the canary NetworkPolicy
@@ -70,7 +85,7 @@ type NetworkPolicy struct {
 func NewNetworkPolicy(client kube.Interface, node string, canary types.NamespacedName, apiServer string,
 	enforced func(ctx context.Context) (bool, error)) *NetworkPolicy {
 	return &NetworkPolicy{client: client, node: node, canary: canary, apiServer: apiServer, enforced: enforced,
-		dialer: &net.Dialer{}, wait: networkPolicyBlockWait}
+		dialer: &net.Dialer{}, wait: networkPolicyBlockWait, program: networkPolicyProgramWait}
 }
 
 // Name implements Check.
@@ -108,19 +123,26 @@ func (c *NetworkPolicy) Run(ctx context.Context) error {
 	}
 	_ = conn.Close()
 
-	dial, cancel := context.WithTimeout(ctx, c.wait)
-	defer cancel()
-	conn, err = c.dialer.DialContext(dial, "tcp", kubelet.String())
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err() // the check's own time ran out, not the wait for a block
+	// A connection that opens is tried again for a moment: the engine may not have
+	// programmed this new pod yet (networkPolicyProgramWait).
+	until := time.Now().Add(c.program)
+	opened, err := c.probeKubelet(ctx, kubelet)
+retry:
+	for opened && err == nil && time.Now().Before(until) {
+		select {
+		case <-ctx.Done():
+			break retry // the check's time ran out: the last connection opened
+		case <-time.After(networkPolicyRetry):
 		}
-		if blocked(err) {
-			return nil
+		again, perr := c.probeKubelet(ctx, kubelet)
+		if perr != nil && ctx.Err() != nil {
+			break retry
 		}
-		return fmt.Errorf("connect to the kubelet at %s, which the canary policy blocks: %w", kubelet, err)
+		opened, err = again, perr
 	}
-	_ = conn.Close()
+	if err != nil || !opened {
+		return err
+	}
 	notEnforced := fmt.Errorf("NetworkPolicy not in force on this node: connected to the kubelet at %s, which the canary policy %s blocks", kubelet, c.canary)
 	if c.enforced == nil {
 		return notEnforced
@@ -133,6 +155,26 @@ func (c *NetworkPolicy) Run(ctx context.Context) error {
 		return Misconfiguration(fmt.Errorf("%w, and no node of this configuration passed: is a NetworkPolicy engine running, and does it enforce egress?", notEnforced))
 	}
 	return notEnforced
+}
+
+// probeKubelet connects to the kubelet at kubelet, which the canary policy
+// blocks: opened reports a connection that opened; a blocked one is neither
+// opened nor an error.
+func (c *NetworkPolicy) probeKubelet(ctx context.Context, kubelet netip.AddrPort) (opened bool, err error) {
+	dial, cancel := context.WithTimeout(ctx, c.wait)
+	defer cancel()
+	conn, err := c.dialer.DialContext(dial, "tcp", kubelet.String())
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err() // the check's own time ran out, not the wait for a block
+		}
+		if blocked(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("connect to the kubelet at %s, which the canary policy blocks: %w", kubelet, err)
+	}
+	_ = conn.Close()
+	return true, nil
 }
 
 // blocked tells whether a failed dial is a policy's answer: a reject (an ICMP

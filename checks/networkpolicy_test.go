@@ -204,7 +204,7 @@ func TestNetworkPolicy(t *testing.T) {
 				tc.objects[0] = policyForPort(portOf(t, server))
 			}
 			client := adapt.Clientset(fake.NewClientset(tc.objects...))
-			c := checks.NewNetworkPolicy(client, "n1", canaryName, server, tc.fleet)
+			c := checks.NewNetworkPolicyProgramming(checks.NewNetworkPolicy(client, "n1", canaryName, server, tc.fleet), 100*time.Millisecond)
 			err := c.Run(t.Context())
 			switch tc.want {
 			case "":
@@ -223,6 +223,48 @@ func TestNetworkPolicy(t *testing.T) {
 		})
 	}
 	assert.Positive(t, kubeletAccepted.Load(), "the not-enforced cases reached the kubelet")
+}
+
+// An engine programs a new pod's rules moments after the pod starts: a connection
+// that opens at first and is refused once the rules are in passes the check in the
+// same run, rather than failing the round. One that keeps opening for the whole
+// wait is the node's fault, after more than one try.
+func TestNetworkPolicyWaitsForThePodsRules(t *testing.T) {
+	apiServer, _ := acceptCounting(t)
+	t.Run("the rules come in: passes", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := l.Addr().(*net.TCPAddr).Port
+		var accepted atomic.Int32
+		go func() {
+			// Two connections open, then the port refuses, as once the engine's reject is in.
+			for accepted.Load() < 2 {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				accepted.Add(1)
+				_ = c.Close()
+			}
+			_ = l.Close()
+		}()
+		t.Cleanup(func() { _ = l.Close() })
+		client := adapt.Clientset(fake.NewClientset(policyForPort(port), kubeletNode("127.0.0.1", port)))
+		c := checks.NewNetworkPolicy(client, "n1", canaryName, apiServer, func(context.Context) (bool, error) { return true, nil })
+		require.NoError(t, c.Run(t.Context()))
+		assert.Equal(t, int32(2), accepted.Load(), "the check saw the kubelet's port open twice before the block")
+	})
+	t.Run("the rules never come: the node's fault", func(t *testing.T) {
+		open, accepted := acceptCounting(t)
+		port := portOf(t, open)
+		client := adapt.Clientset(fake.NewClientset(policyForPort(port), kubeletNode("127.0.0.1", port)))
+		c := checks.NewNetworkPolicyProgramming(checks.NewNetworkPolicy(client, "n1", canaryName, apiServer,
+			func(context.Context) (bool, error) { return true, nil }), time.Second)
+		err := c.Run(t.Context())
+		require.ErrorContains(t, err, "NetworkPolicy not in force on this node")
+		assert.NotErrorIs(t, err, checks.ErrMisconfigured)
+		assert.Greater(t, accepted.Load(), int32(1), "tried again within the wait")
+	})
 }
 
 // A drop (no answer) counts as blocked after the wait, as a reject does at once:
