@@ -174,7 +174,7 @@ func (p *Patcher) Withdraw(ctx context.Context, c wellknown.Condition) (released
 			return nil
 		}
 		ops, _ := conditionOps(node, c)
-		ops = append([]operation{{Op: "test", Path: "/metadata/resourceVersion", Value: node.ResourceVersion}}, ops...)
+		ops = fenced(node, ops...)
 		s := <-p.patchStatus(ctx, ops)
 		if s.err != nil {
 			return p.classify("patch status of", s.err)
@@ -230,9 +230,9 @@ func conditionAt(node *corev1.Node, c wellknown.Condition) (int, bool) {
 
 // conditionOps returns the JSON Patch that writes c as nodeready's condition of node, and the
 // index it will have. The entry is replaced where it is, after a test that it is still
-// there, or appended: a JSON Patch, unlike the strategic merge of SetCondition (which puts a
-// new entry first), says where the entry goes, so the release's write can test it there. A
-// status with no conditions gets the list, after a test that nothing changed since.
+// there, or appended (the list created when there is none) after a test that the node is
+// still the one read: a JSON Patch, unlike the strategic merge of SetCondition (which puts a
+// new entry first), says where the entry goes, so the release's write can test it there.
 func conditionOps(node *corev1.Node, c wellknown.Condition) ([]operation, int) {
 	now := metav1.NewTime(time.Now())
 	entry := corev1.NodeCondition{Type: wellknown.ConditionType, Status: c.Status, Reason: string(c.Reason), Message: c.Message,
@@ -246,13 +246,22 @@ func conditionOps(node *corev1.Node, c wellknown.Condition) ([]operation, int) {
 		path := "/status/conditions/" + strconv.Itoa(i)
 		return []operation{{Op: "test", Path: path + "/type", Value: wellknown.ConditionType}, {Op: "replace", Path: path, Value: entry}}, i
 	case len(node.Status.Conditions) > 0:
-		return []operation{{Op: "add", Path: "/status/conditions/-", Value: entry}}, len(node.Status.Conditions)
+		// Appended only to the node as seen: on a newer one (a condition of ours written by
+		// a write whose answer was lost) it would be a second condition of nodeready's type,
+		// which the own-node policy refuses.
+		return fenced(node, operation{Op: "add", Path: "/status/conditions/-", Value: entry}), len(node.Status.Conditions)
 	default:
-		return []operation{
-			{Op: "test", Path: "/metadata/resourceVersion", Value: node.ResourceVersion},
-			{Op: "add", Path: "/status/conditions", Value: []corev1.NodeCondition{entry}},
-		}, 0
+		return fenced(node, operation{Op: "add", Path: "/status/conditions", Value: []corev1.NodeCondition{entry}}), 0
 	}
+}
+
+// fenced prepends to ops a test of node's resourceVersion: they apply only to the node
+// as read, and a newer one refuses them (422), to be planned again from a fresh read.
+func fenced(node *corev1.Node, ops ...operation) []operation {
+	if len(ops) > 0 && ops[0].Op == "test" && ops[0].Path == "/metadata/resourceVersion" {
+		return ops
+	}
+	return append([]operation{{Op: "test", Path: "/metadata/resourceVersion", Value: node.ResourceVersion}}, ops...)
 }
 
 // testsCondition puts before the release's patch the tests that the node shows c at index

@@ -2,6 +2,7 @@ package nodepatch
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,6 +80,43 @@ func TestReleaseWithWritesItsConditionFirst(t *testing.T) {
 			assert.Contains(t, order[:len(order)-1], "status", "no condition written before the node's write that landed")
 		})
 	}
+}
+
+// TestReleaseFromAStaleViewKeepsOneCondition: the release plans its condition's write from
+// the node as its watch last showed it. When that view lags behind a condition the agent
+// wrote (a write whose answer was lost), appending would give the node two conditions of
+// nodeready's type, which the own-node policy refuses (403) and the agent would take for a
+// misconfiguration. The append is fenced by the resourceVersion seen: refused (422) on a
+// stale view, then planned again from a fresh read, it replaces the one condition.
+func TestReleaseFromAStaleViewKeepsOneCondition(t *testing.T) {
+	verifying := corev1.NodeCondition{Type: wellknown.ConditionType, Status: corev1.ConditionFalse, Reason: string(wellknown.Verifying),
+		Message: "not released yet"}
+	stored := newNode(nil, startup)
+	stored.ResourceVersion = "2"
+	stored.Status.Conditions = []corev1.NodeCondition{ready, verifying}
+	p, client := newPatcher(t, stored)
+	stale := newNode(nil, startup) // as a lagging watch shows it: before the agent's own write
+	stale.Status.Conditions = []corev1.NodeCondition{ready}
+	var served atomic.Bool
+	client.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if served.CompareAndSwap(false, true) {
+			return true, stale.DeepCopy(), nil
+		}
+		return false, nil, nil
+	})
+
+	_, err := p.ReleaseWith(t.Context(), verified, nil)
+	require.NoError(t, err)
+	n := getNode(t, client)
+	var ours []corev1.NodeCondition
+	for _, c := range n.Status.Conditions {
+		if c.Type == wellknown.ConditionType {
+			ours = append(ours, c)
+		}
+	}
+	require.Len(t, ours, 1, "one condition of nodeready's type: %+v", n.Status.Conditions)
+	assert.Equal(t, string(wellknown.Verified), ours[0].Reason)
+	assert.Equal(t, "true", n.Labels["node-ready/verified"])
 }
 
 // TestReleaseWithFailedOpen: a fail-open release labels the node failed-open, its condition
