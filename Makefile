@@ -105,26 +105,61 @@ karpenter: ## Build Karpenter with its kwok provider (from e2e/build/karpenter/g
 # (datapath and verify, which take the machine's one real-node lock in turn), after building
 # what real nodes run; and every other package on simulated nodes, then the version matrix.
 # Each package starts its own control plane and agents; no test asserts a duration (the
-# benchmarks measure speed), so two at once only shorten the wall time, and the real-node
-# build (kube-router's alone is minutes on a cold cache) overlaps the simulated suites. A
-# failing lane lets the other finish, and both lanes' output stays in the log.
-E2E_REAL_PKGS := ./suites/datapath/ ./suites/verify/
+# benchmarks measure speed), so two at once only shorten the wall time. A failing lane lets
+# the other finish, and both lanes' output stays in the log.
+#
+# Each lane builds what its next packages need just before them, and a third job builds
+# Karpenter and the version matrix's control planes at the lowest CPU priority meanwhile: on a
+# cold cache those builds fill the CPU the suites leave idle instead of delaying the first
+# suite. A lane that needs one of them before it is done waits on its build lock (scripts/lib/
+# build.sh) and then finds it up to date; a failed build fails the lane that needs it too.
+# TestOldestRelease (admission) and TestDRAGateOnV1beta1 (gates) start a v1.32.5 control plane:
+# the simulated lane runs them last, when the prebuild has had the most time to build it.
+E2E_FLOOR_PKGS := ./suites/admission/ ./suites/gates/
 e2e_go_test = cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready NODEREADY_PLUGIN_BIN=$(CURDIR)/bin/kubectl-nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT)
 
 .PHONY: e2e
-e2e: build plugin control-plane karpenter tools ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, the real Karpenter and (as root on Linux) real nodes; then e2e-versions
-	$(MAKE) --no-print-directory -j2 e2e-real-lane e2e-simulated-lane
+e2e: build plugin control-plane-current ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, the real Karpenter and (as root on Linux) real nodes; then e2e-versions
+	$(MAKE) --no-print-directory -j3 e2e-real-lane e2e-simulated-lane e2e-prebuild
 
+.PHONY: e2e-prebuild
+e2e-prebuild:
+	nice -n 19 scripts/build-karpenter.sh >/dev/null
+	nice -n 19 scripts/build-control-plane.sh e2e/build/k8s-1.32 >/dev/null
+	nice -n 19 scripts/build-control-plane.sh e2e/build/k8s-1.37 >/dev/null
+
+# A failed step does not stop its lane: the next ones run, and the lane fails at its end.
+lane = rc=0; for t in $(1); do $(MAKE) --no-print-directory $$t || rc=1; done; exit $$rc
 .PHONY: e2e-real-lane
 e2e-real-lane:
 	@# kube-router: the NetworkPolicy engine of TestNetworkPolicyEngine (suites/datapath).
 	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null && scripts/build-node.sh --kube-router >/dev/null; fi
-	$(e2e_go_test) $(E2E_REAL_PKGS)
+	$(call lane,e2e-datapath e2e-verify)
 
 .PHONY: e2e-simulated-lane
 e2e-simulated-lane:
-	$(e2e_go_test) $$(go list ./... | grep -v -e /suites/datapath -e /suites/verify)
-	$(MAKE) --no-print-directory e2e-versions
+	$(call lane,e2e-simulated e2e-floor e2e-versions)
+
+.PHONY: e2e-datapath
+e2e-datapath:
+	$(e2e_go_test) ./suites/datapath/
+
+# Karpenter's scenarios, and the chart and the release installed with helm.
+.PHONY: e2e-verify
+e2e-verify:
+	scripts/build-karpenter.sh >/dev/null
+	scripts/build-tools.sh helm prometheus >/dev/null
+	$(e2e_go_test) ./suites/verify/
+
+.PHONY: e2e-simulated
+e2e-simulated:
+	scripts/build-tools.sh helm prometheus >/dev/null
+	$(e2e_go_test) $$(go list ./... | grep -v -e /suites/datapath -e /suites/verify -e /suites/admission -e /suites/gates)
+
+.PHONY: e2e-floor
+e2e-floor:
+	scripts/build-control-plane.sh e2e/build/k8s-1.32 >/dev/null
+	$(e2e_go_test) $(E2E_FLOOR_PKGS)
 
 # The version matrix. make e2e runs every suite on v1.36.3; e2e-versions runs the core suites
 # again, the same tests, on the newest release and on the oldest supported minor:
