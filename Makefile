@@ -109,10 +109,11 @@ karpenter: ## Build Karpenter with its kwok provider (from e2e/build/karpenter/g
 # the other finish, and both lanes' output stays in the log.
 #
 # Each lane builds what its next packages need just before them, and a third job builds
-# Karpenter and the version matrix's control planes at the lowest CPU priority meanwhile: on a
-# cold cache those builds fill the CPU the suites leave idle instead of delaying the first
-# suite. A lane that needs one of them before it is done waits on its build lock (scripts/lib/
-# build.sh) and then finds it up to date; a failed build fails the lane that needs it too.
+# Karpenter and the version matrix's control planes meanwhile: on a cold cache those builds
+# share the CPU with the first suites instead of delaying them all. Not at a lower priority: a
+# lane that needs one of them before it is done waits on its build lock (scripts/lib/build.sh),
+# and a starved build would keep it waiting while the other lane runs. A failed build fails
+# the lane that needs it too.
 # TestOldestRelease (admission) and TestDRAGateOnV1beta1 (gates) start a v1.32.5 control plane:
 # the simulated lane runs them last, when the prebuild has had the most time to build it.
 E2E_FLOOR_PKGS := ./suites/admission/ ./suites/gates/
@@ -124,9 +125,9 @@ e2e: build plugin control-plane-current ## End-to-end tests on a real etcd, kube
 
 .PHONY: e2e-prebuild
 e2e-prebuild:
-	nice -n 19 scripts/build-karpenter.sh >/dev/null
-	nice -n 19 scripts/build-control-plane.sh e2e/build/k8s-1.32 >/dev/null
-	nice -n 19 scripts/build-control-plane.sh e2e/build/k8s-1.37 >/dev/null
+	scripts/build-karpenter.sh >/dev/null
+	scripts/build-control-plane.sh e2e/build/k8s-1.32 >/dev/null
+	scripts/build-control-plane.sh e2e/build/k8s-1.37 >/dev/null
 
 # A failed step does not stop its lane: the next ones run, and the lane fails at its end.
 lane = rc=0; for t in $(1); do $(MAKE) --no-print-directory $$t || rc=1; done; exit $$rc
@@ -134,11 +135,11 @@ lane = rc=0; for t in $(1); do $(MAKE) --no-print-directory $$t || rc=1; done; e
 e2e-real-lane:
 	@# kube-router: the NetworkPolicy engine of TestNetworkPolicyEngine (suites/datapath).
 	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null && scripts/build-node.sh --kube-router >/dev/null; fi
-	$(call lane,e2e-datapath e2e-verify)
+	+$(call lane,e2e-datapath e2e-verify)
 
 .PHONY: e2e-simulated-lane
 e2e-simulated-lane:
-	$(call lane,e2e-simulated e2e-floor e2e-versions)
+	+$(call lane,e2e-simulated e2e-floor e2e-versions)
 
 .PHONY: e2e-datapath
 e2e-datapath:
