@@ -110,13 +110,14 @@ func New(t *testing.T, opts Options) *Framework {
 	return f
 }
 
-// binDir is the control plane binaries of release version, or dir when no release is asked.
+// binDir is the control plane binaries of release version, built when they are not yet
+// (controlplane.Build), or dir when no release is asked.
 func binDir(t *testing.T, version, dir string) string {
 	t.Helper()
 	if version == "" {
 		return dir
 	}
-	bin, err := controlplane.BinDirFor(version)
+	bin, err := controlplane.Build(version)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,11 @@
 package controlplane
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,6 +25,14 @@ const FloorKubernetesVersion = "v1.32.5"
 // e2e/build/k8s-1.37/go.mod pins and `scripts/build-control-plane.sh e2e/build/k8s-1.37` builds;
 // make e2e-versions runs the core scenarios against it too.
 const NewestKubernetesVersion = "v1.37.2"
+
+// BuildModules maps each release of Releases to the module, relative to the repository root,
+// that scripts/build-control-plane.sh builds its control plane from.
+var BuildModules = map[string]string{
+	KubernetesVersion:       "e2e/build/k8s",
+	FloorKubernetesVersion:  "e2e/build/k8s-1.32",
+	NewestKubernetesVersion: "e2e/build/k8s-1.37",
+}
 
 // VersionEnv chooses the Kubernetes release every e2e control plane runs that names no
 // binaries of its own (Options.BinDir), and so the version its simulated kubelets report: one
@@ -104,4 +114,26 @@ func checkBinaries(binDir string) error {
 		}
 	}
 	return nil
+}
+
+// Build runs scripts/build-control-plane.sh for version, which returns at once when its
+// binaries are up to date and waits for a build of them already under way (make e2e builds
+// the other releases beside the first suites), and returns their directory, BinDirFor's.
+func Build(version string) (string, error) {
+	module, ok := BuildModules[version]
+	if !ok {
+		return "", fmt.Errorf("no module builds Kubernetes %s; want one of %s", version, strings.Join(Releases, ", "))
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(filepath.Join(root, "scripts", "build-control-plane.sh"), module)
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if _, err := cmd.Output(); err != nil {
+		return "", fmt.Errorf("scripts/build-control-plane.sh %s: %w\n%s", module, err, stderr.String())
+	}
+	return BinDirFor(version)
 }

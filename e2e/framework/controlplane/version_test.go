@@ -4,6 +4,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,19 +24,22 @@ func parseGoMod(t *testing.T, path string) *modfile.File {
 	return mf
 }
 
-// buildModules maps each module that scripts/build-control-plane.sh builds a control plane
-// from to the release the tests expect of it.
-var buildModules = map[string]string{
-	"../../build/k8s/go.mod":      controlplane.KubernetesVersion,
-	"../../build/k8s-1.32/go.mod": controlplane.FloorKubernetesVersion,
-	"../../build/k8s-1.37/go.mod": controlplane.NewestKubernetesVersion,
+// buildGoMods maps the go.mod of each module that scripts/build-control-plane.sh builds a
+// control plane from (controlplane.BuildModules) to the release the tests expect of it.
+func buildGoMods() map[string]string {
+	mods := map[string]string{}
+	for version, module := range controlplane.BuildModules {
+		mods[filepath.Join("..", "..", "..", module, "go.mod")] = version
+	}
+	return mods
 }
 
 // The cache directory is named by KubernetesVersion (FloorKubernetesVersion); it must follow
 // build/k8s/go.mod (build/k8s-1.32/go.mod), from which scripts/build-control-plane.sh builds
 // the binaries, or the tests would look for binaries of another release.
 func TestKubernetesVersionMatchesGoMod(t *testing.T) {
-	for path, version := range buildModules {
+	require.ElementsMatch(t, controlplane.Releases, slices.Collect(maps.Keys(controlplane.BuildModules)))
+	for path, version := range buildGoMods() {
 		require.Equal(t, version, requiredKubernetes(t, path), path)
 	}
 }
@@ -62,7 +66,7 @@ func TestFloorIsAnOlderMinor(t *testing.T) {
 // e2e module's clients follow the current release.
 func TestStagingModulesMatchKubernetesVersion(t *testing.T) {
 	modules := map[string]string{"../../go.mod": controlplane.KubernetesVersion}
-	maps.Copy(modules, buildModules)
+	maps.Copy(modules, buildGoMods())
 	for path, version := range modules {
 		staging := "v0" + strings.TrimPrefix(version, "v1")
 		replaced := map[string]bool{}
