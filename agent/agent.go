@@ -63,9 +63,9 @@ type eventer interface {
 type Clients struct {
 	Kube    kube.Interface
 	Dynamic dynamic.Interface
-	// APIServer is the API server's host:port as Kube reaches it: where the
-	// networkpolicy check opens the connection its canary policy allows.
-	APIServer string
+	// APIServer is the API server as Kube reaches it: where the networkpolicy
+	// check opens the connection its canary policy allows.
+	APIServer checks.APIServerEndpoint
 }
 
 // Agent verifies and releases one node.
@@ -458,8 +458,8 @@ func cause(ctx context.Context) string {
 }
 
 // buildChecks builds the checks of CHECKS from the configuration, through the
-// checks' catalog. apiServer is Clients.APIServer, empty in --dry-run.
-func buildChecks(c config.Config, client kube.Interface, apiServer string) []checks.Check {
+// checks' catalog. apiServer is Clients.APIServer, its Addr empty in --dry-run.
+func buildChecks(c config.Config, client kube.Interface, apiServer checks.APIServerEndpoint) []checks.Check {
 	env := checks.Env{
 		Client:             client,
 		Node:               c.NodeName,

@@ -19,7 +19,7 @@ import (
 // in its way (misconfigured). It never writes to a cluster: it has no patcher at all. client
 // may be nil, and then the API checks are shown as skipped.
 func DryRun(ctx context.Context, cfg config.Config, client kube.Interface, out io.Writer) int {
-	return printDryRun(out, checks.RunAll(ctx, buildChecks(cfg, client, ""), cfg.CheckTimeout))
+	return printDryRun(out, checks.RunAll(ctx, buildChecks(cfg, client, checks.APIServerEndpoint{}), cfg.CheckTimeout))
 }
 
 // printDryRun writes the table and returns the exit code.

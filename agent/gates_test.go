@@ -79,7 +79,7 @@ func TestBuildGateChecks(t *testing.T) {
 			}
 			cfg := loadConfig(t, env, false)
 
-			list := buildChecks(cfg, adapt.Clientset(fake.NewClientset()), "")
+			list := buildChecks(cfg, adapt.Clientset(fake.NewClientset()), checks.APIServerEndpoint{})
 
 			assert.Equal(t, tt.want, names(list))
 			require.Len(t, list, len(tt.types))
@@ -102,7 +102,7 @@ func TestBuildGateChecksWithoutCluster(t *testing.T) {
 	}, true)
 
 	t.Run("no kubeconfig", func(t *testing.T) {
-		list := buildChecks(cfg, nil, "")
+		list := buildChecks(cfg, nil, checks.APIServerEndpoint{})
 		assert.Equal(t, []string{"daemonsets all", "conditions Ready=True", "resources nvidia.com/gpu>=1", "csi ebs.csi.aws.com", "dra gpu.nvidia.com>=8", "command /bin/true"}, names(list))
 		for _, c := range list[:5] {
 			res := checks.Execute(t.Context(), c, time.Second)
@@ -111,7 +111,7 @@ func TestBuildGateChecksWithoutCluster(t *testing.T) {
 		}
 	})
 	t.Run("no node name", func(t *testing.T) {
-		list := buildChecks(cfg, adapt.Clientset(fake.NewClientset()), "")
+		list := buildChecks(cfg, adapt.Clientset(fake.NewClientset()), checks.APIServerEndpoint{})
 		for _, c := range list[:5] {
 			res := checks.Execute(t.Context(), c, time.Second)
 			assert.True(t, res.Skipped(), c.Name())

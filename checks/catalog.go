@@ -2,6 +2,7 @@ package checks
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"slices"
 
@@ -39,12 +40,21 @@ type Env struct {
 	// VerifiedLabel and VerifiedLabelValue are the label a release adds, which
 	// the daemonsets gate leaves out of a DaemonSet's placement.
 	VerifiedLabel, VerifiedLabelValue string
-	// APIServer is the API server's host:port as Client reaches it; empty in
+	// APIServer is the API server as Client reaches it; its Addr is empty in
 	// --dry-run.
-	APIServer string
+	APIServer APIServerEndpoint
 	// FleetPassed tells whether another node of the agent's configuration was
 	// verified lately (the fleet's evidence); nil without a client.
 	FleetPassed func(ctx context.Context) (bool, error)
+}
+
+// APIServerEndpoint is the API server as the agent's client reaches it.
+type APIServerEndpoint struct {
+	// Addr is its host:port.
+	Addr string
+	// TLS is the client's TLS configuration (the cluster's CA, the server name);
+	// nil when the client speaks plain HTTP.
+	TLS *tls.Config
 }
 
 // Use is how a kind is used: whether CHECKS names it, and whether the agent

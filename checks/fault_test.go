@@ -100,19 +100,19 @@ func TestWhoseFault(t *testing.T) {
 			apiServer, _ := acceptCounting(t)
 			kubelet, _ := acceptCounting(t)
 			cs := fake.NewClientset(policyForPort(portOf(t, kubelet)), kubeletNode("127.0.0.1", portOf(t, kubelet)))
-			return checks.NewNetworkPolicy(adapt.Clientset(cs), "n1", canaryName, apiServer,
+			return checks.NewNetworkPolicy(adapt.Clientset(cs), "n1", canaryName, checks.APIServerEndpoint{Addr: apiServer},
 				func(context.Context) (bool, error) { return true, nil })
 		}, "fail"},
 		{"networkpolicy", "the canary policy is missing", func(t *testing.T) checks.Check {
 			apiServer, _ := acceptCounting(t)
 			cs := fake.NewClientset(kubeletNode("127.0.0.1", 10250))
-			return checks.NewNetworkPolicy(adapt.Clientset(cs), "n1", canaryName, apiServer, nil)
+			return checks.NewNetworkPolicy(adapt.Clientset(cs), "n1", canaryName, checks.APIServerEndpoint{Addr: apiServer}, nil)
 		}, "misconfigured"},
 		{"networkpolicy", "no node of the configuration enforces it (no engine)", func(t *testing.T) checks.Check {
 			apiServer, _ := acceptCounting(t)
 			kubelet, _ := acceptCounting(t)
 			cs := fake.NewClientset(policyForPort(portOf(t, kubelet)), kubeletNode("127.0.0.1", portOf(t, kubelet)))
-			return checks.NewNetworkPolicy(adapt.Clientset(cs), "n1", canaryName, apiServer,
+			return checks.NewNetworkPolicy(adapt.Clientset(cs), "n1", canaryName, checks.APIServerEndpoint{Addr: apiServer},
 				func(context.Context) (bool, error) { return false, nil })
 		}, "misconfigured"},
 		{"endpoints", "the Service has no EndpointSlices", func(*testing.T) checks.Check {

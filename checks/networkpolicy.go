@@ -2,6 +2,7 @@ package checks
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -67,8 +68,8 @@ type NetworkPolicy struct {
 	client kube.Interface
 	node   string
 	canary types.NamespacedName
-	// apiServer is the API server's host:port as the agent reaches it.
-	apiServer string
+	// apiServer is the API server as the agent reaches it.
+	apiServer APIServerEndpoint
 	// enforced says whether a node of this configuration passed; nil when
 	// unknown (--dry-run), when a failure here is the node's.
 	enforced func(ctx context.Context) (bool, error)
@@ -82,7 +83,7 @@ type NetworkPolicy struct {
 // NewNetworkPolicy returns a check, run on node, of the canary NetworkPolicy
 // canary. apiServer is where the allowed connection goes; enforced, when not
 // nil, says whether another node of the configuration passed the check.
-func NewNetworkPolicy(client kube.Interface, node string, canary types.NamespacedName, apiServer string,
+func NewNetworkPolicy(client kube.Interface, node string, canary types.NamespacedName, apiServer APIServerEndpoint,
 	enforced func(ctx context.Context) (bool, error)) *NetworkPolicy {
 	return &NetworkPolicy{client: client, node: node, canary: canary, apiServer: apiServer, enforced: enforced,
 		dialer: &net.Dialer{}, wait: networkPolicyBlockWait, program: networkPolicyProgramWait}
@@ -112,16 +113,14 @@ func (c *NetworkPolicy) Run(ctx context.Context) error {
 	if err != nil {
 		return Misconfiguration(err)
 	}
-	if err := canaryBlocks(policy, kubelet, c.apiServer); err != nil {
+	if err := canaryBlocks(policy, kubelet, c.apiServer.Addr); err != nil {
 		return Misconfiguration(fmt.Errorf("canary NetworkPolicy %s: %w", c.canary, err))
 	}
 
 	// The allowed connection first: without it a blocked one proves nothing.
-	conn, err := c.dialer.DialContext(ctx, "tcp", c.apiServer)
-	if err != nil {
-		return fmt.Errorf("connect to the API server at %s, which the canary policy allows: %w", c.apiServer, err)
+	if err := c.reachAPIServer(ctx); err != nil {
+		return fmt.Errorf("connect to the API server at %s, which the canary policy allows: %w", c.apiServer.Addr, err)
 	}
-	_ = conn.Close()
 
 	// A connection that opens is tried again for a moment: the engine may not have
 	// programmed this new pod yet (networkPolicyProgramWait).
@@ -155,6 +154,31 @@ retry:
 		return Misconfiguration(fmt.Errorf("%w, and no node of this configuration passed: is a NetworkPolicy engine running, and does it enforce egress?", notEnforced))
 	}
 	return notEnforced
+}
+
+// reachAPIServer opens a new connection to the API server and, over TLS, completes
+// the handshake as the agent's client would before it closes the connection. A
+// connection closed before its handshake is an error to the API server's TLS
+// server: it counts it in apiserver_tls_handshake_errors_total, a series that
+// clusters alert on to find broken certificates, and logs it at -v=5.
+func (c *NetworkPolicy) reachAPIServer(ctx context.Context) error {
+	conn, err := c.dialer.DialContext(ctx, "tcp", c.apiServer.Addr)
+	if err != nil || c.apiServer.TLS == nil {
+		if err == nil {
+			err = conn.Close()
+		}
+		return err
+	}
+	cfg := c.apiServer.TLS.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(c.apiServer.Addr)
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = conn.Close()
+		return fmt.Errorf("TLS handshake: %w", err)
+	}
+	return tc.Close()
 }
 
 // probeKubelet connects to the kubelet at kubelet, which the canary policy
@@ -313,7 +337,7 @@ func (o *NetworkPolicyOptions) Validate(_ *Options, _ Use) (err error) {
 // Checks implements KindOptions.
 func (o *NetworkPolicyOptions) Checks(_ *Options, env Env) []Check {
 	why := env.noAPI()
-	if why == "" && env.APIServer == "" {
+	if why == "" && env.APIServer.Addr == "" {
 		// --dry-run: the canary policy selects the agent's pods, not this process.
 		why = "runs in the agent's pod only, which the canary policy selects"
 	}

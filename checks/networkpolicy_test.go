@@ -1,10 +1,18 @@
 package checks_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"log"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -204,7 +212,7 @@ func TestNetworkPolicy(t *testing.T) {
 				tc.objects[0] = policyForPort(portOf(t, server))
 			}
 			client := adapt.Clientset(fake.NewClientset(tc.objects...))
-			c := checks.NewNetworkPolicyProgramming(checks.NewNetworkPolicy(client, "n1", canaryName, server, tc.fleet), 100*time.Millisecond)
+			c := checks.NewNetworkPolicyProgramming(checks.NewNetworkPolicy(client, "n1", canaryName, checks.APIServerEndpoint{Addr: server}, tc.fleet), 100*time.Millisecond)
 			err := c.Run(t.Context())
 			switch tc.want {
 			case "":
@@ -250,7 +258,7 @@ func TestNetworkPolicyWaitsForThePodsRules(t *testing.T) {
 		}()
 		t.Cleanup(func() { _ = l.Close() })
 		client := adapt.Clientset(fake.NewClientset(policyForPort(port), kubeletNode("127.0.0.1", port)))
-		c := checks.NewNetworkPolicy(client, "n1", canaryName, apiServer, func(context.Context) (bool, error) { return true, nil })
+		c := checks.NewNetworkPolicy(client, "n1", canaryName, checks.APIServerEndpoint{Addr: apiServer}, func(context.Context) (bool, error) { return true, nil })
 		require.NoError(t, c.Run(t.Context()))
 		assert.Equal(t, int32(2), accepted.Load(), "the check saw the kubelet's port open twice before the block")
 	})
@@ -258,7 +266,7 @@ func TestNetworkPolicyWaitsForThePodsRules(t *testing.T) {
 		open, accepted := acceptCounting(t)
 		port := portOf(t, open)
 		client := adapt.Clientset(fake.NewClientset(policyForPort(port), kubeletNode("127.0.0.1", port)))
-		c := checks.NewNetworkPolicyProgramming(checks.NewNetworkPolicy(client, "n1", canaryName, apiServer,
+		c := checks.NewNetworkPolicyProgramming(checks.NewNetworkPolicy(client, "n1", canaryName, checks.APIServerEndpoint{Addr: apiServer},
 			func(context.Context) (bool, error) { return true, nil }), time.Second)
 		err := c.Run(t.Context())
 		require.ErrorContains(t, err, "NetworkPolicy not in force on this node")
@@ -273,7 +281,7 @@ func TestNetworkPolicyWaitsForThePodsRules(t *testing.T) {
 func TestNetworkPolicyDropIsBlocked(t *testing.T) {
 	apiServer, _ := acceptCounting(t)
 	client := adapt.Clientset(fake.NewClientset(policyForPort(10250), kubeletNode("192.0.2.1", 10250)))
-	c := checks.NewNetworkPolicyWaiting(checks.NewNetworkPolicy(client, "n1", canaryName, apiServer, nil), 300*time.Millisecond)
+	c := checks.NewNetworkPolicyWaiting(checks.NewNetworkPolicy(client, "n1", canaryName, checks.APIServerEndpoint{Addr: apiServer}, nil), 300*time.Millisecond)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -287,7 +295,7 @@ func TestNetworkPolicyReads(t *testing.T) {
 	refused := closedPort(t)
 	cs := fake.NewClientset(policyForPort(refused), kubeletNode("127.0.0.1", refused))
 	fleetRead := false
-	c := checks.NewNetworkPolicy(adapt.Clientset(cs), "n1", canaryName, apiServer,
+	c := checks.NewNetworkPolicy(adapt.Clientset(cs), "n1", canaryName, checks.APIServerEndpoint{Addr: apiServer},
 		func(context.Context) (bool, error) { fleetRead = true; return true, nil })
 	require.NoError(t, c.Run(t.Context()))
 	var got []string
@@ -316,3 +324,51 @@ func TestNetworkPolicyOptions(t *testing.T) {
 	require.Len(t, list, 1)
 	assert.ErrorIs(t, list[0].Run(t.Context()), checks.ErrSkipped)
 }
+
+// The allowed connection reaches the API server as the agent's client does: over
+// TLS it completes the handshake before it closes. A connection closed before its
+// handshake is an error to a Go TLS server, which the kube-apiserver counts in
+// apiserver_tls_handshake_errors_total: one per node and round, in a series
+// clusters alert on. The plain connection first shows the server logging one.
+func TestNetworkPolicyCompletesTheAPIServersHandshake(t *testing.T) {
+	var mu sync.Mutex
+	var logged bytes.Buffer
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.Config.ErrorLog = log.New(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(p)
+	}), "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	handshakeErrors := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Count(logged.String(), "TLS handshake error")
+	}
+	addr := srv.Listener.Addr().String()
+	refused := closedPort(t)
+	run := func(api checks.APIServerEndpoint) error {
+		client := adapt.Clientset(fake.NewClientset(policyForPort(refused), kubeletNode("127.0.0.1", refused)))
+		return checks.NewNetworkPolicy(client, "n1", canaryName, api, nil).Run(t.Context())
+	}
+
+	require.NoError(t, run(checks.APIServerEndpoint{Addr: addr}), "a plain TCP connection")
+	require.Eventually(t, func() bool { return handshakeErrors() == 1 }, 5*time.Second, 10*time.Millisecond,
+		"a connection closed before its handshake is a handshake error to the server")
+
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	require.NoError(t, run(checks.APIServerEndpoint{Addr: addr, TLS: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}))
+	require.NoError(t, run(checks.APIServerEndpoint{Addr: addr, TLS: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}))
+	srv.CloseClientConnections()
+	time.Sleep(100 * time.Millisecond) // let the server's connections end and log what they would
+	assert.Equal(t, 1, handshakeErrors(), "the handshakes left no error: %s", logged.String())
+
+	err := run(checks.APIServerEndpoint{Addr: addr, TLS: &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS12}})
+	require.ErrorContains(t, err, "TLS handshake", "a server the client's CA does not trust is not the API server")
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -5,6 +5,7 @@
 package wiring
 
 import (
+	"crypto/tls"
 	"net"
 	"net/url"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodeready/nodeready/agent"
+	"github.com/nodeready/nodeready/checks"
 	"github.com/nodeready/nodeready/internal/kube"
 )
 
@@ -29,26 +31,44 @@ func NewClients(cfg *rest.Config) (agent.Clients, error) {
 	if err != nil {
 		return agent.Clients{}, err
 	}
-	return agent.Clients{Kube: typed, Dynamic: dyn, APIServer: hostPort(cfg.Host)}, nil
+	api, err := apiServer(cfg)
+	if err != nil {
+		return agent.Clients{}, err
+	}
+	return agent.Clients{Kube: typed, Dynamic: dyn, APIServer: api}, nil
 }
 
-// hostPort is the host:port of a rest.Config's Host, a URL or host[:port], with
-// the port of its scheme when it names none.
-func hostPort(host string) string {
-	u, err := url.Parse(host)
+// apiServer is the API server as cfg reaches it: the host:port of its Host, a
+// URL or host[:port], with the port of its scheme when it names none, and,
+// unless the scheme is http, the TLS configuration client-go uses with it
+// (the system's roots when cfg names no CA).
+func apiServer(cfg *rest.Config) (checks.APIServerEndpoint, error) {
+	u, err := url.Parse(cfg.Host)
 	if err != nil || u.Host == "" {
-		u, err = url.Parse("https://" + host)
+		u, err = url.Parse("https://" + cfg.Host)
 		if err != nil {
-			return ""
+			return checks.APIServerEndpoint{}, nil
 		}
 	}
+	if u.Scheme == "http" {
+		return checks.APIServerEndpoint{Addr: withPort(u, "80")}, nil
+	}
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return checks.APIServerEndpoint{}, err
+	}
+	if tlsConfig == nil {
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return checks.APIServerEndpoint{Addr: withPort(u, "443"), TLS: tlsConfig}, nil
+}
+
+// withPort is u's host:port, with port when u names none.
+func withPort(u *url.URL, port string) string {
 	if u.Port() != "" {
 		return u.Host
 	}
-	if u.Scheme == "http" {
-		return net.JoinHostPort(u.Hostname(), "80")
-	}
-	return net.JoinHostPort(u.Hostname(), "443")
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // RestConfig uses KUBECONFIG when it is set (the e2e harness runs the binary
