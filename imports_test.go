@@ -25,7 +25,9 @@ var importRules = map[string][]string{
 	"internal/config/configtest": {"internal/config"},
 	"internal/report":            {"internal/wellknown"},
 	"internal/uninstall":         {"nodepatch", "internal/config", "internal/kube", "internal/wellknown"},
-	"internal/wiring":            {"agent", "internal/config", "internal/kube"},
+	// wiring builds the agent's clients, and the API server's endpoint as the
+	// networkpolicy check dials it (checks.APIServerEndpoint): downward only.
+	"internal/wiring": {"agent", "checks", "internal/config", "internal/kube"},
 	// The tests' way to hand a client-go clientset to code written against kube.
 	"internal/kube/adapt": {"internal/kube"},
 

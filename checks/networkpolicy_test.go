@@ -333,18 +333,31 @@ func TestNetworkPolicyOptions(t *testing.T) {
 func TestNetworkPolicyCompletesTheAPIServersHandshake(t *testing.T) {
 	var mu sync.Mutex
 	var logged bytes.Buffer
+	var closed atomic.Int32
 	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
 	srv.Config.ErrorLog = log.New(writerFunc(func(p []byte) (int, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return logged.Write(p)
 	}), "", 0)
+	// The server logs a connection's handshake error before it closes it: once
+	// every connection is closed, every error it had is logged.
+	srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateClosed {
+			closed.Add(1)
+		}
+	}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	handshakeErrors := func() int {
 		mu.Lock()
 		defer mu.Unlock()
 		return strings.Count(logged.String(), "TLS handshake error")
+	}
+	allClosed := func(n int32) {
+		t.Helper()
+		require.Eventually(t, func() bool { return closed.Load() == n }, 10*time.Second, 10*time.Millisecond,
+			"the server closed %d connections", n)
 	}
 	addr := srv.Listener.Addr().String()
 	refused := closedPort(t)
@@ -354,15 +367,14 @@ func TestNetworkPolicyCompletesTheAPIServersHandshake(t *testing.T) {
 	}
 
 	require.NoError(t, run(checks.APIServerEndpoint{Addr: addr}), "a plain TCP connection")
-	require.Eventually(t, func() bool { return handshakeErrors() == 1 }, 5*time.Second, 10*time.Millisecond,
-		"a connection closed before its handshake is a handshake error to the server")
+	allClosed(1)
+	require.Equal(t, 1, handshakeErrors(), "a connection closed before its handshake is a handshake error to the server")
 
 	roots := x509.NewCertPool()
 	roots.AddCert(srv.Certificate())
 	require.NoError(t, run(checks.APIServerEndpoint{Addr: addr, TLS: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}))
 	require.NoError(t, run(checks.APIServerEndpoint{Addr: addr, TLS: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}))
-	srv.CloseClientConnections()
-	time.Sleep(100 * time.Millisecond) // let the server's connections end and log what they would
+	allClosed(3)
 	assert.Equal(t, 1, handshakeErrors(), "the handshakes left no error: %s", logged.String())
 
 	err := run(checks.APIServerEndpoint{Addr: addr, TLS: &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS12}})
