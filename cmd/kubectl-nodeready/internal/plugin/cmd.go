@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 )
 
 // Defaults of where nodeready is installed: the namespace of manifests/ and of the chart's
@@ -48,9 +47,9 @@ type Options struct {
 	warnedExternal bool
 
 	// newClient, now and whoAmI are the cluster, the clock and the user; tests replace them.
-	newClient func() (kubernetes.Interface, error)
+	newClient func() (Client, error)
 	now       func() time.Time
-	whoAmI    func(ctx context.Context, client kubernetes.Interface) string
+	whoAmI    func(ctx context.Context, client Client) string
 }
 
 // NewCommand returns `kubectl nodeready` writing to streams; version is printed by
@@ -61,13 +60,13 @@ func NewCommand(streams genericiooptions.IOStreams, version string) *cobra.Comma
 		configFlags: genericclioptions.NewConfigFlags(true),
 		now:         time.Now,
 	}
-	o.newClient = func() (kubernetes.Interface, error) {
+	o.newClient = func() (Client, error) {
 		cfg, err := o.configFlags.ToRESTConfig()
 		if err != nil {
 			return nil, err
 		}
 		cfg.UserAgent = "kubectl-nodeready/" + version
-		return kubernetes.NewForConfig(cfg)
+		return newClientFor(cfg)
 	}
 	o.whoAmI = o.user
 	return o.command(version)
@@ -255,7 +254,7 @@ func (o *Options) namespace() string {
 }
 
 // setup returns the client and the keys, warnings on stderr.
-func (o *Options) setup(ctx context.Context) (kubernetes.Interface, Keys, error) {
+func (o *Options) setup(ctx context.Context) (Client, Keys, error) {
 	client, err := o.newClient()
 	if err != nil {
 		return nil, Keys{}, err
@@ -270,7 +269,7 @@ func (o *Options) setup(ctx context.Context) (kubernetes.Interface, Keys, error)
 }
 
 // setupNode is setup for a command about one node, which it reads.
-func (o *Options) setupNode(ctx context.Context, name string) (kubernetes.Interface, Keys, *corev1.Node, error) {
+func (o *Options) setupNode(ctx context.Context, name string) (Client, Keys, *corev1.Node, error) {
 	client, k, err := o.setup(ctx)
 	if err != nil {
 		return nil, Keys{}, nil, err

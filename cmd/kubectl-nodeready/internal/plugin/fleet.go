@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
 )
 
 // selection is what release and reverify act on: one node by its name, or the nodes of a
@@ -64,7 +63,7 @@ func selectionOf(cmd *cobra.Command, args []string) (selection, error) {
 // not leave as it is (it says why); verb and did name the write for the summary. A node the write refuses is left too; any
 // other error is told and the others still done. It ends with a summary line, and an
 // error when a write failed.
-func (o *Options) eachNode(ctx context.Context, client kubernetes.Interface, sel selection, verb, did string, dryRun bool,
+func (o *Options) eachNode(ctx context.Context, client Client, sel selection, verb, did string, dryRun bool,
 	leave func(*corev1.Node) string, write func(*corev1.Node) error) error {
 	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.selector})
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/internal/golden"
 	"github.com/nodeready/nodeready/internal/wellknown"
@@ -248,7 +247,7 @@ func TestStatusWatch(t *testing.T) {
 		streams:     genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut},
 		configFlags: genericclioptions.NewConfigFlags(true),
 		now:         func() time.Time { return now },
-		newClient:   func() (kubernetes.Interface, error) { return client, nil },
+		newClient:   func() (Client, error) { return client, nil },
 	}
 	cmd := o.command("test")
 	cmd.SetArgs([]string{"status", "--watch"})

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodeready/nodeready/internal/wellknown"
@@ -33,15 +32,15 @@ type result struct {
 }
 
 // run runs the plugin with args against client, as the user alice.
-func run(t *testing.T, client kubernetes.Interface, args ...string) result {
+func run(t *testing.T, client Client, args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	o := &Options{
 		streams:     genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut},
 		configFlags: genericclioptions.NewConfigFlags(true),
 		now:         func() time.Time { return now },
-		newClient:   func() (kubernetes.Interface, error) { return client, nil },
-		whoAmI:      func(context.Context, kubernetes.Interface) string { return "alice@example.com" },
+		newClient:   func() (Client, error) { return client, nil },
+		whoAmI:      func(context.Context, Client) string { return "alice@example.com" },
 	}
 	cmd := o.command("test")
 	cmd.SetArgs(append([]string{}, args...)) // nil would be os.Args

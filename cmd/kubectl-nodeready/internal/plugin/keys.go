@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/internal/envvar"
 	"github.com/nodeready/nodeready/internal/wellknown"
@@ -44,7 +43,7 @@ type keyFlags struct {
 // A ConfigMap that cannot be read leaves the defaults, with a warning that says why; one
 // whose keys the agent itself would refuse is an error, as the plugin would misjudge every
 // node by them.
-func readKeys(ctx context.Context, client kubernetes.Interface, f keyFlags, warn func(string)) (Keys, error) {
+func readKeys(ctx context.Context, client Client, f keyFlags, warn func(string)) (Keys, error) {
 	data := map[string]string{}
 	source := fmt.Sprintf("ConfigMap %s/%s", f.namespace, f.configMap)
 	cm, err := client.CoreV1().ConfigMaps(f.namespace).Get(ctx, f.configMap, metav1.GetOptions{})

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/printers"
-	"k8s.io/client-go/kubernetes"
 )
 
 // GroupVersion names the plugin's machine-readable output (`-o json|yaml`). It is no API
@@ -112,7 +111,7 @@ type statusOptions struct {
 
 // fleetStatus lists the nodes (one LIST; the agent pods with another when asked) and judges
 // each.
-func (o *Options) fleetStatus(ctx context.Context, client kubernetes.Interface, k Keys, so statusOptions) (*FleetStatus, error) {
+func (o *Options) fleetStatus(ctx context.Context, client Client, k Keys, so statusOptions) (*FleetStatus, error) {
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: so.selector})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
@@ -210,7 +209,7 @@ func nodeStatus(k Keys, node *corev1.Node) NodeStatus {
 }
 
 // agentPods lists the agent pods, bound to node or to any node when node is empty, by node.
-func (o *Options) agentPods(ctx context.Context, client kubernetes.Interface, node string) (map[string][]AgentPod, error) {
+func (o *Options) agentPods(ctx context.Context, client Client, node string) (map[string][]AgentPod, error) {
 	opts := metav1.ListOptions{LabelSelector: o.agentSelector}
 	if node != "" {
 		opts.FieldSelector = "spec.nodeName=" + node

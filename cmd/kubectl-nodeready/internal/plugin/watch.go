@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/printers"
-	"k8s.io/client-go/kubernetes"
 )
 
 // rewatchBackoff spaces the re-opening of a watch that ended at once, so a server that
@@ -42,7 +41,7 @@ type fleetWatch struct {
 // too old) and prints a node's row again whenever its state, reason, message, startup
 // taints or label change, a line for a node deleted, and the summary when it changes. It
 // ends with ctx (Ctrl-C).
-func (o *Options) watchStatus(ctx context.Context, client kubernetes.Interface, k Keys, selector string) error {
+func (o *Options) watchStatus(ctx context.Context, client Client, k Keys, selector string) error {
 	fw := &fleetWatch{o: o, k: k, selector: selector, shown: map[string]string{}}
 	w, err := fw.relist(ctx, client)
 	if err != nil {
@@ -126,7 +125,7 @@ func (o *Options) watchStatus(ctx context.Context, client kubernetes.Interface, 
 }
 
 // relist lists the nodes and opens the watch from the list's resourceVersion.
-func (fw *fleetWatch) relist(ctx context.Context, client kubernetes.Interface) (watch.Interface, error) {
+func (fw *fleetWatch) relist(ctx context.Context, client Client) (watch.Interface, error) {
 	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: fw.selector})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
@@ -140,7 +139,7 @@ func (fw *fleetWatch) relist(ctx context.Context, client kubernetes.Interface) (
 }
 
 // watch opens a watch of the nodes from the last resourceVersion seen.
-func (fw *fleetWatch) watch(ctx context.Context, client kubernetes.Interface) (watch.Interface, error) {
+func (fw *fleetWatch) watch(ctx context.Context, client Client) (watch.Interface, error) {
 	w, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: fw.selector, ResourceVersion: fw.rv, AllowWatchBookmarks: true})
 	if err != nil {
 		return nil, fmt.Errorf("watch nodes: %w", err)

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
@@ -120,7 +119,7 @@ func (o *Options) runWhy(ctx context.Context, name string, maxEvents int, output
 
 // nodeEvents lists nodeready's Events about node, latest first. Events about a Node, a
 // cluster-scoped object, are in the default namespace.
-func nodeEvents(ctx context.Context, client kubernetes.Interface, node *corev1.Node) ([]eventsv1.Event, error) {
+func nodeEvents(ctx context.Context, client Client, node *corev1.Node) ([]eventsv1.Event, error) {
 	list, err := client.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.Set{"regarding.kind": "Node", "regarding.name": node.Name}.String(),
 	})

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nodeready/nodeready/internal/wellknown"
@@ -43,7 +42,7 @@ type operation struct {
 }
 
 // patchNode writes ops to the node under the plugin's field manager.
-func patchNode(ctx context.Context, client kubernetes.Interface, name string, ops []operation) (*corev1.Node, error) {
+func patchNode(ctx context.Context, client Client, name string, ops []operation) (*corev1.Node, error) {
 	patch, err := json.Marshal(ops)
 	if err != nil {
 		return nil, err
@@ -72,7 +71,7 @@ func escape(key string) string { return strings.NewReplacer("~", "~0", "/", "~1"
 
 // user names the person the kubeconfig acts as: the API server's answer to a
 // SelfSubjectReview (impersonation included), else the kubeconfig context's user entry.
-func (o *Options) user(ctx context.Context, client kubernetes.Interface) string {
+func (o *Options) user(ctx context.Context, client Client) string {
 	review, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err == nil && review.Status.UserInfo.Username != "" {
 		return review.Status.UserInfo.Username
@@ -97,7 +96,7 @@ func (o *Options) user(ctx context.Context, client kubernetes.Interface) string 
 
 // event records on the node what a person did to it. Its loss is a warning: the node's
 // annotations record the release too.
-func (o *Options) event(ctx context.Context, client kubernetes.Interface, node *corev1.Node, reason wellknown.Reason, action, note string) {
+func (o *Options) event(ctx context.Context, client Client, node *corev1.Node, reason wellknown.Reason, action, note string) {
 	now := o.now()
 	_, err := client.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, &eventsv1.Event{
 		// Named as client-go's recorder names Events: the object and the time, in hex.
@@ -171,7 +170,7 @@ func (o *Options) runRelease(ctx context.Context, sel selection, force, dryRun b
 }
 
 // releaseNode releases one node by hand, or with dryRun works out what it would write.
-func (o *Options) releaseNode(ctx context.Context, client kubernetes.Interface, k Keys, name, user, at string, force, dryRun bool) (released, error) {
+func (o *Options) releaseNode(ctx context.Context, client Client, k Keys, name, user, at string, force, dryRun bool) (released, error) {
 	var r released
 	err := retry.OnError(lockBackoff, lostLock, func() error {
 		node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -293,7 +292,7 @@ func agentStillRuns(name string, pods map[string][]AgentPod) error {
 }
 
 // reverifyNode removes one node's label, or with dryRun says what it would remove.
-func (o *Options) reverifyNode(ctx context.Context, client kubernetes.Interface, k Keys, name string, dryRun bool) error {
+func (o *Options) reverifyNode(ctx context.Context, client Client, k Keys, name string, dryRun bool) error {
 	var (
 		node    *corev1.Node
 		value   string
