@@ -7,7 +7,8 @@
 # dependency is at the version Kubernetes itself pins: nothing nodeready or the e2e tests
 # require can raise it. Other such modules (e2e/build/k8s-1.32, the oldest minor the README
 # supports, and e2e/build/k8s-1.37, the newest) build other releases the same way, each into
-# its own directory.
+# its own directory. A module builds the components its go.mod names as tools; e2e/build/k8s-1.37
+# names only kube-apiserver, and the others are linked from e2e/build/k8s's build.
 #
 # The first run compiles Kubernetes and takes several minutes; later runs return at once
 # unless a module these binaries are built from, this script or the Go toolchain changed.
@@ -52,7 +53,7 @@ etcd_version="$(module_version go.etcd.io/etcd/server/v3)"
 bin_dir="${NODEREADY_K8S_BIN:-${repo_root}/.cache/k8s/${k8s_version}/bin}"
 
 # name=package; etcd is renamed because go build would call it "server".
-components=(
+all_components=(
   "etcd=go.etcd.io/etcd/server/v3"
   "kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver"
   "kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager"
@@ -60,7 +61,37 @@ components=(
   "kubectl=k8s.io/kubernetes/cmd/kubectl"
 )
 
+# The module's tool directives name what it builds. A component it does not build comes from
+# e2e/build/k8s, the current release: e2e/build/k8s-1.37 builds only the newest API server, and
+# the current release's etcd, controller manager, scheduler and kubectl run with it, one minor
+# older, the skew of a control plane being upgraded that Kubernetes supports. Those are linked
+# into this bin directory, so every release's directory holds all five.
+mapfile -t tools < <(go -C "${k8s_dir}" list -f '{{.ImportPath}}' tool)
+components=()
+borrowed=()
+for c in "${all_components[@]}"; do
+  if printf '%s\n' "${tools[@]}" | grep -qxF "${c#*=}"; then
+    components+=("${c}")
+  else
+    borrowed+=("${c%%=*}")
+  fi
+done
+if ((${#components[@]} == 0)); then
+  echo "$0: ${module}: its go.mod names none of ${all_components[*]%%=*} as a tool" >&2
+  exit 2
+fi
+if ((${#borrowed[@]} > 0)); then
+  if [[ "${module}" == e2e/build/k8s ]]; then
+    echo "$0: ${module} must build all of ${all_components[*]%%=*}; it lacks ${borrowed[*]}" >&2
+    exit 2
+  fi
+  current_bin="$(NODEREADY_K8S_BIN='' "$0" e2e/build/k8s)"
+fi
+
 lock_bin_dir "${bin_dir}"
+for name in "${borrowed[@]}"; do
+  ln -sfn "${current_bin}/${name}" "${bin_dir}/${name}"
+done
 
 # Any change to what the binaries are built from rebuilds them all.
 all_pkgs=()

@@ -23,7 +23,9 @@ const FloorKubernetesVersion = "v1.32.5"
 
 // NewestKubernetesVersion is the newest release, newer than the one everything else runs on, which
 // e2e/build/k8s-1.37/go.mod pins and `scripts/build-control-plane.sh e2e/build/k8s-1.37` builds;
-// make e2e-versions runs the core scenarios against it too.
+// make e2e-versions runs the core scenarios against it too. Only its kube-apiserver is built:
+// its bin directory links etcd, kube-controller-manager, kube-scheduler and kubectl of
+// KubernetesVersion, one minor older, as in a control plane being upgraded.
 const NewestKubernetesVersion = "v1.37.2"
 
 // BuildModules maps each release of Releases to the module, relative to the repository root,
