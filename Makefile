@@ -13,6 +13,13 @@ E2E_TIMEOUT ?= 40m
 
 export CGO_ENABLED ?= 0
 
+# Every go command builds with -trimpath, as the binaries and the release must: go vet, go test
+# and go run then reuse the packages the builds compiled (and the control planes' builds share
+# the standard library and common modules with the e2e tests) instead of compiling each twice.
+ifeq ($(filter -trimpath,$(GOFLAGS)),)
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
+endif
+
 .DEFAULT_GOAL := help
 
 .PHONY: help
@@ -87,7 +94,7 @@ tools: ## Build the test-only tools the e2e tests run (Helm, Prometheus) from th
 	scripts/build-tools.sh helm prometheus >/dev/null
 
 .PHONY: control-plane
-control-plane: control-plane-current ## Build etcd and the Kubernetes components (v1.36.3 from e2e/build/k8s/go.mod; v1.32.5, the oldest supported, from e2e/build/k8s-1.32/go.mod; v1.37.2, the newest, from e2e/build/k8s-1.37/go.mod) from the Go module proxy, once per machine
+control-plane: control-plane-current ## Build etcd and the Kubernetes components (v1.36.3 from e2e/build/k8s/go.mod; v1.32.5, the oldest supported, from e2e/build/k8s-1.32/go.mod; the API server of v1.37.2, the newest, from e2e/build/k8s-1.37/go.mod) from the Go module proxy, once per machine
 	scripts/build-control-plane.sh e2e/build/k8s-1.32
 	scripts/build-control-plane.sh e2e/build/k8s-1.37
 
@@ -101,18 +108,21 @@ control-plane-current:
 karpenter: ## Build Karpenter with its kwok provider (from e2e/build/karpenter/go.mod) from the Go module proxy, once per machine
 	scripts/build-karpenter.sh
 
-# Two lanes side by side, each one e2e package at a time (-p 1): the packages on real nodes
+# Three lanes side by side, each one e2e package at a time (-p 1): the packages on real nodes
 # (datapath and verify, which take the machine's one real-node lock in turn), after building
-# what real nodes run; and every other package on simulated nodes, then the version matrix.
-# Each package starts its own control plane and agents; no test asserts a duration (the
-# benchmarks measure speed), so two at once only shorten the wall time. A failing lane lets
-# the other finish, and both lanes' output stays in the log.
+# what real nodes run; the packages that need no cluster of simulated nodes but the release's
+# and the chart's (cmd, framework, static), then security; and every other package on
+# simulated nodes, then the version matrix. Each package starts its own control plane and
+# agents; no test asserts a duration (the benchmarks measure speed), and a suite waits on its
+# controllers far more than it computes (about a third of two cores), so three at once only
+# shorten the wall time. A failing lane lets the others finish, and every lane's output stays
+# in the log.
 #
-# Each lane builds what its next packages need just before them, and a third job builds
+# Each lane builds what its next packages need just before them, and a fourth job builds
 # Karpenter and the version matrix's control planes meanwhile: on a cold cache those builds
 # share the CPU with the first suites instead of delaying them all. Not at a lower priority: a
 # lane that needs one of them before it is done waits on its build lock (scripts/lib/build.sh),
-# and a starved build would keep it waiting while the other lane runs. A failed build fails
+# and a starved build would keep it waiting while the other lanes run. A failed build fails
 # the lane that needs it too.
 # TestOldestRelease (admission), TestClusterFaultsNeverReplace (failure) and
 # TestDRAGateOnV1beta1 (gates) start a v1.32.5 control plane: the simulated lane runs them last,
@@ -124,7 +134,7 @@ e2e_go_test = cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready NODEREADY_PLUGIN_B
 
 .PHONY: e2e
 e2e: build plugin control-plane-current ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, the real Karpenter and (as root on Linux) real nodes; then e2e-versions
-	$(MAKE) --no-print-directory -j3 e2e-real-lane e2e-simulated-lane e2e-prebuild
+	$(MAKE) --no-print-directory -j4 e2e-real-lane e2e-static-lane e2e-simulated-lane e2e-prebuild
 
 .PHONY: e2e-prebuild
 e2e-prebuild:
@@ -139,6 +149,10 @@ e2e-real-lane:
 	@# kube-router: the NetworkPolicy engine of TestNetworkPolicyEngine (suites/datapath).
 	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then scripts/build-node.sh >/dev/null && scripts/build-node.sh --kube-router >/dev/null; fi
 	+$(call lane,e2e-datapath e2e-verify)
+
+.PHONY: e2e-static-lane
+e2e-static-lane:
+	+$(call lane,e2e-static)
 
 .PHONY: e2e-simulated-lane
 e2e-simulated-lane:
@@ -155,10 +169,18 @@ e2e-verify:
 	scripts/build-tools.sh helm prometheus >/dev/null
 	$(e2e_go_test) ./suites/verify/
 
+# make release twice (static/release), the chart and the image; then the forbidden writes.
+E2E_STATIC_PKGS := ./cmd/... ./framework/... ./static/... ./suites/security/
+.PHONY: e2e-static
+e2e-static:
+	scripts/build-tools.sh helm >/dev/null
+	$(e2e_go_test) $(E2E_STATIC_PKGS)
+
+# Every package no other lane runs.
 .PHONY: e2e-simulated
 e2e-simulated:
 	scripts/build-tools.sh helm prometheus >/dev/null
-	$(e2e_go_test) $$(go list ./... | grep -v -e /suites/datapath -e /suites/verify -e /suites/admission -e /suites/failure -e /suites/gates)
+	$(e2e_go_test) $$(go list ./... | grep -v -e /cmd/ -e /framework -e /static/ -e /suites/security -e /suites/datapath -e /suites/verify -e /suites/admission -e /suites/failure -e /suites/gates)
 
 .PHONY: e2e-floor
 e2e-floor:
@@ -177,9 +199,16 @@ e2e_on = cd e2e && NODEREADY_E2E_KUBERNETES=$(1) NODEREADY_BIN=$(CURDIR)/bin/nod
 
 .PHONY: e2e-versions
 e2e-versions: build plugin control-plane ## The core e2e suites on Kubernetes v1.37.2 and v1.32.5 (part of make e2e)
-	@# On every release: the core scenarios (install, verify, re-verify, a failing check, a bad
-	@# setting, the own-node policy, the kubectl plugin) and replace-node. Not the API server restart: what it
-	@# proves is the agent's, its outage is half the suite's time, and the matrix has a budget.
+	@# The two releases side by side: a suite waits on its controllers far more than it
+	@# computes (about a third of two cores), so two at once take little longer than one.
+	+$(MAKE) --no-print-directory e2e-versions-newest & newest=$$!; \
+		rc=0; $(MAKE) --no-print-directory e2e-versions-oldest || rc=1; wait $$newest || rc=1; exit $$rc
+
+# On every release: the core scenarios (install, verify, re-verify, a failing check, a bad
+# setting, the own-node policy, the kubectl plugin) and replace-node. Not the API server restart:
+# what it proves is the agent's, its outage is half the suite's time, and the matrix has a budget.
+.PHONY: e2e-versions-newest
+e2e-versions-newest:
 	$(call e2e_on,$(E2E_NEWEST)) $(E2E_VERSIONS_CORE) ./suites/verify/
 	$(call e2e_on,$(E2E_NEWEST)) -run '^TestFailure$$/^replace-node$$' ./suites/failure/
 	@# The taint-at-creation and label-to-taint policies, and the dra gate on resource.k8s.io/v1.
@@ -187,13 +216,15 @@ e2e-versions: build plugin control-plane ## The core e2e suites on Kubernetes v1
 	$(call e2e_on,$(E2E_NEWEST)) -run '^TestGates$$/^dra:' ./suites/gates/
 	@# The release's one round trip rests on how the API server applies a patch of the node.
 	$(call e2e_on,$(E2E_NEWEST)) -run '^TestReleaseTestsItsCondition$$' ./suites/reliability/
+
+# Not on 1.32: suites/admission, as 1.32 serves no MutatingAdmissionPolicy v1 (kubectl refuses
+# the policies: TestOldestRelease), and the dra gate of suites/gates, as 1.32 serves no
+# resource.k8s.io unless DRA is turned on (held: TestOldestRelease; v1beta1: TestDRAGateOnV1beta1).
+.PHONY: e2e-versions-oldest
+e2e-versions-oldest:
 	$(call e2e_on,$(E2E_OLDEST)) $(E2E_VERSIONS_CORE) ./suites/verify/
 	$(call e2e_on,$(E2E_OLDEST)) -run '^TestFailure$$/^replace-node$$' ./suites/failure/
 	$(call e2e_on,$(E2E_OLDEST)) -run '^TestReleaseTestsItsCondition$$' ./suites/reliability/
-	@# Not on 1.32: suites/admission, as 1.32 serves no MutatingAdmissionPolicy v1 (kubectl
-	@# refuses the policies: TestOldestRelease), and the dra gate of suites/gates, as 1.32 serves
-	@# no resource.k8s.io unless DRA is turned on (held: TestOldestRelease; v1beta1:
-	@# TestDRAGateOnV1beta1).
 
 .PHONY: node
 node: ## Build what the real node runs (kubelet, kube-proxy, containerd, CoreDNS, kube-router); installs runc, CNI plugins, iptables, conntrack, ipset from Debian when missing
