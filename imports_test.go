@@ -34,7 +34,7 @@ var importRules = map[string][]string{
 	// The kubectl plugin: its command, and its logic in a package only the command
 	// imports; it tells a startup taint as the agent does (nodepatch) and links no agent.
 	"cmd/kubectl-nodeready":                 {"cmd/kubectl-nodeready/internal/plugin"},
-	"cmd/kubectl-nodeready/internal/plugin": {"nodepatch", "internal/envvar", "internal/wellknown"},
+	"cmd/kubectl-nodeready/internal/plugin": {"nodepatch", "internal/envvar", "internal/kube", "internal/wellknown"},
 }
 
 // TestImportRules fails on an import that breaks DESIGN.md's direction: main →

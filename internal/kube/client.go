@@ -67,19 +67,30 @@ func init() {
 // binding, whose types the agent does not need (AdmissionregistrationV1).
 var admissionregistrationV1 = schema.GroupVersion{Group: "admissionregistration.k8s.io", Version: "v1"}
 
-// NewForConfig returns the clients of Interface, configured as client-go's
-// clientset configures its own: one HTTP client and one rate limiter for all
-// groups, protobuf preferred where the server speaks it.
-func NewForConfig(c *rest.Config) (Interface, error) {
+// ClientsetConfig returns a copy of c configured as client-go's clientset configures its own
+// (kubernetes.NewForConfigAndClient), for typed clients of a few groups that share one HTTP
+// client: the default user agent, and one rate limiter for all of them when c sets QPS.
+func ClientsetConfig(c *rest.Config) (rest.Config, error) {
 	cfg := *c
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
 	if cfg.RateLimiter == nil && cfg.QPS > 0 {
 		if cfg.Burst <= 0 {
-			return nil, fmt.Errorf("burst is required to be greater than 0 when RateLimiter is not set and QPS is set to greater than 0")
+			return cfg, fmt.Errorf("burst is required to be greater than 0 when RateLimiter is not set and QPS is set to greater than 0")
 		}
 		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	}
+	return cfg, nil
+}
+
+// NewForConfig returns the clients of Interface, configured as client-go's
+// clientset configures its own: one HTTP client and one rate limiter for all
+// groups, protobuf preferred where the server speaks it.
+func NewForConfig(c *rest.Config) (Interface, error) {
+	cfg, err := ClientsetConfig(c)
+	if err != nil {
+		return nil, err
 	}
 	// Every response's Date, for the clock check, from the agent's own requests.
 	clock := NewClock()

@@ -1,13 +1,12 @@
 package plugin
 
 import (
-	"fmt"
-
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/nodeready/nodeready/internal/kube"
 )
 
 // Client is what the plugin asks of the API server: nodes, pods, ConfigMaps and events of
@@ -35,15 +34,9 @@ func (c clients) AuthenticationV1() authenticationv1client.AuthenticationV1Inter
 // newClientFor connects as client-go's kubernetes.NewForConfig does: one HTTP client for
 // every group, and one rate limiter when cfg sets QPS.
 func newClientFor(cfg *rest.Config) (Client, error) {
-	c := *cfg
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	if c.RateLimiter == nil && c.QPS > 0 {
-		if c.Burst <= 0 {
-			return nil, fmt.Errorf("burst is required to be greater than 0 when RateLimiter is not set and QPS is set to greater than 0")
-		}
-		c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(c.QPS, c.Burst)
+	c, err := kube.ClientsetConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
 	httpClient, err := rest.HTTPClientFor(&c)
 	if err != nil {
