@@ -40,7 +40,7 @@ crd_dir="${out_dir}/crds"
 
 lock_bin_dir "${bin_dir}"
 stamp_file="${bin_dir}/.build-stamp"
-stamp="$(build_stamp "${mod_dir}" "" "${pkg}")"
+stamp="$(build_stamp "${mod_dir}" "${test_only_gcflags[*]}" "${pkg}")"
 if [[ "${force}" == false && -x "${bin_dir}/karpenter" && -d "${crd_dir}" ]] && stamp_matches "${stamp_file}" "${stamp}"; then
   log "up to date (Karpenter ${version})"
   echo "${out_dir}"
@@ -58,7 +58,7 @@ trap 'rm -rf "${work_dir}"' EXIT
 start=${SECONDS}
 (
   cd "${mod_dir}"
-  CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${work_dir}/karpenter" "${pkg}"
+  CGO_ENABLED=0 go build -trimpath "${test_only_gcflags[@]}" -ldflags "-s -w" -o "${work_dir}/karpenter" "${pkg}"
 )
 # The CRDs ship in the module: Karpenter's own (NodePool, NodeClaim, NodeOverlay) and the kwok
 # provider's KWOKNodeClass.

@@ -48,7 +48,7 @@ build() {
   fi
 
   local stamp_file="${bin_dir}/.build-stamp" stamp
-  stamp="$(build_stamp "${mod_dir}" "${tags[*]}" "${tags[@]}" "${pkgs[@]}")"
+  stamp="$(build_stamp "${mod_dir}" "${tags[*]} ${test_only_gcflags[*]}" "${tags[@]}" "${pkgs[@]}")"
 
   local up_to_date=true p
   for p in "${pkgs[@]}"; do
@@ -66,7 +66,7 @@ build() {
   # a half-written binary and tests running meanwhile keep the previous one.
   local work_dir start=${SECONDS}
   work_dir="$(mktemp -d "${bin_dir}/.build.XXXXXX")"
-  (cd "${mod_dir}" && CGO_ENABLED=0 go build "${tags[@]}" -trimpath -ldflags "-s -w" -o "${work_dir}/" "${pkgs[@]}")
+  (cd "${mod_dir}" && CGO_ENABLED=0 go build "${tags[@]}" -trimpath "${test_only_gcflags[@]}" -ldflags "-s -w" -o "${work_dir}/" "${pkgs[@]}")
   rm -f "${stamp_file}"
   for p in "${pkgs[@]}"; do
     mv -f "${work_dir}/${p##*/}" "${bin_dir}/${p##*/}"

@@ -38,5 +38,15 @@ build_stamp() {
   ) $(go env GOVERSION)"
 }
 
+# The Go compiler flags of what only the tests and the demo run, never shipped nor measured:
+# Karpenter, Helm, Prometheus and promtool, actionlint, and the version matrix's control
+# planes. They are compiled as a debugger's build is, without optimisation or inlining: the same
+# source and the same behaviour, about a quarter less compile time (on
+# k8s.io/kubernetes/pkg/registry/..., 44 s to 33 s), which with empty Go caches on two cores is
+# minutes of make test. nodeready itself, the control plane the benchmarks and every other test
+# run, and what the real nodes run are built as released.
+# shellcheck disable=SC2034 # used by the scripts that source this file
+test_only_gcflags=(-gcflags "all=-N -l")
+
 # stamp_matches FILE STAMP tells whether FILE records STAMP.
 stamp_matches() { [[ "$(cat "$1" 2>/dev/null || true)" == "$2" ]]; }
