@@ -146,8 +146,8 @@ e2e-prebuild:
 lane = rc=0; for t in $(1); do $(MAKE) --no-print-directory $$t || rc=1; done; exit $$rc
 # What real nodes run (as root on Linux), built before the lanes start and alone: the real-node
 # lane's suites are the longest chain of make e2e (about 30 min, most of it waiting on real
-# nodes), and built inside that lane beside every other build, the node's compiles put another
-# half hour on that chain (a fresh run: 14:52 to 15:25). kube-router is the NetworkPolicy engine
+# nodes), and built inside that lane beside every other build, the node's compiles put about
+# another half hour on that chain with empty Go caches. kube-router is the NetworkPolicy engine
 # of TestNetworkPolicyEngine (suites/datapath).
 .PHONY: e2e-node
 e2e-node:

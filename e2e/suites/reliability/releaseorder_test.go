@@ -72,8 +72,8 @@ func TestReleaseTestsItsCondition(t *testing.T) {
 		assert.True(t, apierrors.IsInvalid(err), "refused as a failed test (422): %v", err)
 		after, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
-		// Not the resourceVersion: the controller manager's TTL and node lifecycle controllers
-		// write a new node on their own (an annotation), whenever they get to it.
+		// Not the resourceVersion: the controller manager writes a new node on its own (its TTL
+		// controller annotates it) whenever it gets to it.
 		assert.Equal(t, before.Labels, after.Labels, "the refused write labelled the node")
 		assert.Equal(t, before.Spec.Taints, after.Spec.Taints, "the refused write changed the taints")
 
