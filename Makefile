@@ -57,7 +57,7 @@ test: unit e2e ## Run every test: unit tests, then e2e on a real local control p
 
 .PHONY: unit
 unit: ## Unit tests with the race detector
-	CGO_ENABLED=1 go test -race -count=1 ./...
+	CGO_ENABLED=1 scripts/timed.sh "make unit" go test -race -count=1 ./...
 
 .PHONY: vet
 vet: ## go vet both modules, check formatting and the import rules of DESIGN.md, lint .github/workflows with actionlint and the alert rules with promtool
@@ -142,8 +142,9 @@ e2e-prebuild:
 	scripts/build-control-plane.sh e2e/build/k8s-1.32 >/dev/null
 	scripts/build-control-plane.sh e2e/build/k8s-1.37 >/dev/null
 
-# A failed step does not stop its lane: the next ones run, and the lane fails at its end.
-lane = rc=0; for t in $(1); do $(MAKE) --no-print-directory $$t || rc=1; done; exit $$rc
+# A failed step does not stop its lane: the next ones run, and the lane fails at its end. Each
+# step ends with a line of its wall and CPU time (scripts/timed.sh), as each build does.
+lane = rc=0; for t in $(1); do scripts/timed.sh "make $$t" $(MAKE) --no-print-directory $$t || rc=1; done; exit $$rc
 # What real nodes run (as root on Linux), built before the lanes start and alone: the real-node
 # lane's suites are the longest chain of make e2e (about 30 min, most of it waiting on real
 # nodes), and built inside that lane beside every other build, the node's compiles put about

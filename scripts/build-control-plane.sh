@@ -155,6 +155,8 @@ work_dir="$(mktemp -d "${bin_dir}/.build.XXXXXX")"
 trap 'rm -rf "${work_dir}"' EXIT
 
 start=${SECONDS}
+cpu_start=0
+cpu_seconds cpu_start
 # One go build for all packages: it shares the compile of common packages and runs
 # GOMAXPROCS actions at a time, which on a small machine beats separate parallel builds.
 # -v names each package as it is compiled; a line every tenth of them says how far the build
@@ -188,5 +190,7 @@ for c in "${missing[@]}"; do
 done
 echo "${stamp}" >"${stamp_file}"
 
-log "built ${names[*]} in $((SECONDS - start))s"
+took=""
+took took "${start}" "${cpu_start}"
+log "built ${names[*]} in ${took}"
 echo "${bin_dir}"

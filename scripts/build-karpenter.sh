@@ -56,6 +56,8 @@ work_dir="$(mktemp -d "${bin_dir}/.build.XXXXXX")"
 trap 'rm -rf "${work_dir}"' EXIT
 
 start=${SECONDS}
+cpu_start=0
+cpu_seconds cpu_start
 (
   cd "${mod_dir}"
   CGO_ENABLED=0 go build -trimpath "${test_only_gcflags[@]}" -ldflags "-s -w" -o "${work_dir}/karpenter" "${pkg}"
@@ -73,5 +75,7 @@ rm -rf "${crd_dir}"
 mv "${work_dir}/crds" "${crd_dir}"
 echo "${stamp}" >"${stamp_file}"
 
-log "built Karpenter ${version} in $((SECONDS - start))s"
+took=""
+took took "${start}" "${cpu_start}"
+log "built Karpenter ${version} in ${took}"
 echo "${out_dir}"

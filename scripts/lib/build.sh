@@ -2,6 +2,9 @@
 # Shared by the scripts/build-*.sh scripts, which source it: they build binaries from a Go
 # module into a bin directory, and only when what those binaries are built from changed.
 
+# shellcheck source=scripts/lib/cpu.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cpu.sh"
+
 # The script that sourced this file, by absolute path: it is part of every stamp.
 build_script="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 
@@ -50,3 +53,11 @@ test_only_gcflags=(-gcflags "all=-N -l")
 
 # stamp_matches FILE STAMP tells whether FILE records STAMP.
 stamp_matches() { [[ "$(cat "$1" 2>/dev/null || true)" == "$2" ]]; }
+
+# took VAR START CPU_START sets VAR to how long a build has taken since SECONDS was START and
+# how much CPU its commands have used since cpu_seconds gave CPU_START, for its last line.
+took() {
+  local cpu=0
+  cpu_seconds cpu
+  printf -v "$1" '%ss, CPU %ss' "$((SECONDS - $2))" "$((cpu - $3))"
+}
