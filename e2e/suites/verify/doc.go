@@ -9,7 +9,7 @@
 // people see of it is proven too: the kubectl plugin, run as a user runs it, tells each
 // state, releases and re-verifies a node (TestNodeReady, golden output in testdata/).
 //
-// Run them with make e2e, or: go test -count=1 -timeout 40m ./suites/verify/ with NODEREADY_BIN
+// Run them with make e2e, or: go test -count=1 -timeout 60m ./suites/verify/ with NODEREADY_BIN
 // pointing at a built agent (default <repo>/bin/nodeready) and NODEREADY_PLUGIN_BIN at a built
 // kubectl plugin (make plugin; else the test builds it). NODEREADY_E2E_LOGS keeps every
 // log, also after a passing run. NODEREADY_E2E_KUBERNETES=v1.32.5 (or v1.37.2) runs them on
