@@ -155,8 +155,7 @@ work_dir="$(mktemp -d "${bin_dir}/.build.XXXXXX")"
 trap 'rm -rf "${work_dir}"' EXIT
 
 start=${SECONDS}
-cpu_start=0
-cpu_seconds cpu_start
+build_started
 # One go build for all packages: it shares the compile of common packages and runs
 # GOMAXPROCS actions at a time, which on a small machine beats separate parallel builds.
 # -v names each package as it is compiled; a line every tenth of them says how far the build
@@ -190,7 +189,5 @@ for c in "${missing[@]}"; do
 done
 echo "${stamp}" >"${stamp_file}"
 
-took=""
-took took "${start}" "${cpu_start}"
-log "built ${names[*]} in ${took}"
+build_done "built ${names[*]}"
 echo "${bin_dir}"

@@ -55,9 +55,7 @@ log "First run only: this compiles Karpenter from source and takes a few minutes
 work_dir="$(mktemp -d "${bin_dir}/.build.XXXXXX")"
 trap 'rm -rf "${work_dir}"' EXIT
 
-start=${SECONDS}
-cpu_start=0
-cpu_seconds cpu_start
+build_started
 (
   cd "${mod_dir}"
   CGO_ENABLED=0 go build -trimpath "${test_only_gcflags[@]}" -ldflags "-s -w" -o "${work_dir}/karpenter" "${pkg}"
@@ -75,7 +73,5 @@ rm -rf "${crd_dir}"
 mv "${work_dir}/crds" "${crd_dir}"
 echo "${stamp}" >"${stamp_file}"
 
-took=""
-took took "${start}" "${cpu_start}"
-log "built Karpenter ${version} in ${took}"
+build_done "built Karpenter ${version}"
 echo "${out_dir}"

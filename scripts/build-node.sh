@@ -96,8 +96,8 @@ build() {
     return 0
   fi
   log "building ${names[*]} into ${bin_dir}"
-  local work_dir start=${SECONDS} cpu_start=0 took=""
-  cpu_seconds cpu_start
+  local work_dir
+  build_started
   work_dir="$(mktemp -d "${bin_dir}/.build.XXXXXX")"
   (cd "${mod_dir}" && CGO_ENABLED="${cgo}" go build -trimpath -ldflags "${ldflags}" -o "${work_dir}/" "${pkgs[@]}")
   rm -f "${stamp_file}"
@@ -108,8 +108,7 @@ build() {
   done
   rm -rf "${work_dir}"
   echo "${stamp}" >"${stamp_file}"
-  took took "${start}" "${cpu_start}"
-  log "built ${names[*]} in ${took}"
+  build_done "built ${names[*]}"
   exec 9>&-
 }
 

@@ -64,8 +64,8 @@ build() {
   log "${name}: building ${pkgs[*]##*/} into ${bin_dir}"
   # Build into a scratch directory and move into place, so an interrupted build never leaves
   # a half-written binary and tests running meanwhile keep the previous one.
-  local work_dir start=${SECONDS} cpu_start=0 took=""
-  cpu_seconds cpu_start
+  local work_dir
+  build_started
   work_dir="$(mktemp -d "${bin_dir}/.build.XXXXXX")"
   (cd "${mod_dir}" && CGO_ENABLED=0 go build "${tags[@]}" -trimpath "${test_only_gcflags[@]}" -ldflags "-s -w" -o "${work_dir}/" "${pkgs[@]}")
   rm -f "${stamp_file}"
@@ -74,8 +74,7 @@ build() {
   done
   rm -rf "${work_dir}"
   echo "${stamp}" >"${stamp_file}"
-  took took "${start}" "${cpu_start}"
-  log "${name}: built in ${took}"
+  build_done "${name}: built"
   echo "${bin_dir}"
   exec 9>&-
 }

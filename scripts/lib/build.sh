@@ -54,10 +54,15 @@ test_only_gcflags=(-gcflags "all=-N -l")
 # stamp_matches FILE STAMP tells whether FILE records STAMP.
 stamp_matches() { [[ "$(cat "$1" 2>/dev/null || true)" == "$2" ]]; }
 
-# took VAR START CPU_START sets VAR to how long a build has taken since SECONDS was START and
-# how much CPU its commands have used since cpu_seconds gave CPU_START, for its last line.
-took() {
+# build_started and build_done MESSAGE: the build's last line, MESSAGE and how long the build took
+# and how much CPU its commands used since build_started (log is the sourcing script's).
+build_started() {
+  build_start=${SECONDS}
+  build_cpu_start=0
+  cpu_seconds build_cpu_start
+}
+build_done() {
   local cpu=0
   cpu_seconds cpu
-  printf -v "$1" '%ss, CPU %ss' "$((SECONDS - $2))" "$((cpu - $3))"
+  log "$1 in $((SECONDS - build_start))s, CPU $((cpu - build_cpu_start))s"
 }
