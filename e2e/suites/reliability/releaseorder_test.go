@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -46,6 +47,17 @@ func TestReleaseTestsItsCondition(t *testing.T) {
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}) })
+		// The API server's TaintNodesByCondition admission adds node.kubernetes.io/not-ready to a
+		// new node and the controller manager's node lifecycle controller takes it off once it
+		// sees the Ready condition, whenever it gets to it: the writes below test the taints as
+		// read, so they start from the node with only its startup taint.
+		require.NoError(t, framework.Poll(t, func(ctx context.Context) (bool, error) {
+			n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return len(n.Spec.Taints) == 1 && n.Spec.Taints[0].Key == wellknown.TaintKey, nil
+		}), "node %s keeps a taint besides the startup taint", name)
 	}
 
 	t.Run("the label's write waits for the condition", func(t *testing.T) {
