@@ -64,14 +64,20 @@ test: ## Run every test: unit tests (race detector) beside e2e on a real local c
 	+$(MAKE) --no-print-directory unit & unit=$$!; \
 		rc=0; $(MAKE) --no-print-directory e2e || rc=1; wait $$unit || rc=1; exit $$rc
 
+# go test without its own go vet: make vet runs all of vet's analyzers over both modules (and CI
+# runs it before make test), while go test's curated few, keyed apart from go vet's, vet every
+# package each test imports again, down to the standard library: on a cold build cache about
+# 350 CPU-s for one e2e package's 786 dependencies, and again for the race detector's builds.
+GO_TEST := go test -vet=off -count=1
+
 .PHONY: unit
 unit: ## Unit tests with the race detector
-	CGO_ENABLED=1 scripts/timed.sh "make unit" go test -race -count=1 ./...
+	CGO_ENABLED=1 scripts/timed.sh "make unit" $(GO_TEST) -race ./...
 
 .PHONY: vet
 vet: ## go vet both modules, check formatting and the import rules of DESIGN.md, lint .github/workflows with actionlint and the alert rules with promtool
 	go vet ./...
-	go test -count=1 -run '^TestImportRules$$' .
+	$(GO_TEST) -run '^TestImportRules$$' .
 	cd e2e && go vet ./...
 	cd e2e/build/k8s && go mod verify >/dev/null
 	cd e2e/build/k8s-1.32 && go mod verify >/dev/null
@@ -139,7 +145,7 @@ karpenter: ## Build Karpenter with its kwok provider (from e2e/build/karpenter/g
 # itself when it is not yet built (e2e/framework, controlplane.Build), so this order only saves
 # waiting.
 E2E_FLOOR_PKGS := ./suites/admission/ ./suites/failure/ ./suites/gates/
-e2e_go_test = cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready NODEREADY_PLUGIN_BIN=$(CURDIR)/bin/kubectl-nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT)
+e2e_go_test = cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready NODEREADY_PLUGIN_BIN=$(CURDIR)/bin/kubectl-nodeready $(GO_TEST) -p 1 -timeout $(E2E_TIMEOUT)
 
 .PHONY: e2e
 e2e: build plugin control-plane-current e2e-node ## End-to-end tests on a real etcd, kube-apiserver, controller manager and scheduler, the real Karpenter and (as root on Linux) real nodes; then e2e-versions
@@ -227,7 +233,7 @@ e2e-floor:
 E2E_NEWEST := v1.37.2
 E2E_OLDEST := v1.32.5
 E2E_VERSIONS_CORE := -run '^TestNodeReady$$' -skip '^TestNodeReady$$/^finishes_verification_after_an_API_server_restart$$'
-e2e_on = cd e2e && NODEREADY_E2E_KUBERNETES=$(1) NODEREADY_BIN=$(CURDIR)/bin/nodeready NODEREADY_PLUGIN_BIN=$(CURDIR)/bin/kubectl-nodeready go test -count=1 -p 1 -timeout $(E2E_TIMEOUT)
+e2e_on = cd e2e && NODEREADY_E2E_KUBERNETES=$(1) NODEREADY_BIN=$(CURDIR)/bin/nodeready NODEREADY_PLUGIN_BIN=$(CURDIR)/bin/kubectl-nodeready $(GO_TEST) -p 1 -timeout $(E2E_TIMEOUT)
 
 .PHONY: e2e-versions
 e2e-versions: build plugin control-plane-current ## The core e2e suites on Kubernetes v1.37.2 and v1.32.5 (part of make e2e)
@@ -270,11 +276,11 @@ node: ## Build what the real node runs (kubelet, kube-proxy, containerd, CoreDNS
 .PHONY: e2e-realnode
 e2e-realnode: build control-plane-current node ## Only the end-to-end tests on a real node: kubelet, containerd, runc, kube-proxy, CoreDNS (Linux, root)
 	@# 30m: its last scenario runs make release, which cross-compiles seven binaries on a cold cache.
-	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -timeout 30m -v -run '^TestRealNode$$' ./suites/verify/
+	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready $(GO_TEST) -timeout 30m -v -run '^TestRealNode$$' ./suites/verify/
 
 .PHONY: e2e-multinode
 e2e-multinode: build control-plane-current node ## Only the end-to-end tests on clusters of two to four real nodes networked by flannel (VXLAN), the podnetwork check (Linux, root)
-	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready go test -count=1 -timeout 20m -v ./suites/datapath/
+	cd e2e && NODEREADY_BIN=$(CURDIR)/bin/nodeready $(GO_TEST) -timeout 20m -v ./suites/datapath/
 
 .PHONY: demo
 # The demo builds what real nodes run (scripts/build-node.sh) itself, beside the simulated fleet.
