@@ -135,7 +135,11 @@ karpenter: ## Build Karpenter with its kwok provider (from e2e/build/karpenter/g
 #
 # Each lane builds what its next packages need just before them, and a fourth job builds
 # Karpenter and the version matrix's control planes meanwhile: on a cold cache those builds
-# share the CPU with the first suites instead of delaying them all. Not at a lower priority: a
+# share the CPU with the first suites instead of delaying them all. The static lane first
+# compiles what make release compiles (e2e-release-compile), while the other lanes build Helm,
+# which it waits for otherwise: in the fourth job, ahead of the control planes, those compiles
+# kept v1.37.2 from being built until the last minutes of a fresh run, where e2e-versions then
+# ran alone on a mostly idle machine. Not at a lower priority: a
 # lane that needs one of them before it is done waits on its build lock (scripts/lib/build.sh),
 # and a starved build would keep it waiting while the other lanes run. A failed build fails
 # the lane that needs it too.
@@ -153,7 +157,6 @@ e2e: build plugin control-plane-current e2e-node ## End-to-end tests on a real e
 
 .PHONY: e2e-prebuild
 e2e-prebuild:
-	scripts/timed.sh "make e2e-release-compile" $(MAKE) --no-print-directory e2e-release-compile
 	scripts/build-karpenter.sh >/dev/null
 	scripts/build-control-plane.sh e2e/build/k8s-1.32 >/dev/null
 	scripts/build-control-plane.sh e2e/build/k8s-1.37 >/dev/null
@@ -162,7 +165,9 @@ e2e-prebuild:
 # Go's build cache only (the flags that reach the compiler are the release's; ldflags only link).
 # Two lanes run make release about the same time, static/release and the release's install in
 # suites/verify, and Go does not share a compile under way between two builds: with empty caches
-# each compiled it all, about 950 CPU-s twice. e2e-prebuild compiles it first, and both find it.
+# each compiled it all, about 950 CPU-s twice. The static lane compiles it first, before its own
+# make release, and it is done before suites/verify's too (a fresh run: suites/verify used as
+# much CPU as with warm caches but Karpenter's build).
 .PHONY: e2e-release-compile
 e2e-release-compile:
 	@for p in $(subst $(comma), ,$(PLATFORMS)); do \
@@ -190,7 +195,7 @@ e2e-real-lane: e2e-node
 
 .PHONY: e2e-static-lane
 e2e-static-lane:
-	+$(call lane,e2e-static)
+	+$(call lane,e2e-release-compile e2e-static)
 
 .PHONY: e2e-simulated-lane
 e2e-simulated-lane:
