@@ -56,13 +56,16 @@ plugin-release: ## Build the kubectl plugin for PLUGIN_PLATFORMS, its archives a
 run: build ## Verify this machine with --dry-run (no cluster needed; never writes)
 	-./bin/nodeready --dry-run
 
+# side_by_side,A,B makes A and B at the same time, and fails once both are done if either failed.
+side_by_side = $(MAKE) --no-print-directory $(1) & first=$$!; \
+	rc=0; $(MAKE) --no-print-directory $(2) || rc=1; wait $$first || rc=1; exit $$rc
+
 .PHONY: test
 test: ## Run every test: unit tests (race detector) beside e2e on a real local control plane
 	@# Side by side, not one after the other: the unit tests' binaries run one package at a time
 	@# at the end and left a fifth of two cores idle (fresh machine: 322 s, CPU 516 s), which the
 	@# e2e lanes' builds fill. Either failing fails make test once both are done.
-	+$(MAKE) --no-print-directory unit & unit=$$!; \
-		rc=0; $(MAKE) --no-print-directory e2e || rc=1; wait $$unit || rc=1; exit $$rc
+	+$(call side_by_side,unit,e2e)
 
 # go test without its own go vet: make vet runs all of vet's analyzers over both modules (and CI
 # runs it before make test), while go test's curated few, keyed apart from go vet's, vet every
@@ -245,8 +248,7 @@ e2e-versions: build plugin control-plane-current ## The core e2e suites on Kuber
 	@# The two releases side by side: a suite waits on its controllers far more than it
 	@# computes (about a third of two cores), so two at once take little longer than one.
 	@# Each half builds only its own release, so v1.32.5's suites need not wait for v1.37.2's build.
-	+$(MAKE) --no-print-directory e2e-versions-newest & newest=$$!; \
-		rc=0; $(MAKE) --no-print-directory e2e-versions-oldest || rc=1; wait $$newest || rc=1; exit $$rc
+	+$(call side_by_side,e2e-versions-newest,e2e-versions-oldest)
 
 # On every release: the core scenarios (install, verify, re-verify, a failing check, a bad
 # setting, the own-node policy, the kubectl plugin) and replace-node. Not the API server restart:

@@ -154,7 +154,6 @@ done
 work_dir="$(mktemp -d "${bin_dir}/.build.XXXXXX")"
 trap 'rm -rf "${work_dir}"' EXIT
 
-start=${SECONDS}
 build_started
 # One go build for all packages: it shares the compile of common packages and runs
 # GOMAXPROCS actions at a time, which on a small machine beats separate parallel builds.
@@ -172,7 +171,7 @@ total="$(cd "${k8s_dir}" && go list -deps "${pkgs[@]}" | wc -l)"
     if [[ "${line}" =~ ^[A-Za-z0-9._~/-]+$ ]]; then
       n=$((n + 1))
       if ((n % step == 0)); then
-        log "compiled ${n} of ${total} packages ($((SECONDS - start))s)"
+        log "compiled ${n} of ${total} packages ($((SECONDS - build_start))s)"
       fi
     else
       echo "${line}" >&2 # the compiler's errors
