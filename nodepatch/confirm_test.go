@@ -92,7 +92,7 @@ func TestConfirmFromTheWatch(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p, client := newPatcher(t, newNode(nil, startup))
-			watching(t, p)
+			watching(t, p, client)
 			answerPatchWith(client, context.DeadlineExceeded, true)
 			_, err := p.Release(t.Context(), map[string]string{"node-ready/verified-at": "2026-11-23T10:00:00Z"})
 			require.ErrorIs(t, err, ErrUnknownOutcome)

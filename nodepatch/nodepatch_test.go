@@ -116,14 +116,17 @@ func released(t *testing.T, node *corev1.Node) (*Patcher, *fake.Clientset) {
 
 // watching starts p's watch of the node for the rest of the test and waits until it shows
 // the node.
-func watching(t *testing.T, p *Patcher) {
+func watching(t *testing.T, p *Patcher, client *fake.Clientset) {
 	t.Helper()
 	t.Cleanup(p.Watch(t.Context()))
 	// Until the watch shows the node, State reads it instead: wait for the watch, so that
-	// the requests a test counts afterwards are its own.
+	// the requests a test counts afterwards are its own. The node is in the store once the
+	// list (a GET) returns, before the reflector calls WATCH: wait for that call too, which
+	// the fake records under the lock it registers the watcher under, so no later write is
+	// missed by the watch.
 	require.Eventually(t, func() bool {
 		_, ok, _ := p.view.store.GetByKey(nodeName)
-		return ok
+		return ok && countVerb(client, "watch") > 0
 	}, 5*time.Second, time.Millisecond, "the watch shows the node")
 	_, err := p.State(t.Context())
 	require.NoError(t, err)
@@ -515,7 +518,7 @@ func TestSettleReadsAtTheEndWhenTheWatchIsDown(t *testing.T) {
 // node with a GET first; the API server answers one WATCH instead.)
 func TestReleaseFromTheWatch(t *testing.T) {
 	p, client := newPatcher(t, newNode(map[string]string{"pool": "a"}, startup, foreign))
-	watching(t, p)
+	watching(t, p, client)
 	before := len(client.Actions())
 	outcome, err := p.Release(t.Context(), map[string]string{"node-ready/verified-at": "now"})
 	require.NoError(t, err)
@@ -568,7 +571,7 @@ func TestReleaseFromAnOldView(t *testing.T) {
 	client.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
 		return true, watch.NewFake(), nil // a watch that shows nothing new
 	})
-	watching(t, p)
+	watching(t, p, client)
 	n := getNode(t, client)
 	n.Spec.Taints = append(n.Spec.Taints, foreign)
 	putNode(t, client, n)
@@ -593,7 +596,7 @@ func TestReleaseAfterTheConditionFromAnOldView(t *testing.T) {
 	client.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
 		return true, watch.NewFake(), nil // a watch that shows nothing new
 	})
-	watching(t, p)
+	watching(t, p, client)
 	before := len(client.Actions())
 	_, err := p.SetCondition(t.Context(), wellknown.Condition{Status: corev1.ConditionTrue, Reason: wellknown.Verified, Message: "checks passed"})
 	require.NoError(t, err)
