@@ -1,6 +1,7 @@
 package security
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -94,6 +95,21 @@ func patchAs(t *testing.T, c kubernetes.Interface, node, manager, patch string) 
 	}
 	_, err := c.CoreV1().Nodes().Patch(t.Context(), node, pt, []byte(patch), metav1.PatchOptions{FieldManager: manager})
 	return err
+}
+
+// settled waits for the controller manager's first writes of a new node: the TTL controller's
+// annotation, and the node lifecycle controller's pass that takes off the not-ready taint the
+// API server's admission put on a node with no conditions. Both are one entry of
+// managedFields, kube-controller-manager's; at the cap of ten update entries, that entry
+// arriving later would fold the oldest ones mid-test and move every entry a test addresses by
+// position. The lifecycle controller writes again only after the node's startup grace period.
+func settled(t *testing.T, c kubernetes.Interface, name string) {
+	t.Helper()
+	require.NoError(t, framework.Poll(t, func(context.Context) (bool, error) {
+		n := framework.GetNode(t, c, name)
+		_, ttl := n.Annotations["node.alpha.kubernetes.io/ttl"]
+		return ttl && !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady }), nil
+	}), "node %s: the controller manager's first writes", name)
 }
 
 func retaint(t *testing.T, c kubernetes.Interface, node, manager string) {
@@ -233,6 +249,7 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 		// A node of its own whose agent has never written it, filled to ten update
 		// entries: the agent's first write makes eleven, and the API server folds.
 		nodeC := createNode(t, admin, "node-c")
+		settled(t, admin, nodeC)
 		agentC := agentClient(t, cp, agentPod(t, admin, nodeC))
 		for k := 0; ; k++ {
 			n := framework.GetNode(t, admin, nodeC)
