@@ -140,9 +140,8 @@ karpenter: ## Build Karpenter with its kwok provider (from e2e/build/karpenter/g
 # Karpenter and the version matrix's control planes meanwhile: on a cold cache those builds
 # share the CPU with the first suites instead of delaying them all. The static lane first
 # compiles what make release compiles (e2e-release-compile), while the other lanes build Helm,
-# which it waits for otherwise: in the fourth job, ahead of the control planes, those compiles
-# kept v1.37.2 from being built until the last minutes of a fresh run, where e2e-versions then
-# ran alone on a mostly idle machine. Not at a lower priority: a
+# which it would otherwise wait for. Whatever the fourth job builds last still ends a fresh run:
+# e2e-versions' suites on it then run alone on a mostly idle machine. Not at a lower priority: a
 # lane that needs one of them before it is done waits on its build lock (scripts/lib/build.sh),
 # and a starved build would keep it waiting while the other lanes run. A failed build fails
 # the lane that needs it too.

@@ -108,7 +108,8 @@ func settled(t *testing.T, c kubernetes.Interface, name string) {
 	require.NoError(t, framework.Poll(t, func(context.Context) (bool, error) {
 		n := framework.GetNode(t, c, name)
 		_, ttl := n.Annotations["node.alpha.kubernetes.io/ttl"]
-		return ttl && !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady }), nil
+		notReady := slices.ContainsFunc(n.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == corev1.TaintNodeNotReady })
+		return ttl && !notReady, nil
 	}), "node %s: the controller manager's first writes", name)
 }
 
