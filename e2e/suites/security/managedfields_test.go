@@ -267,6 +267,11 @@ func TestAgentCannotRewriteManagedFields(t *testing.T) {
 			require.NoError(t, patchAs(t, admin, nodeC, fmt.Sprintf("example-%d", k),
 				fmt.Sprintf(`{"metadata":{"annotations":{"example.com/writer-%d":"x"}}}`, k)))
 		}
+		// The fold takes the oldest entries by the second they were written in: the creator
+		// writes once more, so that its entry is among the newest, whatever second the node was
+		// created in, and stays for the subtests that try to drop it. An entry of its own
+		// already, this write adds none.
+		require.NoError(t, patchAs(t, admin, nodeC, owner, `{"metadata":{"annotations":{"example.com/owner":"team-b"}}}`))
 		outcome, err := nodepatch.New(adapt.Clientset(agentC), nodeC, releaseSpec).Release(t.Context(), nil)
 		require.NoError(t, err)
 		assert.Equal(t, nodepatch.Patched, outcome)
