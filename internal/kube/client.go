@@ -26,6 +26,7 @@ import (
 type (
 	Nodes                 = Resource[*corev1.Node, *corev1.NodeList]
 	Pods                  = Resource[*corev1.Pod, *corev1.PodList]
+	ConfigMaps            = Resource[*corev1.ConfigMap, *corev1.ConfigMapList]
 	DaemonSets            = Resource[*appsv1.DaemonSet, *appsv1.DaemonSetList]
 	EndpointSlices        = Resource[*discoveryv1.EndpointSlice, *discoveryv1.EndpointSliceList]
 	Events                = Resource[*eventsv1.Event, *eventsv1.EventList]
@@ -183,6 +184,11 @@ func (g coreV1) NodesMetadata(ctx context.Context, opts metav1.ListOptions) (*me
 
 func (g coreV1) Pods(namespace string) Pods {
 	return newTyped(g.rc, "pods", namespace, func() *corev1.Pod { return &corev1.Pod{} }, func() *corev1.PodList { return &corev1.PodList{} })
+}
+
+func (g coreV1) ConfigMaps(namespace string) ConfigMaps {
+	return newTyped(g.rc, "configmaps", namespace, func() *corev1.ConfigMap { return &corev1.ConfigMap{} },
+		func() *corev1.ConfigMapList { return &corev1.ConfigMapList{} })
 }
 
 func (g coreV1) RESTClient() rest.Interface { return g.rc }

@@ -56,6 +56,8 @@ type (
 		// fleet's evidence before a failure action reads labels and annotations.
 		NodesMetadata(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error)
 		Pods(namespace string) Pods
+		// ConfigMaps is the kubectl plugin's: it reads nodeready's ConfigMap.
+		ConfigMaps(namespace string) ConfigMaps
 		// RESTClient is for requests no typed client makes: a node read as
 		// raw JSON (nodepatch).
 		RESTClient() rest.Interface

@@ -50,6 +50,9 @@ type coreV1 struct{ cs kubernetes.Interface }
 
 func (g coreV1) Nodes() kube.Nodes               { return g.cs.CoreV1().Nodes() }
 func (g coreV1) Pods(namespace string) kube.Pods { return g.cs.CoreV1().Pods(namespace) }
+func (g coreV1) ConfigMaps(namespace string) kube.ConfigMaps {
+	return g.cs.CoreV1().ConfigMaps(namespace)
+}
 
 // NodesMetadata lists the nodes and keeps their metadata: what the API server
 // answers a list of metadata only with.

@@ -37,7 +37,7 @@ func apiNames() []string {
 	fs := pflag.NewFlagSet("kubectl", pflag.ContinueOnError)
 	genericclioptions.NewConfigFlags(true).AddFlags(fs)
 	fs.VisitAll(func(f *pflag.Flag) { kubectl[f.Name] = true })
-	root := (&Options{configFlags: genericclioptions.NewConfigFlags(true)}).command("api")
+	root := (&Options{configFlags: newKubeconfigFlags()}).command("api")
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		if c.Hidden || c.Name() == "help" || strings.HasPrefix(c.Name(), "__") {

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
@@ -29,8 +28,8 @@ const (
 // Options are the plugin's flags and what its commands work with.
 type Options struct {
 	streams     genericiooptions.IOStreams
-	configFlags *genericclioptions.ConfigFlags
-	printFlags  *genericclioptions.PrintFlags
+	configFlags *kubeconfigFlags
+	printFlags  *outputFlags
 	// nsFlag tells a --namespace given from the kubeconfig's namespace, which is not where
 	// nodeready is installed.
 	nsFlag        func() bool
@@ -57,11 +56,11 @@ type Options struct {
 func NewCommand(streams genericiooptions.IOStreams, version string) *cobra.Command {
 	o := &Options{
 		streams:     streams,
-		configFlags: genericclioptions.NewConfigFlags(true),
+		configFlags: newKubeconfigFlags(),
 		now:         time.Now,
 	}
 	o.newClient = func() (Client, error) {
-		cfg, err := o.configFlags.ToRESTConfig()
+		cfg, err := o.configFlags.restConfig()
 		if err != nil {
 			return nil, err
 		}
@@ -73,8 +72,8 @@ func NewCommand(streams genericiooptions.IOStreams, version string) *cobra.Comma
 }
 
 func (o *Options) command(version string) *cobra.Command {
-	o.printFlags = genericclioptions.NewPrintFlags("").WithDefaultOutput("")
-	o.printFlags.NamePrintFlags = nil // a node's name alone says nothing of its state
+	// Not -o name: a node's name alone says nothing of its state.
+	o.printFlags = newOutputFlags()
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Every node as nodeready sees it: held, verified, failed open, re-verifying, released by hand, not managed",
@@ -101,7 +100,7 @@ row again when its state, reason or message changes, then the summary when it ch
 	}
 	status.Flags().StringP("selector", "l", "", "only the nodes that match this label selector, such as karpenter.sh/nodepool=default")
 	status.Flags().BoolP("watch", "w", false, "after the table, watch the nodes and print a node's row again when its state, reason or message changes, and the summary when it changes")
-	o.printFlags.AddFlags(status)
+	o.printFlags.addFlags(status)
 	// The table's wide form is the plugin's own, not a printer of cli-runtime's.
 	status.Flag("output").Usage = "Output format: wide, json, yaml, jsonpath=..., go-template=... (default: a table)"
 
@@ -230,7 +229,7 @@ pods app.kubernetes.io/name=NAME.`,
 	// `kubectl-nodeready __complete`), not through a completion script of the plugin's own.
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(status, why, release, reverify)
-	o.configFlags.AddFlags(root.PersistentFlags())
+	o.configFlags.addFlags(root.PersistentFlags())
 	root.PersistentFlags().Lookup("namespace").Usage = "where nodeready is installed: its ConfigMap and agent pods (default " + DefaultNamespace + ")"
 	o.nsFlag = func() bool { return root.PersistentFlags().Lookup("namespace").Changed }
 	root.PersistentFlags().StringVar(&o.keys.configMap, "config-map", DefaultConfigMap, "nodeready's ConfigMap, read for the startup taints and the verified label")
@@ -247,8 +246,8 @@ pods app.kubernetes.io/name=NAME.`,
 
 // namespace is where nodeready is installed.
 func (o *Options) namespace() string {
-	if o.nsFlag != nil && o.nsFlag() && o.configFlags.Namespace != nil && *o.configFlags.Namespace != "" {
-		return *o.configFlags.Namespace
+	if o.nsFlag != nil && o.nsFlag() && o.configFlags.overrides.Context.Namespace != "" {
+		return o.configFlags.overrides.Context.Namespace
 	}
 	return DefaultNamespace
 }

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/nodeready/nodeready/internal/golden"
@@ -245,9 +244,9 @@ func TestStatusWatch(t *testing.T) {
 	var out, errOut syncBuffer
 	o := &Options{
 		streams:     genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut},
-		configFlags: genericclioptions.NewConfigFlags(true),
+		configFlags: newKubeconfigFlags(),
 		now:         func() time.Time { return now },
-		newClient:   func() (Client, error) { return client, nil },
+		newClient:   func() (Client, error) { return asClient(client), nil },
 	}
 	cmd := o.command("test")
 	cmd.SetArgs([]string{"status", "--watch"})

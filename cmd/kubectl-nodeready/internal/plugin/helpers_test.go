@@ -10,10 +10,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/nodeready/nodeready/internal/kube"
+	"github.com/nodeready/nodeready/internal/kube/adapt"
 	"github.com/nodeready/nodeready/internal/wellknown"
 )
 
@@ -32,14 +33,14 @@ type result struct {
 }
 
 // run runs the plugin with args against client, as the user alice.
-func run(t *testing.T, client Client, args ...string) result {
+func run(t *testing.T, client *fake.Clientset, args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	o := &Options{
 		streams:     genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut},
-		configFlags: genericclioptions.NewConfigFlags(true),
+		configFlags: newKubeconfigFlags(),
 		now:         func() time.Time { return now },
-		newClient:   func() (Client, error) { return client, nil },
+		newClient:   func() (Client, error) { return asClient(client), nil },
 		whoAmI:      func(context.Context, Client) string { return "alice@example.com" },
 	}
 	cmd := o.command("test")
@@ -154,4 +155,20 @@ func fleet() []runtime.Object {
 // newClient is a fake clientset holding objs.
 func newClient(objs ...runtime.Object) *fake.Clientset {
 	return fake.NewClientset(objs...)
+}
+
+// fakeClient is the plugin's Client over a fake clientset, its reactors included.
+type fakeClient struct {
+	kube.Interface
+	cs *fake.Clientset
+}
+
+func asClient(cs *fake.Clientset) Client { return fakeClient{adapt.Clientset(cs), cs} }
+
+func (c fakeClient) AuthenticationV1() AuthenticationV1 { return fakeAuthn{c.cs} }
+
+type fakeAuthn struct{ cs *fake.Clientset }
+
+func (a fakeAuthn) SelfSubjectReviews() SelfSubjectReviews {
+	return a.cs.AuthenticationV1().SelfSubjectReviews()
 }

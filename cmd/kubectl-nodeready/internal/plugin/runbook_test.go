@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 )
 
 // TestRunbookCommands: every `kubectl nodeready` command of the alerts' runbooks
@@ -44,7 +43,7 @@ func TestRunbookCommands(t *testing.T) {
 				}
 			}
 			if slices.Contains(args, "--watch") {
-				root := (&Options{configFlags: genericclioptions.NewConfigFlags(true)}).command("test")
+				root := (&Options{configFlags: newKubeconfigFlags()}).command("test")
 				c, rest, err := root.Find(args)
 				require.NoError(t, err)
 				require.NoError(t, c.ParseFlags(rest))

@@ -349,7 +349,7 @@ func dash(s string) string {
 
 // runStatus is `kubectl nodeready status`.
 func (o *Options) runStatus(ctx context.Context, selector string, watch bool) error {
-	if output := *o.printFlags.OutputFormat; watch && output != "" {
+	if output := o.printFlags.format; watch && output != "" {
 		return fmt.Errorf("--watch prints the table: leave out -o %s", output)
 	}
 	client, k, err := o.setup(ctx)
@@ -359,7 +359,7 @@ func (o *Options) runStatus(ctx context.Context, selector string, watch bool) er
 	if watch {
 		return o.watchStatus(ctx, client, k, selector)
 	}
-	output := *o.printFlags.OutputFormat
+	output := o.printFlags.format
 	table := output == "" || output == "wide"
 	s, err := o.fleetStatus(ctx, client, k, statusOptions{selector: selector, agents: true})
 	if err != nil {
@@ -368,7 +368,7 @@ func (o *Options) runStatus(ctx context.Context, selector string, watch bool) er
 	if table {
 		return printTable(o.streams.Out, s, output == "wide", o.now())
 	}
-	p, err := o.printFlags.ToPrinter()
+	p, err := o.printFlags.printer()
 	if err != nil {
 		return err
 	}

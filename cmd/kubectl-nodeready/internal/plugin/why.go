@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
 
 	"github.com/nodeready/nodeready/internal/wellknown"
@@ -89,8 +88,7 @@ func nodeReport(k Keys, n NodeStatus, events []eventsv1.Event, maxEvents int) *N
 func (o *Options) runWhy(ctx context.Context, name string, maxEvents int, output string) error {
 	var printer printers.ResourcePrinter
 	if output != "" {
-		var err error
-		if printer, err = (&genericclioptions.JSONYamlPrintFlags{}).ToPrinter(output); err != nil {
+		if printer = objectPrinter(output, false); printer == nil {
 			return fmt.Errorf("-o %s: use json or yaml", output)
 		}
 	}

@@ -79,11 +79,11 @@ func (o *Options) user(ctx context.Context, client Client) string {
 	if err == nil {
 		err = errors.New("no username in the SelfSubjectReview")
 	}
-	raw, rerr := o.configFlags.ToRawKubeConfigLoader().RawConfig()
+	raw, rerr := o.configFlags.loader().RawConfig()
 	if rerr == nil {
 		ctxName := raw.CurrentContext
-		if o.configFlags.Context != nil && *o.configFlags.Context != "" {
-			ctxName = *o.configFlags.Context
+		if o.configFlags.overrides.CurrentContext != "" {
+			ctxName = o.configFlags.overrides.CurrentContext
 		}
 		if c, ok := raw.Contexts[ctxName]; ok && c.AuthInfo != "" {
 			o.warn(fmt.Sprintf("the API server did not say who you are (%v): recording the kubeconfig's user %q", err, c.AuthInfo))

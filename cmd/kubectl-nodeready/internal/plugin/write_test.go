@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -337,22 +336,22 @@ contexts: [{name: prod, context: {cluster: c, user: ops-admin}}]
 current-context: prod
 `), 0o600))
 	var errOut bytes.Buffer
-	o := &Options{streams: genericiooptions.IOStreams{ErrOut: &errOut}, configFlags: genericclioptions.NewConfigFlags(true)}
-	o.configFlags.KubeConfig = &kubeconfig
+	o := &Options{streams: genericiooptions.IOStreams{ErrOut: &errOut}, configFlags: newKubeconfigFlags()}
+	o.configFlags.explicitPath = kubeconfig
 
 	client := newClient()
 	client.PrependReactor("create", "selfsubjectreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{
 			UserInfo: authenticationv1.UserInfo{Username: "oidc:carol@example.com"}}}, nil
 	})
-	assert.Equal(t, "oidc:carol@example.com", o.user(t.Context(), client))
+	assert.Equal(t, "oidc:carol@example.com", o.user(t.Context(), asClient(client)))
 	assert.Empty(t, errOut.String())
 
 	client = newClient()
 	client.PrependReactor("create", "selfsubjectreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "selfsubjectreviews"}, "", errors.New("no"))
 	})
-	assert.Equal(t, "kubeconfig:ops-admin", o.user(t.Context(), client))
+	assert.Equal(t, "kubeconfig:ops-admin", o.user(t.Context(), asClient(client)))
 	assert.Contains(t, errOut.String(), `Warning: the API server did not say who you are`)
 	assert.Contains(t, errOut.String(), `recording the kubeconfig's user "ops-admin"`)
 }

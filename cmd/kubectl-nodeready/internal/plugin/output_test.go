@@ -1,0 +1,96 @@
+package plugin
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+)
+
+// TestOutputFlagsAreKubectls: -o and its template flags are kubectl's, those of
+// cli-runtime's PrintFlags without -o name: the same flags, and for the same arguments the
+// same output or the same error.
+func TestOutputFlagsAreKubectls(t *testing.T) {
+	dir := t.TempDir()
+	goTemplate := filepath.Join(dir, "node.tmpl")
+	require.NoError(t, os.WriteFile(goTemplate, []byte(`{{.metadata.name}} {{index .metadata.labels "node-ready/verified"}}`), 0o600))
+	jsonpath := filepath.Join(dir, "node.jsonpath")
+	require.NoError(t, os.WriteFile(jsonpath, []byte(`{.metadata.name}`), 0o600))
+	node := &corev1.Node{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"node-ready/verified": "true"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "nodeready", Operation: metav1.ManagedFieldsOperationUpdate}}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "node-ready/unverified", Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+	}
+
+	kubectlCmd := func() (*cobra.Command, *genericclioptions.PrintFlags) {
+		cmd := &cobra.Command{Use: "kubectl"}
+		f := genericclioptions.NewPrintFlags("").WithDefaultOutput("")
+		f.NamePrintFlags = nil
+		f.AddFlags(cmd)
+		return cmd, f
+	}
+	pluginCmd := func() (*cobra.Command, *outputFlags) {
+		cmd := &cobra.Command{Use: "plugin"}
+		f := newOutputFlags()
+		f.addFlags(cmd)
+		return cmd, f
+	}
+
+	describe := func(fs *pflag.FlagSet) map[string][4]string {
+		flags := map[string][4]string{}
+		fs.VisitAll(func(f *pflag.Flag) { flags[f.Name] = [4]string{f.Shorthand, f.Value.Type(), f.DefValue, f.Usage} })
+		return flags
+	}
+	want, _ := kubectlCmd()
+	got, _ := pluginCmd()
+	assert.Equal(t, describe(want.Flags()), describe(got.Flags()))
+
+	for _, args := range [][]string{
+		{"-o", "json"}, {"-o", "yaml"}, {"-o", "kyaml"}, {"-o", "JSON"}, {"-o", "json", "--show-managed-fields"},
+		{"-o", "jsonpath={.metadata.name}"}, {"-o", "jsonpath-as-json={.metadata.labels}"}, {"-o", "jsonpath-file=" + jsonpath},
+		{"-o", "jsonpath", "--template", "{.spec.taints[0].key}"},
+		{"-o", "jsonpath={.metadata.missing}"}, {"-o", "jsonpath={.metadata.missing}", "--allow-missing-template-keys=false"},
+		{"-o", "jsonpath={.metadata.name"},
+		{"-o", "go-template={{.metadata.name}}"}, {"-o", "template={{.kind}}"}, {"-o", "go-template-file=" + goTemplate},
+		{"-o", "templatefile=" + goTemplate}, {"-o", "go-template-file=" + filepath.Join(dir, "missing")},
+		{"--template", "{{.metadata.name}}"}, {"-o", "json", "--template", "{{.metadata.name}}"},
+		{"-o", "go-template={{.metadata.missing}}", "--allow-missing-template-keys=false"},
+		{"-o", "go-template={{"}, {"-o", "go-template"}, {"-o", "jsonpath="},
+		{"-o", "name"}, {"-o", "xml"}, {"-o", "json=x"}, {"-o", "Go-Template={{.kind}}"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			wantCmd, wantFlags := kubectlCmd()
+			require.NoError(t, wantCmd.ParseFlags(args))
+			var wantOut bytes.Buffer
+			wantErr := ""
+			if p, err := wantFlags.ToPrinter(); err != nil {
+				wantErr = err.Error()
+			} else if err := p.PrintObj(node.DeepCopy(), &wantOut); err != nil {
+				wantErr = err.Error()
+			}
+
+			gotCmd, gotFlags := pluginCmd()
+			require.NoError(t, gotCmd.ParseFlags(args))
+			var gotOut bytes.Buffer
+			gotErr := ""
+			if p, err := gotFlags.printer(); err != nil {
+				gotErr = err.Error()
+			} else if err := p.PrintObj(node.DeepCopy(), &gotOut); err != nil {
+				gotErr = err.Error()
+			}
+
+			assert.Equal(t, wantErr, gotErr)
+			assert.Equal(t, wantOut.String(), gotOut.String())
+		})
+	}
+}
