@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/printers"
 )
 
 // TestOutputFlagsAreKubectls: -o and its template flags are kubectl's, those of
@@ -69,28 +70,26 @@ func TestOutputFlagsAreKubectls(t *testing.T) {
 		{"-o", "name"}, {"-o", "xml"}, {"-o", "json=x"}, {"-o", "Go-Template={{.kind}}"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			// What a command's printer prints of the node after parsing args, or its error.
+			printed := func(cmd *cobra.Command, toPrinter func() (printers.ResourcePrinter, error)) (out, err string) {
+				require.NoError(t, cmd.ParseFlags(args))
+				var buf bytes.Buffer
+				p, perr := toPrinter()
+				if perr == nil {
+					perr = p.PrintObj(node.DeepCopy(), &buf)
+				}
+				if perr != nil {
+					err = perr.Error()
+				}
+				return buf.String(), err
+			}
 			wantCmd, wantFlags := kubectlCmd()
-			require.NoError(t, wantCmd.ParseFlags(args))
-			var wantOut bytes.Buffer
-			wantErr := ""
-			if p, err := wantFlags.ToPrinter(); err != nil {
-				wantErr = err.Error()
-			} else if err := p.PrintObj(node.DeepCopy(), &wantOut); err != nil {
-				wantErr = err.Error()
-			}
-
+			wantOut, wantErr := printed(wantCmd, wantFlags.ToPrinter)
 			gotCmd, gotFlags := pluginCmd()
-			require.NoError(t, gotCmd.ParseFlags(args))
-			var gotOut bytes.Buffer
-			gotErr := ""
-			if p, err := gotFlags.printer(); err != nil {
-				gotErr = err.Error()
-			} else if err := p.PrintObj(node.DeepCopy(), &gotOut); err != nil {
-				gotErr = err.Error()
-			}
+			gotOut, gotErr := printed(gotCmd, gotFlags.printer)
 
 			assert.Equal(t, wantErr, gotErr)
-			assert.Equal(t, wantOut.String(), gotOut.String())
+			assert.Equal(t, wantOut, gotOut)
 		})
 	}
 }
