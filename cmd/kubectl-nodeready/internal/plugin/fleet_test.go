@@ -294,6 +294,8 @@ func TestStatusWatch(t *testing.T) {
 
 	r := run(t, newClient(fleet()...), "status", "--watch", "-o", "json")
 	require.EqualError(t, r.err, "--watch prints the table: leave out -o json")
+	r = run(t, newClient(), "status", "--watch", "--template", "{{.kind}}")
+	require.EqualError(t, r.err, "--watch prints the table: leave out --template")
 }
 
 var _ runtime.Object = (*NodeReport)(nil)

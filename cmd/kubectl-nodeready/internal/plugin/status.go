@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -352,6 +353,9 @@ func (o *Options) runStatus(ctx context.Context, selector string, watch bool) er
 	if output := o.printFlags.format; watch && output != "" {
 		return fmt.Errorf("--watch prints the table: leave out -o %s", output)
 	}
+	if watch && o.printFlags.template != "" {
+		return errors.New("--watch prints the table: leave out --template")
+	}
 	client, k, err := o.setup(ctx)
 	if err != nil {
 		return err
@@ -359,8 +363,9 @@ func (o *Options) runStatus(ctx context.Context, selector string, watch bool) er
 	if watch {
 		return o.watchStatus(ctx, client, k, selector)
 	}
+	// --template alone is a Go template, as kubectl takes it.
 	output := o.printFlags.format
-	table := output == "" || output == "wide"
+	table := (output == "" && o.printFlags.template == "") || output == "wide"
 	s, err := o.fleetStatus(ctx, client, k, statusOptions{selector: selector, agents: true})
 	if err != nil {
 		return err

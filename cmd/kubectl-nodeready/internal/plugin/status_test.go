@@ -79,6 +79,22 @@ func TestStatusJSONIsStable(t *testing.T) {
 	assert.True(t, now.Add(-6*time.Hour).Equal(s.Summary.LongestHold.Since.Time), "since %s", s.Summary.LongestHold.Since)
 }
 
+// TestStatusTemplate: a Go template or a JSONPath of the FleetStatus, with -o or, as kubectl
+// takes it, --template alone.
+func TestStatusTemplate(t *testing.T) {
+	for _, args := range [][]string{
+		{"--template", `{{range .nodes}}{{.name}}={{.state}} {{end}}`},
+		{"status", "-o", "go-template", "--template", `{{range .nodes}}{{.name}}={{.state}} {{end}}`},
+		{"-o", `jsonpath={range .nodes[*]}{.name}={.state} {end}`},
+	} {
+		r := run(t, newClient(fleet()...), args...)
+		require.NoError(t, r.err, "%v", args)
+		assert.Equal(t, "a-held=held b-new=held c-misconfigured=misconfigured d-reverifying=re-verifying "+
+			"e-reverifying-untainted=re-verifying f-verified=verified g-failed-open=failed-open "+
+			"h-hand-released=hand-released i-not-managed=not-managed j-stranded=held ", r.out, "%v", args)
+	}
+}
+
 // TestStates: where a node stands, and since when, from its marks alone.
 func TestStates(t *testing.T) {
 	k, err := keysFrom(nil)
