@@ -19,14 +19,7 @@ func TestKubeconfigFlagsAreKubectls(t *testing.T) {
 	got := pflag.NewFlagSet("plugin", pflag.ContinueOnError)
 	newKubeconfigFlags().addFlags(got)
 
-	describe := func(fs *pflag.FlagSet) map[string][4]string {
-		flags := map[string][4]string{}
-		fs.VisitAll(func(f *pflag.Flag) {
-			flags[f.Name] = [4]string{f.Shorthand, f.Value.Type(), f.DefValue, f.Usage}
-		})
-		return flags
-	}
-	assert.Equal(t, describe(want), describe(got))
+	assert.Equal(t, flagTable(want), flagTable(got))
 }
 
 // TestKubeconfigFlagsConnectAsKubectl: the same kubeconfig and flags make the same
@@ -119,4 +112,11 @@ func TestKubeconfigMissing(t *testing.T) {
 	require.NoError(t, wantErr)
 	require.NoError(t, gotErr)
 	assert.Equal(t, want.String(), got.String())
+}
+
+// flagTable is each flag of fs by name: its shorthand, type, default and help.
+func flagTable(fs *pflag.FlagSet) map[string][4]string {
+	flags := map[string][4]string{}
+	fs.VisitAll(func(f *pflag.Flag) { flags[f.Name] = [4]string{f.Shorthand, f.Value.Type(), f.DefValue, f.Usage} })
+	return flags
 }

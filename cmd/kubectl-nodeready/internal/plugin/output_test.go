@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -47,14 +46,9 @@ func TestOutputFlagsAreKubectls(t *testing.T) {
 		return cmd, f
 	}
 
-	describe := func(fs *pflag.FlagSet) map[string][4]string {
-		flags := map[string][4]string{}
-		fs.VisitAll(func(f *pflag.Flag) { flags[f.Name] = [4]string{f.Shorthand, f.Value.Type(), f.DefValue, f.Usage} })
-		return flags
-	}
 	want, _ := kubectlCmd()
 	got, _ := pluginCmd()
-	assert.Equal(t, describe(want.Flags()), describe(got.Flags()))
+	assert.Equal(t, flagTable(want.Flags()), flagTable(got.Flags()))
 
 	for _, args := range [][]string{
 		{"-o", "json"}, {"-o", "yaml"}, {"-o", "kyaml"}, {"-o", "JSON"}, {"-o", "json", "--show-managed-fields"},
